@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: MIT
+# Finds the third-party packages. All come from Debian bookworm (scripts/install-deps.sh);
+# a user's own builds work too when their CMake configs are on CMAKE_PREFIX_PATH.
+find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(nlohmann_json 3.10 REQUIRED)
+
+if(FASTMLIP_ENABLE_KOKKOS)
+  # Reuse an existing Kokkos::kokkos target (e.g. the one a LAMMPS superbuild made).
+  if(NOT TARGET Kokkos::kokkos)
+    if(NOT DEFINED Kokkos_DIR AND EXISTS "/usr/lib/x86_64-linux-gnu/cmake/Kokkos/KokkosConfig.cmake")
+      # Debian's config needs a repair (see cmake/kokkos-debian/KokkosConfig.cmake).
+      set(Kokkos_DIR "${PROJECT_SOURCE_DIR}/cmake/kokkos-debian")
+    endif()
+    find_package(Kokkos 3.4 REQUIRED CONFIG)
+  endif()
+endif()
+
+if(FASTMLIP_ENABLE_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200; override for other GPUs
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)
+  find_package(CUDAToolkit REQUIRED)
+endif()
+
+if(FASTMLIP_ENABLE_TORCH)
+  find_package(Torch REQUIRED)
+endif()
+
+if(FASTMLIP_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(FASTMLIP_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: MIT
+# Compiler flags chosen by FASTMLIP_* options. Nothing numerically risky is on by default.
+add_library(fastmlip_flags INTERFACE)
+target_compile_options(fastmlip_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+if(FASTMLIP_ENABLE_FAST_MATH)
+  target_compile_options(fastmlip_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-ffast-math>)
+endif()
+if(FASTMLIP_ENABLE_NATIVE)
+  target_compile_options(fastmlip_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+endif()
+if(FASTMLIP_SANITIZE)
+  # Applied globally so that every library and test shares one runtime.
+  add_compile_options(-fsanitize=${FASTMLIP_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${FASTMLIP_SANITIZE})
+endif()

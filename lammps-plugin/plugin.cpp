@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+// Entry point of fastmlipplugin.so: `plugin load fastmlipplugin.so` calls lammpsplugin_init,
+// which checks the LAMMPS version and registers every style this package provides.
+#include "error.h"
+#include "fastmlip_command.h"
+#include "lammps.h"
+#include "lammps_compat.h"
+#include "lammpsplugin.h"
+#include "version.h"
+#include "version_gate.h"
+
+using namespace LAMMPS_NS;
+
+// Which LAMMPS this plugin was compiled against. A test build overrides it to exercise the
+// refusal path of the version gate.
+#ifndef FASTMLIP_COMPILED_LAMMPS_VERSION
+#define FASTMLIP_COMPILED_LAMMPS_VERSION LAMMPS_VERSION
+#endif
+
+namespace {
+Command* fastmlip_command_creator(LAMMPS* lmp) { return new FastmlipCommand(lmp); }
+}  // namespace
+
+// Default visibility: the plugin is built with hidden symbols so that the core's names never
+// clash with LAMMPS'; only this entry point must be found by dlsym.
+extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc_ptr) {
+  auto* lmp = static_cast<LAMMPS*>(lmp_ptr);
+  const std::string problem = fastmlip::plugin::check_lammps_version(FASTMLIP_COMPILED_LAMMPS_VERSION, lmp->version);
+  if (!problem.empty()) {
+    lmp->error->all(FLERR, problem);
+  }
+  auto register_style = reinterpret_cast<lammpsplugin_regfunc>(regfunc_ptr);
+
+  lammpsplugin_t plugin{};
+  plugin.version = FASTMLIP_COMPILED_LAMMPS_VERSION;
+  plugin.author = "the fastmlip developers";
+  plugin.handle = handle;
+
+  plugin.style = "command";
+  plugin.name = "fastmlip";
+  plugin.info = "fastmlip command: 'fastmlip info' reports the plugin build";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&fastmlip_command_creator);
+  register_style(&plugin, lmp);
+}
