@@ -3,6 +3,9 @@
 # a user's own builds work too when their CMake configs are on CMAKE_PREFIX_PATH.
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
+# We use MPI's C API only. OpenMPI's deprecated C++ bindings, pulled in by mpi.h otherwise,
+# need libmpi_cxx at link time and are not exported by liblammps (plugin load would fail).
+add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 find_package(nlohmann_json 3.10 REQUIRED)
 
 if(FASTMLIP_ENABLE_KOKKOS)

@@ -52,13 +52,12 @@ set(LAMMPS_VERSION_NUMBER "${_year}${_mi}${_day}")
 message(STATUS "fastmlip: LAMMPS ${_day} ${_mon} ${_year} (LAMMPS_VERSION_NUMBER=${LAMMPS_VERSION_NUMBER}) at ${LAMMPS_SOURCE_DIR}")
 
 # An interface target carrying what every plugin translation unit needs. The defines must
-# match how LAMMPS itself was built (smallbig ints, exceptions); OMPI_SKIP_MPICXX avoids
-# OpenMPI's C++ bindings, whose symbols liblammps does not export.
+# match how LAMMPS itself was built (smallbig ints, exceptions).
 add_library(fastmlip_lammps_headers INTERFACE)
 target_include_directories(fastmlip_lammps_headers SYSTEM INTERFACE
   "${LAMMPS_SOURCE_DIR}" "${LAMMPS_SOURCE_DIR}/PLUGIN")
 target_compile_definitions(fastmlip_lammps_headers INTERFACE
-  LAMMPS_SMALLBIG LAMMPS_EXCEPTIONS OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1
+  LAMMPS_SMALLBIG LAMMPS_EXCEPTIONS
   LAMMPS_VERSION_NUMBER=${LAMMPS_VERSION_NUMBER})
 target_link_libraries(fastmlip_lammps_headers INTERFACE MPI::MPI_C)
 if(FASTMLIP_ENABLE_KOKKOS)
