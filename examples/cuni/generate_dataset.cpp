@@ -57,20 +57,25 @@ std::vector<std::string> fcc_bulk(double a, int n) {
           "create_box 2 box", "create_atoms 1 box"};
 }
 
-// (100) film of `layers` conventional cells under 4 cells of vacuum (> the 6.39 A cutoff).
+// The film regions' z bounds sit midway between atomic planes: on a plane, round-off would
+// decide atom by atom whether it belongs, leaving partial layers.
+
+// (100) film: 2*layers atomic planes (spacing a/2) under 4 cells of vacuum (> the 6.39 A cutoff).
 std::vector<std::string> slab100(double a, int n, int layers) {
   return {"lattice fcc " + fmt(a),
           "region box block 0 " + std::to_string(n) + " 0 " + std::to_string(n) + " 0 " + std::to_string(layers + 4),
           "create_box 2 box",
-          "region film block 0 " + std::to_string(n) + " 0 " + std::to_string(n) + " 0 " + std::to_string(layers) + ".0",
+          "region film block 0 " + std::to_string(n) + " 0 " + std::to_string(n) + " -0.25 " + fmt(layers - 0.25),
           "create_atoms 1 region film"};
 }
 
-// (111) film: z along [111]; one lattice spacing along z holds three close-packed layers.
+// (111) film: z along [111]; one lattice spacing along z holds three close-packed planes.
+// The rotated lattice puts atoms on the periodic x/y box edges, where round-off drops some of
+// them; a small origin shift moves every atom off the edges.
 std::vector<std::string> slab111(double a, int layers) {
-  return {"lattice fcc " + fmt(a) + " orient x 1 -1 0 orient y 1 1 -2 orient z 1 1 1",
+  return {"lattice fcc " + fmt(a) + " orient x 1 -1 0 orient y 1 1 -2 orient z 1 1 1 origin 0.05 0.05 0.05",
           "region box block 0 2 0 1 0 " + std::to_string(layers + 2), "create_box 2 box",
-          "region film block 0 2 0 1 0 " + std::to_string(layers) + ".0", "create_atoms 1 region film"};
+          "region film block 0 2 0 1 -0.1667 " + fmt(layers - 0.1667), "create_atoms 1 region film"};
 }
 
 void set_composition(Frame& f, double x_ni, Rng& rng) {

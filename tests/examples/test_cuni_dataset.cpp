@@ -71,6 +71,19 @@ TEST(CuniDataset, CoversWhatTheIssueAsksFor) {
   }
 }
 
+// Regression: film bounds on an atomic plane, or atoms on a periodic edge of the rotated
+// (111) lattice, let round-off drop single atoms, giving partial layers.
+TEST(CuniDataset, SlabsHoldWholeAtomicPlanes) {
+  for (const Frame& f : dataset()) {
+    const std::string t = *f.find_info("config_type");
+    if (t == "slab100") {
+      EXPECT_EQ(f.natoms() % 36, 0u) << "line " << f.line;  // 3x3 cells x 2 planes x 2 atoms
+    } else if (t == "slab111") {
+      EXPECT_EQ(f.natoms() % 32, 0u) << "line " << f.line;  // one [111] lattice spacing of the 2x1 cell
+    }
+  }
+}
+
 // Every 9th frame, re-evaluated from what was read back: catches unit, ordering, sign and
 // formatting errors between LAMMPS and the file.
 TEST(CuniDataset, LabelsMatchAFreshEvaluation) {

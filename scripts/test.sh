@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The README's test command, and what CI runs: installs dependencies if missing, builds the
+# default preset, compiles the CUDA sources with nvcc (compile only: CI has no GPU) and runs
+# the whole test suite with ctest. Exits non-zero on any failure.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$here/lib.sh"
+
+"$here/install-deps.sh"
+"$here/build.sh" default
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
+  "$here/build.sh" cuda
+else
+  log "nvcc not found: skipping the CUDA compile check (install the CUDA toolkit to enable it)"
+fi
+
+cd "$repo"
+status=0
+if [ -d build-cuda ]; then
+  # The CUDA build's own tests: they skip without a GPU and run on a GPU machine.
+  ctest --preset cuda || status=$?
+fi
+# Last, so that its summary line closes the output.
+ctest --preset default -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?
+exit $status

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Creates the Python environment that regenerates the parity fixtures in tests/reference/data
+# (e3nn and mace-torch on the CPU). A developer tool: CI never runs it, the fixtures are
+# committed.
+#
+# Why this shape:
+# - torch comes from Debian (python3-torch 1.13), not PyPI, whose wheel is a multi-GB CUDA
+#   build. The venv is made with --system-site-packages from Debian's own interpreter
+#   (/usr/bin/python3), so that it sees Debian's torch, numpy, scipy, ase, ...
+# - Every PyPI package is pinned and installed with --no-deps, so that pip never resolves
+#   "torch>=1.12" into a download of PyPI's torch.
+# - e3nn 0.4.4 is the version mace-torch pins (and so the one MACE models are trained with).
+#   mace-torch 0.3.13 is the newest release that still runs on torch 1.13: 0.3.14 and later
+#   call torch.compiler.is_compiling() in the forward pass, which arrived in torch 2.1.
+# - python-hostlist (a mace-torch dependency) is left out: it ships only as an sdist that does
+#   not build under Debian's setuptools, and mace-torch imports it only for SLURM launches.
+#
+# Usage: tests/reference/setup-venv.sh [VENV_DIR]   (default: <repo>/.venv, ignored by git)
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+venv_dir="${1:-${repo_root}/.venv}"
+
+debian_packages=(
+  python3-torch python3-numpy python3-venv python3-scipy python3-sympy
+  # mace-torch's runtime dependencies that Debian ships
+  python3-ase python3-h5py python3-yaml python3-tqdm python3-matplotlib python3-pandas
+  python3-git python3-prettytable python3-packaging python3-typing-extensions
+)
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y "${missing[@]}"
+fi
+
+# Debian's interpreter, not one from pyenv/conda on PATH: only it sees /usr/lib/python3/dist-packages.
+/usr/bin/python3 -m venv --system-site-packages "${venv_dir}"
+
+pypi_pins=(
+  e3nn==0.4.4
+  opt-einsum==3.3.0
+  opt-einsum-fx==0.1.4
+  mace-torch==0.3.13
+  torch-ema==0.3
+  torchmetrics==0.11.4  # the 0.11 line needs only torch>=1.8.1; 1.x pulls lightning-utilities
+  matscipy==1.0.0
+  looseversion==1.3.0
+  configargparse==1.7.1
+  lmdb==1.4.1
+  orjson==3.9.15
+)
+"${venv_dir}/bin/pip" install --no-deps --disable-pip-version-check "${pypi_pins[@]}"
+
+"${venv_dir}/bin/python" - <<'PY'
+import e3nn, torch
+import mace.modules  # noqa: F401  (checks that mace-torch imports on this torch)
+print(f"reference venv ready: torch {torch.__version__}, e3nn {e3nn.__version__}")
+PY
