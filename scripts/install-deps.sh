@@ -57,3 +57,6 @@ fi
 
 # --- 2. LAMMPS from Debian's source package ----------------------------------------------
 "$here/build-lammps.sh"
+
+# --- 3. A current LAMMPS's headers, for the API-compatibility test of the plugin ---------
+"$here/fetch-lammps-headers.sh"
