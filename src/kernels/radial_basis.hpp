@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file Radial and angular basis functions of MACE and CHGNet.
+///
+/// Radial (MACE: BesselBasis x PolynomialCutoff; CHGNet: RadialBessel with smooth cutoff):
+///
+///   R_n(r) = c * sin(w_n r) / r * f_p(r / r_max),            n = 0..N-1
+///   f_p(u) = 1 - (p+1)(p+2)/2 u^p + p(p+2) u^(p+1) - p(p+1)/2 u^(p+2)   for u < 1, else 0
+///
+/// MACE: w_n = (n+1) pi / r_max, c = sqrt(2 / r_max), p = 5 or 6 (its num_polynomial_cutoff).
+/// CHGNet: w_n = f_n / r_cut with learnable frequencies f_n (initially (n+1) pi),
+/// c = sqrt(2 / r_cut), p = 8, i.e. f = 1 - 45 u^8 + 80 u^9 - 36 u^10 (FastCHGNet eq. 12).
+///
+/// Angular (CHGNet FourierExpansion of the bond angle theta, order K):
+///
+///   A(theta) = [1/sqrt(2), sin(k_1 theta) .. sin(k_K theta), cos(k_1 theta) .. cos(k_K theta)] / sqrt(pi)
+///
+/// Both are evaluated in one pass per edge (or angle). When the frequencies are harmonic
+/// (w_n = (n+1) w_0, as in MACE and in CHGNet before training moves them), one sin and one cos
+/// per edge feed the Chebyshev recurrence sin((n+1)a) = 2 cos(a) sin(na) - sin((n-1)a) instead
+/// of N transcendental calls; the envelope's powers share u^(p-1) (FastCHGNet eq. 12-13).
+#include <vector>
+
+namespace fastmlip::kernels {
+
+/// Parameters of the radial basis; `frequencies` are the w_n (1/A), N = frequencies.size().
+struct RadialBesselParams {
+  std::vector<double> frequencies;
+  double r_max = 5.0;      ///< cutoff radius (A)
+  int envelope_p = 5;      ///< polynomial envelope exponent p >= 1
+  double prefactor = 0.0;  ///< c; 0 means the usual sqrt(2 / r_max)
+
+  /// MACE's BesselBasis: w_n = (n+1) pi / r_max.
+  static RadialBesselParams mace(int num_basis, double r_max, int p);
+  /// CHGNet's RadialBessel: w_n = f_n / r_cut for the given frequencies f_n, p = 8.
+  static RadialBesselParams chgnet(const std::vector<double>& frequencies_f, double r_cut);
+
+  int num_basis() const noexcept { return static_cast<int>(frequencies.size()); }
+  double c() const noexcept;
+  /// Throws InputError naming the bad value (N < 1 or > kMaxRadialBasis, r_max <= 0, p < 1).
+  void validate() const;
+  /// True when w_n = (n+1) w_0 to within a few ulps: the recurrence path is then exact.
+  bool harmonic() const noexcept;
+};
+
+/// Parameters of the Fourier angle basis; output width is 1 + 2 K.
+struct FourierParams {
+  std::vector<double> frequencies;  ///< k_1..k_K (CHGNet: 1..K initially)
+  static FourierParams chgnet(int order);
+  int order() const noexcept { return static_cast<int>(frequencies.size()); }
+  int width() const noexcept { return 1 + 2 * order(); }
+  void validate() const;
+  bool harmonic() const noexcept;  ///< k_j = j k_1
+};
+
+/// Largest N / K the kernels accept: bounds shared-memory staging on the GPU.
+inline constexpr int kMaxRadialBasis = 32;
+inline constexpr int kMaxFourierOrder = 32;
+
+}  // namespace fastmlip::kernels

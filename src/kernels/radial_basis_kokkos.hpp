@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file Kokkos backend of radial_basis.hpp, templated on execution space and float/double.
+/// Views are in ExecSpace's memory; `r` > 0 for every edge (the graph code rejects coincident
+/// atoms before this point).
+#include <Kokkos_Core.hpp>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/impl/radial_basis_impl.hpp"
+#include "kernels/radial_basis.hpp"
+
+namespace fastmlip::kernels {
+
+template <class ExecSpace, class T>
+class RadialBesselKokkos {
+  static_assert(std::is_floating_point_v<T>, "RadialBesselKokkos: T must be float or double");
+
+ public:
+  using Vector = Kokkos::View<T*, ExecSpace>;
+  using ConstVector = Kokkos::View<const T*, ExecSpace>;
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+
+  explicit RadialBesselKokkos(const RadialBesselParams& params) : m_params(params) {
+    params.validate();
+    Vector w("fastmlip::radial_bessel::frequencies", params.num_basis());
+    auto h_w = Kokkos::create_mirror_view(w);
+    for (int n = 0; n < params.num_basis(); ++n) {
+      h_w(n) = static_cast<T>(params.frequencies[n]);
+    }
+    Kokkos::deep_copy(w, h_w);
+    m_f.m_w = w;
+    m_f.m_num_basis = params.num_basis();
+    m_f.m_p = params.envelope_p;
+    m_f.m_inv_rmax = static_cast<T>(1.0 / params.r_max);
+    m_f.m_c = static_cast<T>(params.c());
+    m_f.m_harmonic = params.harmonic();
+  }
+
+  int num_basis() const noexcept { return m_params.num_basis(); }
+
+  /// out(e, n) = R_n(r(e)).
+  void compute(ConstVector r, Matrix out) const {
+    check_rows("compute", r, out.extent(0), out.extent(1));
+    auto f = m_f;
+    f.m_r = r;
+    f.m_out = out;
+    Kokkos::parallel_for("fastmlip::radial_bessel::compute",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagCompute>(0, r.extent(0)), f);
+  }
+
+  /// grad_r(e) = sum_n grad_out(e, n) dR_n/dr (e).
+  void reverse(ConstVector r, ConstMatrix grad_out, Vector grad_r) const {
+    check_rows("reverse", r, grad_out.extent(0), grad_out.extent(1));
+    check_rows("reverse", r, grad_r.extent(0), num_basis());
+    auto f = m_f;
+    f.m_r = r;
+    f.m_grad_out = grad_out;
+    f.m_grad_r = grad_r;
+    Kokkos::parallel_for("fastmlip::radial_bessel::reverse",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, r.extent(0)), f);
+  }
+
+  /// grad_w(n) = sum_e grad_out(e, n) dR_n/dw_n: for learnable frequencies (CHGNet).
+  void reverse_frequencies(ConstVector r, ConstMatrix grad_out, Vector grad_w) const {
+    check_rows("reverse_frequencies", r, grad_out.extent(0), grad_out.extent(1));
+    if (static_cast<int>(grad_w.extent(0)) != num_basis()) {
+      throw InputError("RadialBesselKokkos::reverse_frequencies: grad_w has " + std::to_string(grad_w.extent(0)) +
+                       " entries, expected " + std::to_string(num_basis()));
+    }
+    auto f = m_f;
+    f.m_r = r;
+    f.m_grad_out = grad_out;
+    f.m_grad_w = grad_w;
+    Kokkos::parallel_for("fastmlip::radial_bessel::reverse_frequencies",
+                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseFrequencies>(num_basis(), Kokkos::AUTO),
+                         f);
+  }
+
+ private:
+  using Functor = impl::RadialBesselFunctor<ExecSpace, T>;
+  void check_rows(const char* what, const ConstVector& r, std::size_t rows, std::size_t cols) const {
+    if (rows != r.extent(0) || static_cast<int>(cols) != num_basis()) {
+      throw InputError(std::string("RadialBesselKokkos::") + what + ": array is " + std::to_string(rows) + " x " +
+                       std::to_string(cols) + ", expected " + std::to_string(r.extent(0)) + " x " +
+                       std::to_string(num_basis()) + " (edges x basis functions)");
+    }
+  }
+  RadialBesselParams m_params;
+  Functor m_f;
+};
+
+template <class ExecSpace, class T>
+class FourierKokkos {
+  static_assert(std::is_floating_point_v<T>, "FourierKokkos: T must be float or double");
+
+ public:
+  using Vector = Kokkos::View<T*, ExecSpace>;
+  using ConstVector = Kokkos::View<const T*, ExecSpace>;
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+
+  explicit FourierKokkos(const FourierParams& params) : m_params(params) {
+    params.validate();
+    Vector k("fastmlip::fourier::frequencies", params.order());
+    auto h_k = Kokkos::create_mirror_view(k);
+    for (int j = 0; j < params.order(); ++j) {
+      h_k(j) = static_cast<T>(params.frequencies[j]);
+    }
+    Kokkos::deep_copy(k, h_k);
+    m_f.m_k = k;
+    m_f.m_order = params.order();
+    m_f.m_norm = static_cast<T>(0.56418958354775628695);  // 1/sqrt(pi)
+    m_f.m_harmonic = params.harmonic();
+  }
+
+  int width() const noexcept { return m_params.width(); }
+
+  void compute(ConstVector theta, Matrix out) const {
+    check("compute", theta, out.extent(0), out.extent(1));
+    auto f = m_f;
+    f.m_theta = theta;
+    f.m_out = out;
+    Kokkos::parallel_for("fastmlip::fourier::compute",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagCompute>(0, theta.extent(0)), f);
+  }
+
+  void reverse(ConstVector theta, ConstMatrix grad_out, Vector grad_theta) const {
+    check("reverse", theta, grad_out.extent(0), grad_out.extent(1));
+    check("reverse", theta, grad_theta.extent(0), width());
+    auto f = m_f;
+    f.m_theta = theta;
+    f.m_grad_out = grad_out;
+    f.m_grad_theta = grad_theta;
+    Kokkos::parallel_for("fastmlip::fourier::reverse",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, theta.extent(0)), f);
+  }
+
+ private:
+  using Functor = impl::FourierFunctor<ExecSpace, T>;
+  void check(const char* what, const ConstVector& theta, std::size_t rows, std::size_t cols) const {
+    if (rows != theta.extent(0) || static_cast<int>(cols) != width()) {
+      throw InputError(std::string("FourierKokkos::") + what + ": array is " + std::to_string(rows) + " x " +
+                       std::to_string(cols) + ", expected " + std::to_string(theta.extent(0)) + " x " +
+                       std::to_string(width()) + " (angles x 1+2K)");
+    }
+  }
+  FourierParams m_params;
+  Functor m_f;
+};
+
+}  // namespace fastmlip::kernels

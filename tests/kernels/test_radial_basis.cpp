@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+
+#include "../common/tolerance.hpp"
+#include "core/error.hpp"
+#include "kernels/radial_basis_kokkos.hpp"
+#include "kernels/reference/radial_basis_ref.hpp"
+
+namespace fastmlip::kernels {
+namespace {
+
+using Exec = Kokkos::DefaultHostExecutionSpace;
+using test::Tolerance;
+
+// MACE (harmonic, recurrence path) and CHGNet after training (frequencies moved: direct path).
+std::vector<RadialBesselParams> radial_cases() {
+  std::vector<double> trained;
+  for (int n = 1; n <= 9; ++n) {
+    trained.push_back(n * M_PI * (1.0 + 0.013 * std::sin(3.0 * n)));
+  }
+  return {RadialBesselParams::mace(8, 5.0, 5), RadialBesselParams::mace(1, 4.0, 6),
+          RadialBesselParams::chgnet(trained, 6.0), RadialBesselParams::chgnet({M_PI, 2 * M_PI, 3 * M_PI}, 3.0)};
+}
+
+// Edge lengths from 0.3 A to 10% beyond the cutoff (the envelope must zero those).
+std::vector<double> lengths(int n, double r_max, std::uint64_t seed) {
+  test::Uniform u(seed);
+  std::vector<double> r(n);
+  for (double& x : r) {
+    x = u(0.3, 1.1 * r_max);
+  }
+  return r;
+}
+
+template <class T>
+Kokkos::View<T*, Exec> to_view(const std::vector<double>& v) {
+  Kokkos::View<T*, Exec> out("v", v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    out(i) = static_cast<T>(v[i]);
+  }
+  return out;
+}
+
+template <class T>
+class RadialBasis : public ::testing::Test {};
+using Dtypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(RadialBasis, Dtypes);
+
+TYPED_TEST(RadialBasis, KokkosMatchesReference) {
+  using T = TypeParam;
+  for (const auto& p : radial_cases()) {
+    const RadialBesselKokkos<Exec, T> k(p);
+    for (int E : test::test_sizes()) {
+      const auto rd = lengths(E, p.r_max, 1 + E);
+      auto r = to_view<T>(rd);
+      Kokkos::View<T**, Kokkos::LayoutRight, Exec> out("out", E, p.num_basis());
+      Kokkos::deep_copy(out, T(777));  // poison: every element must be written
+      k.compute(r, out);
+      std::vector<T> rt(r.data(), r.data() + E), ref(static_cast<std::size_t>(E) * p.num_basis());
+      reference::compute_radial_bessel(p, E, rt.data(), ref.data());
+      const double scale = p.c() / 0.3;  // |R_n| <= c / r
+      for (int e = 0; e < E; ++e) {
+        for (int n = 0; n < p.num_basis(); ++n) {
+          ASSERT_NEAR(out(e, n), ref[e * p.num_basis() + n], Tolerance<T>::kernel * scale)
+              << "edge " << e << " n " << n << " r " << rt[e] << (p.harmonic() ? " (harmonic)" : "");
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(RadialBasis, ReverseMatchesReferenceAndFiniteDifferences) {
+  using T = TypeParam;
+  for (const auto& p : radial_cases()) {
+    const RadialBesselKokkos<Exec, T> k(p);
+    for (int E : test::test_sizes()) {
+      const auto rd = lengths(E, p.r_max, 100 + E);
+      const auto gd = lengths(E * p.num_basis(), 1.0, 200 + E);  // arbitrary upstream gradient
+      auto r = to_view<T>(rd);
+      Kokkos::View<T**, Kokkos::LayoutRight, Exec> g("g", E, p.num_basis());
+      for (int i = 0; i < E * p.num_basis(); ++i) {
+        g.data()[i] = static_cast<T>(gd[i] - 0.5);
+      }
+      Kokkos::View<T*, Exec> grad_r("grad_r", E), grad_w("grad_w", p.num_basis());
+      Kokkos::deep_copy(grad_r, T(777));
+      k.reverse(r, g, grad_r);
+      k.reverse_frequencies(r, g, grad_w);
+
+      // Finite differences of the double-precision reference, with the same (rounded) inputs.
+      std::vector<double> rr(E), gg(g.data(), g.data() + E * p.num_basis());
+      for (int e = 0; e < E; ++e) {
+        rr[e] = static_cast<double>(r(e));
+      }
+      auto loss = [&](const RadialBesselParams& q, const std::vector<double>& x) {
+        std::vector<double> out(static_cast<std::size_t>(E) * q.num_basis());
+        reference::compute_radial_bessel(q, E, x.data(), out.data());
+        double s = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          s += out[i] * gg[i];
+        }
+        return s;
+      };
+      const double h = 1e-6;
+      for (int e = 0; e < E; e += std::max(1, E / 50)) {
+        auto xp = rr, xm = rr;
+        xp[e] += h;
+        xm[e] -= h;
+        const double fd = (loss(p, xp) - loss(p, xm)) / (2 * h);
+        const double scale = std::max(1.0, std::abs(fd));
+        EXPECT_NEAR(grad_r(e), fd, (Tolerance<T>::fd + (std::is_same_v<T, float> ? 2e-4 : 0.0)) * scale * 10)
+            << "edge " << e << " r " << rr[e];
+      }
+      for (int n = 0; n < p.num_basis(); ++n) {
+        auto qp = p, qm = p;
+        qp.frequencies[n] += h;
+        qm.frequencies[n] -= h;
+        const double fd = (loss(qp, rr) - loss(qm, rr)) / (2 * h);
+        const double scale = std::max(1.0, std::abs(fd));
+        EXPECT_NEAR(grad_w(n), fd, (std::is_same_v<T, float> ? 1e-3 : 1e-6) * scale) << "frequency " << n;
+      }
+    }
+  }
+}
+
+TEST(RadialBasisEnvelope, IsSmoothAtTheCutoffAndOneAtZero) {
+  for (int p : {1, 5, 6, 8}) {
+    RadialBesselParams q = RadialBesselParams::mace(4, 5.0, p);
+    EXPECT_DOUBLE_EQ(reference::envelope(q, 1e-300), 1.0);
+    EXPECT_NEAR(reference::envelope(q, 5.0 - 1e-9), 0.0, 1e-12);
+    EXPECT_NEAR(reference::envelope_derivative(q, 5.0 - 1e-9), 0.0, 1e-9);
+    EXPECT_EQ(reference::envelope(q, 5.0), 0.0);
+    EXPECT_EQ(reference::envelope(q, 7.0), 0.0);
+    // The fused envelope agrees with the reference.
+    for (double r : {0.5, 2.0, 4.9}) {
+      double f, df;
+      impl::polynomial_envelope(r, 1.0 / 5.0, p, f, df);
+      EXPECT_NEAR(f, reference::envelope(q, r), 1e-14);
+      EXPECT_NEAR(df, reference::envelope_derivative(q, r), 1e-13);
+    }
+  }
+  // CHGNet's envelope is 1 - 45 u^8 + 80 u^9 - 36 u^10 (FastCHGNet eq. 12).
+  const auto q = RadialBesselParams::chgnet({M_PI}, 6.0);
+  const double u = 0.7;
+  EXPECT_NEAR(reference::envelope(q, u * 6.0), 1 - 45 * std::pow(u, 8) + 80 * std::pow(u, 9) - 36 * std::pow(u, 10), 1e-14);
+}
+
+TYPED_TEST(RadialBasis, FourierKokkosMatchesReferenceAndFiniteDifferences) {
+  using T = TypeParam;
+  FourierParams trained = FourierParams::chgnet(7);
+  trained.frequencies[3] += 0.05;
+  for (const auto& p : {FourierParams::chgnet(15), FourierParams::chgnet(1), trained}) {
+    const FourierKokkos<Exec, T> k(p);
+    for (int A : test::test_sizes()) {
+      test::Uniform u(5 + A);
+      std::vector<double> th(A);
+      for (double& t : th) {
+        t = u(0.0, M_PI);
+      }
+      auto theta = to_view<T>(th);
+      Kokkos::View<T**, Kokkos::LayoutRight, Exec> out("out", A, p.width()), g("g", A, p.width());
+      Kokkos::deep_copy(out, T(777));
+      k.compute(theta, out);
+      std::vector<double> tt(A), ref(static_cast<std::size_t>(A) * p.width());
+      for (int a = 0; a < A; ++a) {
+        tt[a] = static_cast<double>(theta(a));
+      }
+      reference::compute_fourier(p, A, tt.data(), ref.data());
+      for (int i = 0; i < A * p.width(); ++i) {
+        ASSERT_NEAR(out.data()[i], ref[i], Tolerance<T>::kernel * 4) << "value " << i;
+        g.data()[i] = static_cast<T>(u(-1.0, 1.0));
+      }
+      Kokkos::View<T*, Exec> grad("grad", A);
+      k.reverse(theta, g, grad);
+      std::vector<double> gg(g.data(), g.data() + A * p.width()), ref_grad(A);
+      reference::reverse_fourier(p, A, tt.data(), gg.data(), ref_grad.data(), static_cast<double*>(nullptr));
+      const double h = 1e-6;
+      for (int a = 0; a < A; a += std::max(1, A / 40)) {
+        EXPECT_NEAR(grad(a), ref_grad[a], Tolerance<T>::kernel * 40);
+        auto tp = tt, tm = tt;
+        tp[a] += h;
+        tm[a] -= h;
+        std::vector<double> op(ref.size()), om(ref.size());
+        reference::compute_fourier(p, A, tp.data(), op.data());
+        reference::compute_fourier(p, A, tm.data(), om.data());
+        double fd = 0;
+        for (std::size_t i = 0; i < op.size(); ++i) {
+          fd += (op[i] - om[i]) / (2 * h) * gg[i];
+        }
+        EXPECT_NEAR(ref_grad[a], fd, 1e-6 * std::max(1.0, std::abs(fd))) << "angle " << a;
+      }
+    }
+  }
+}
+
+TEST(RadialBasisErrors, UnsupportedSizesAndShapesAreClearErrors) {
+  EXPECT_THROW(RadialBesselParams::mace(0, 5.0, 5), InputError);
+  EXPECT_THROW(RadialBesselParams::mace(kMaxRadialBasis + 1, 5.0, 5), InputError);
+  EXPECT_THROW(RadialBesselParams::mace(8, -1.0, 5), InputError);
+  EXPECT_THROW(RadialBesselParams::mace(8, 5.0, 0), InputError);
+  EXPECT_THROW(FourierParams::chgnet(kMaxFourierOrder + 1), InputError);
+  try {
+    RadialBesselParams::mace(40, 5.0, 5);
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("40"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1..32"), std::string::npos) << e.what();
+  }
+  const RadialBesselKokkos<Exec, double> k(RadialBesselParams::mace(8, 5.0, 5));
+  Kokkos::View<double*, Exec> r("r", 3);
+  Kokkos::View<double**, Kokkos::LayoutRight, Exec> wrong("out", 3, 7);
+  EXPECT_THROW(k.compute(r, wrong), InputError);
+}
+
+}  // namespace
+}  // namespace fastmlip::kernels
