@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The README's test command, and what CI runs: installs dependencies if missing, builds the
-# default preset, compiles the CUDA sources with nvcc (compile only: CI has no GPU) and runs
-# the whole test suite with ctest. Exits non-zero on any failure.
+# default preset, the core under Address/UndefinedBehavior sanitizers, and the CUDA sources
+# with nvcc (compile only: CI has no GPU), then runs every suite with ctest. Exits non-zero on
+# any failure.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -11,6 +12,7 @@ source "$here/lib.sh"
 
 "$here/install-deps.sh"
 "$here/build.sh" default
+"$here/build.sh" asan
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   "$here/build.sh" cuda
 else
@@ -19,6 +21,8 @@ fi
 
 cd "$repo"
 status=0
+# The core's parsers and kernels under the sanitizers: bad input must never mean a bad read.
+ctest --preset asan -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?
 if [ -d build-cuda ]; then
   # The CUDA build's own tests: they skip without a GPU and run on a GPU machine.
   ctest --preset cuda || status=$?
