@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file Kokkos backend of the channelwise tensor product (channelwise_tp.hpp), fused with the
+/// gather of sender features and the scatter-sum into receivers.
+#include <Kokkos_Core.hpp>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/channelwise_tp.hpp"
+#include "kernels/edge_index.hpp"
+#include "kernels/impl/channelwise_tp_impl.hpp"
+
+namespace fastmlip::kernels {
+
+template <class ExecSpace, class T>
+class ChannelwiseTPKokkos {
+  static_assert(std::is_floating_point_v<T>, "ChannelwiseTPKokkos: T must be float or double");
+  using Functor = impl::ChannelwiseTPFunctor<ExecSpace, T>;
+  using Limits = impl::ChannelwiseTPLimits;
+
+ public:
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+
+  explicit ChannelwiseTPKokkos(const ChannelwiseTP& tp) : m_tp(tp) {
+    if (tp.out_per_channel() > Limits::kMaxOutPerChannel || tp.dim2() > Limits::kMaxEdgeAttr) {
+      throw InputError("ChannelwiseTPKokkos: " + tp.irreps1.str() + " x " + tp.irreps2.str() + " gives " +
+                       std::to_string(tp.out_per_channel()) + " outputs per channel and " + std::to_string(tp.dim2()) +
+                       " edge components; this build supports up to " + std::to_string(Limits::kMaxOutPerChannel) +
+                       " and " + std::to_string(Limits::kMaxEdgeAttr));
+    }
+    // Per-channel input layout: irreps1 entries one after another, (2 l1 + 1) each.
+    std::vector<int> local_in_of_entry(tp.irreps1.size(), 0);
+    int in_per_channel = 0;
+    for (std::size_t i = 0; i < tp.irreps1.size(); ++i) {
+      local_in_of_entry[i] = in_per_channel;
+      in_per_channel += tp.irreps1[i].ir.dim();
+    }
+    if (in_per_channel > Limits::kMaxInPerChannel) {
+      throw InputError("ChannelwiseTPKokkos: node irreps " + tp.irreps1.str() + " have " + std::to_string(in_per_channel) +
+                       " components per channel; this build supports up to " + std::to_string(Limits::kMaxInPerChannel));
+    }
+    Kokkos::View<impl::TPInstructionDev*, ExecSpace> ins("fastmlip::channelwise_tp::instructions", tp.instructions.size());
+    Kokkos::View<impl::TPEntryDev<T>*, ExecSpace> cg("fastmlip::channelwise_tp::cg", tp.cg.size());
+    auto h_ins = Kokkos::create_mirror_view(ins);
+    auto h_cg = Kokkos::create_mirror_view(cg);
+    int local_out = 0, max_mul = 0;
+    std::vector<bool> out_seen(tp.irreps_out.size(), false);
+    for (std::size_t q = 0; q < tp.instructions.size(); ++q) {
+      const auto& I = tp.instructions[q];
+      if (out_seen[I.out]) {
+        // The accumulator layout assumes one instruction per output entry, which
+        // ChannelwiseTP::mace guarantees; a hand-made descriptor might not.
+        throw InputError("ChannelwiseTPKokkos: output entry " + std::to_string(I.out) + " has several instructions");
+      }
+      out_seen[I.out] = true;
+      h_ins(q) = impl::TPInstructionDev{I.mul, 2 * I.l1 + 1, 2 * I.l2 + 1, 2 * I.l3 + 1, I.offset1, I.offset2,
+                                        I.offset_out, I.offset_weight, I.cg_begin, I.cg_end, local_out,
+                                        local_in_of_entry[I.i1]};
+      local_out += 2 * I.l3 + 1;
+      max_mul = std::max(max_mul, I.mul);
+    }
+    for (std::size_t z = 0; z < tp.cg.size(); ++z) {
+      h_cg(z) = impl::TPEntryDev<T>{tp.cg[z].i1, tp.cg[z].i2, tp.cg[z].i3, static_cast<T>(tp.cg[z].value)};
+    }
+    Kokkos::deep_copy(ins, h_ins);
+    Kokkos::deep_copy(cg, h_cg);
+    m_f.m_ins = ins;
+    m_f.m_cg = cg;
+    m_f.m_num_ins = static_cast<int>(tp.instructions.size());
+    m_f.m_max_mul = max_mul;
+    m_f.m_out_per_channel = local_out;
+    m_f.m_in_per_channel = in_per_channel;
+    m_f.m_dim2 = tp.dim2();
+  }
+
+  const ChannelwiseTP& descriptor() const noexcept { return m_tp; }
+
+  /// out(n, :) = sum over edges into n of TP(x(sender), Y(e), w(e)).
+  void compute(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, Matrix out) const {
+    check("compute", "x", x, g.num_nodes, m_tp.dim1());
+    check("compute", "Y", Y, g.num_edges, m_tp.dim2());
+    check("compute", "w", w, g.num_edges, m_tp.weight_numel);
+    check("compute", "out", out, g.num_nodes, m_tp.dim_out());
+    auto f = m_f;
+    f.m_graph = g;
+    f.m_x = x;
+    f.m_Y = Y;
+    f.m_w = w;
+    f.m_out = out;
+    Kokkos::parallel_for("fastmlip::channelwise_tp::forward",
+                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForward>(g.num_nodes, Kokkos::AUTO), f);
+  }
+
+  /// Gradients of sum(out * grad_out) with respect to x, Y and w.
+  void reverse(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, ConstMatrix grad_out,
+               Matrix grad_x, Matrix grad_Y, Matrix grad_w) const {
+    check("reverse", "x", x, g.num_nodes, m_tp.dim1());
+    check("reverse", "Y", Y, g.num_edges, m_tp.dim2());
+    check("reverse", "w", w, g.num_edges, m_tp.weight_numel);
+    check("reverse", "grad_out", grad_out, g.num_nodes, m_tp.dim_out());
+    check("reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
+    check("reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
+    check("reverse", "grad_w", grad_w, g.num_edges, m_tp.weight_numel);
+    auto f = m_f;
+    f.m_graph = g;
+    f.m_x = x;
+    f.m_Y = Y;
+    f.m_w = w;
+    f.m_grad_out = grad_out;
+    f.m_grad_x = grad_x;
+    f.m_grad_Y = grad_Y;
+    f.m_grad_w = grad_w;
+    Kokkos::deep_copy(grad_x, T(0));  // irreps1 entries that no path reads get zero gradient
+    Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_sender",
+                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseSender>(g.num_nodes, Kokkos::AUTO), f);
+    Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_edge",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseEdge>(0, g.num_edges), f);
+  }
+
+ private:
+  template <class V>
+  static void check(const char* fn, const char* name, const V& v, int rows, int cols) {
+    if (static_cast<int>(v.extent(0)) != rows || static_cast<int>(v.extent(1)) != cols) {
+      throw InputError(std::string("ChannelwiseTPKokkos::") + fn + ": " + name + " is " + std::to_string(v.extent(0)) +
+                       " x " + std::to_string(v.extent(1)) + ", expected " + std::to_string(rows) + " x " +
+                       std::to_string(cols));
+    }
+  }
+  ChannelwiseTP m_tp;
+  Functor m_f;
+};
+
+}  // namespace fastmlip::kernels

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../common/tolerance.hpp"
+#include "core/error.hpp"
+#include "kernels/channelwise_tp_kokkos.hpp"
+#include "kernels/reference/channelwise_tp_ref.hpp"
+#include "math/wigner_d.hpp"
+
+namespace fastmlip::kernels {
+namespace {
+
+using Exec = Kokkos::DefaultHostExecutionSpace;
+using Matrix = Kokkos::View<double**, Kokkos::LayoutRight, Exec>;
+
+nlohmann::json fixtures() {
+  std::ifstream in(FASTMLIP_REFERENCE_DATA_DIR "/kernels/channelwise_tp.json");
+  EXPECT_TRUE(in.good()) << "missing fixture; regenerate with tests/reference/make_kernel_fixtures.py";
+  return nlohmann::json::parse(in);
+}
+
+// MACE's interaction target: (sh * channels).sort().simplify().
+Irreps mace_target(int lmax, int channels) {
+  std::vector<MulIrrep> e;
+  for (const auto& s : Irreps::spherical_harmonics(lmax)) {
+    e.push_back({channels, s.ir});
+  }
+  return Irreps(e);
+}
+
+TEST(ChannelwiseTP, DescriptorAndOutputMatchE3nn) {
+  const auto data = fixtures();
+  ASSERT_GE(data["channelwise_tp"].size(), 5u);
+  for (const auto& c : data["channelwise_tp"]) {
+    const auto tp = ChannelwiseTP::mace(Irreps::parse(c["irreps1"].get<std::string>()),
+                                        Irreps::parse(c["irreps2"].get<std::string>()),
+                                        Irreps::parse(c["target"].get<std::string>()));
+    EXPECT_EQ(tp.irreps_out.str(), c["irreps_out"].get<std::string>());
+    EXPECT_EQ(tp.weight_numel, c["weight_numel"].get<int>());
+    ASSERT_EQ(tp.instructions.size(), c["instructions"].size());
+    for (std::size_t q = 0; q < tp.instructions.size(); ++q) {
+      EXPECT_EQ(tp.instructions[q].i1, c["instructions"][q][0].get<int>());
+      EXPECT_EQ(tp.instructions[q].i2, c["instructions"][q][1].get<int>());
+      EXPECT_EQ(tp.instructions[q].out, c["instructions"][q][2].get<int>());
+    }
+    const auto sender = c["sender"].get<std::vector<int>>(), receiver = c["receiver"].get<std::vector<int>>();
+    const auto x = c["x"].get<std::vector<double>>(), Y = c["Y"].get<std::vector<double>>(),
+               w = c["w"].get<std::vector<double>>(), expect = c["out"].get<std::vector<double>>();
+    const int N = c["num_nodes"].get<int>(), E = static_cast<int>(sender.size());
+    std::vector<double> ref(expect.size());
+    reference::compute_channelwise_tp(tp, N, E, sender.data(), receiver.data(), x.data(), Y.data(), w.data(), ref.data());
+    // Kokkos, on the same inputs.
+    const ChannelwiseTPKokkos<Exec, double> k(tp);
+    const auto g = EdgeIndex<Exec>::build(N, sender, receiver);
+    Matrix xv("x", N, tp.dim1()), Yv("Y", E, tp.dim2()), wv("w", E, tp.weight_numel), out("out", N, tp.dim_out());
+    std::copy(x.begin(), x.end(), xv.data());
+    std::copy(Y.begin(), Y.end(), Yv.data());
+    std::copy(w.begin(), w.end(), wv.data());
+    k.compute(g, xv, Yv, wv, out);
+    double scale = 0;
+    for (double v : expect) {
+      scale = std::max(scale, std::abs(v));
+    }
+    for (std::size_t i = 0; i < expect.size(); ++i) {
+      EXPECT_NEAR(ref[i], expect[i], 1e-12 * scale) << c["irreps1"] << " value " << i;
+      EXPECT_NEAR(out.data()[i], expect[i], 1e-12 * scale) << c["irreps1"] << " value " << i;
+    }
+  }
+}
+
+struct RandomGraph {
+  std::vector<int> sender, receiver;
+};
+
+// Random edges sorted by receiver, with isolated nodes and self-loops (periodic images).
+RandomGraph random_graph(int nodes, int edges, std::uint64_t seed) {
+  test::Uniform u(seed);
+  RandomGraph g;
+  if (nodes == 0) {
+    return g;
+  }
+  for (int e = 0; e < edges; ++e) {
+    g.receiver.push_back(static_cast<int>(u(0, nodes)));
+    g.sender.push_back(static_cast<int>(u(0, nodes)));
+  }
+  std::vector<int> order(edges);
+  for (int e = 0; e < edges; ++e) {
+    order[e] = e;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return g.receiver[a] < g.receiver[b]; });
+  RandomGraph sorted;
+  for (int e : order) {
+    sorted.sender.push_back(g.sender[e]);
+    sorted.receiver.push_back(g.receiver[e]);
+  }
+  return sorted;
+}
+
+template <class T>
+class ChannelwiseTPTyped : public ::testing::Test {};
+using Dtypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(ChannelwiseTPTyped, Dtypes);
+
+TYPED_TEST(ChannelwiseTPTyped, KokkosForwardAndReverseMatchReference) {
+  using T = TypeParam;
+  using M = Kokkos::View<T**, Kokkos::LayoutRight, Exec>;
+  const std::vector<ChannelwiseTP> tps = {
+      ChannelwiseTP::mace(Irreps::parse("5x0e"), Irreps::spherical_harmonics(3), mace_target(3, 5)),
+      ChannelwiseTP::mace(Irreps::parse("5x0e+5x1o"), Irreps::spherical_harmonics(3), mace_target(3, 5)),
+      ChannelwiseTP::mace(Irreps::parse("3x0e+3x1o+3x2e"), Irreps::spherical_harmonics(3), mace_target(3, 3))};
+  for (const auto& tp : tps) {
+    const ChannelwiseTPKokkos<Exec, T> k(tp);
+    for (int N : test::test_sizes()) {
+      const int nodes = std::min(N, 200), edges = nodes * 7;
+      const auto rg = random_graph(nodes, edges, 11 + N);
+      const auto g = EdgeIndex<Exec>::build(nodes, rg.sender, rg.receiver);
+      test::Uniform u(N + 5);
+      auto fill = [&](M m) {
+        for (std::size_t i = 0; i < m.size(); ++i) {
+          m.data()[i] = static_cast<T>(u(-1, 1));
+        }
+        return m;
+      };
+      M x = fill(M("x", nodes, tp.dim1())), Y = fill(M("Y", edges, tp.dim2())), w = fill(M("w", edges, tp.weight_numel));
+      M gout = fill(M("g", nodes, tp.dim_out()));
+      M out("out", nodes, tp.dim_out()), gx("gx", nodes, tp.dim1()), gY("gY", edges, tp.dim2()),
+          gw("gw", edges, tp.weight_numel);
+      Kokkos::deep_copy(out, T(777));
+      Kokkos::deep_copy(gY, T(777));
+      Kokkos::deep_copy(gw, T(777));
+      k.compute(g, x, Y, w, out);
+      k.reverse(g, x, Y, w, gout, gx, gY, gw);
+
+      std::vector<T> ro(out.size()), rgx(gx.size()), rgY(gY.size()), rgw(gw.size());
+      reference::compute_channelwise_tp(tp, nodes, edges, rg.sender.data(), rg.receiver.data(), x.data(), Y.data(),
+                                        w.data(), ro.data());
+      reference::reverse_channelwise_tp(tp, nodes, edges, rg.sender.data(), rg.receiver.data(), x.data(), Y.data(),
+                                        w.data(), gout.data(), rgx.data(), rgY.data(), rgw.data());
+      // Sums of up to ~7 edges x ~75 CG terms of O(1) values.
+      const double tol = test::Tolerance<T>::kernel * 100;
+      auto compare = [&](const M& a, const std::vector<T>& b, const char* what) {
+        for (std::size_t i = 0; i < b.size(); ++i) {
+          ASSERT_NEAR(a.data()[i], b[i], tol * std::max(1.0, std::abs(double(b[i])))) << what << " " << i << " N " << N;
+        }
+      };
+      compare(out, ro, "out");
+      compare(gx, rgx, "grad_x");
+      compare(gY, rgY, "grad_Y");
+      compare(gw, rgw, "grad_w");
+    }
+  }
+}
+
+// The reference reverse is itself checked against central differences of the forward.
+TEST(ChannelwiseTP, ReferenceReverseMatchesFiniteDifferences) {
+  const auto tp = ChannelwiseTP::mace(Irreps::parse("2x0e+2x1o"), Irreps::spherical_harmonics(2), mace_target(2, 2));
+  const int N = 4, E = 9;
+  const auto rg = random_graph(N, E, 3);
+  test::Uniform u(9);
+  std::vector<double> x(N * tp.dim1()), Y(E * tp.dim2()), w(E * tp.weight_numel), g(N * tp.dim_out());
+  for (auto* v : {&x, &Y, &w, &g}) {
+    for (double& a : *v) {
+      a = u(-1, 1);
+    }
+  }
+  std::vector<double> gx(x.size()), gY(Y.size()), gw(w.size());
+  reference::reverse_channelwise_tp(tp, N, E, rg.sender.data(), rg.receiver.data(), x.data(), Y.data(), w.data(),
+                                    g.data(), gx.data(), gY.data(), gw.data());
+  auto loss = [&]() {
+    std::vector<double> out(N * tp.dim_out());
+    reference::compute_channelwise_tp(tp, N, E, rg.sender.data(), rg.receiver.data(), x.data(), Y.data(), w.data(),
+                                      out.data());
+    double s = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      s += out[i] * g[i];
+    }
+    return s;
+  };
+  const double h = 1e-6;
+  for (auto [v, grad] : {std::pair{&x, &gx}, std::pair{&Y, &gY}, std::pair{&w, &gw}}) {
+    for (std::size_t i = 0; i < v->size(); i += 3) {
+      const double keep = (*v)[i];
+      (*v)[i] = keep + h;
+      const double lp = loss();
+      (*v)[i] = keep - h;
+      const double lm = loss();
+      (*v)[i] = keep;
+      EXPECT_NEAR((*grad)[i], (lp - lm) / (2 * h), 1e-7) << "index " << i;
+    }
+  }
+}
+
+// Rotating the node features and the edge harmonics by R rotates the messages by D(R).
+TEST(ChannelwiseTP, IsEquivariant) {
+  const auto tp = ChannelwiseTP::mace(Irreps::parse("3x0e+3x1o+3x2e"), Irreps::spherical_harmonics(3), mace_target(3, 3));
+  const ChannelwiseTPKokkos<Exec, double> k(tp);
+  const int N = 5, E = 14;
+  const auto rg = random_graph(N, E, 21);
+  const auto g = EdgeIndex<Exec>::build(N, rg.sender, rg.receiver);
+  test::Uniform u(4);
+  Matrix x("x", N, tp.dim1()), Y("Y", E, tp.dim2()), w("w", E, tp.weight_numel);
+  for (auto m : {x, Y, w}) {
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      m.data()[i] = u(-1, 1);
+    }
+  }
+  const auto R = rotation_from_euler(0.3, 1.1, -0.7);
+  auto rotate = [&](const Irreps& irreps, const Matrix& m) {
+    const auto D = wigner_D(irreps, R);  // [dim x dim], row-major
+    const int d = irreps.dim();
+    Matrix r("r", m.extent(0), d);
+    for (std::size_t a = 0; a < m.extent(0); ++a) {
+      for (int i = 0; i < d; ++i) {
+        double s = 0;
+        for (int j = 0; j < d; ++j) {
+          s += D[i * d + j] * m(a, j);
+        }
+        r(a, i) = s;
+      }
+    }
+    return r;
+  };
+  Matrix out("out", N, tp.dim_out()), out_rot("out_rot", N, tp.dim_out());
+  k.compute(g, x, Y, w, out);
+  k.compute(g, rotate(tp.irreps1, x), rotate(tp.irreps2, Y), w, out_rot);
+  const Matrix expect = rotate(tp.irreps_out, out);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    ASSERT_NEAR(out_rot.data()[i], expect.data()[i], 1e-12 * 20) << "component " << i;
+  }
+}
+
+TEST(ChannelwiseTP, BadInputIsAClearError) {
+  EXPECT_THROW(ChannelwiseTP::mace(Irreps::parse("2x0e"), Irreps::parse("2x0e+1x1o"), Irreps::parse("2x0e")), InputError);
+  EXPECT_THROW(ChannelwiseTP::mace(Irreps::parse("2x0e"), Irreps::parse("1x5o"), Irreps::parse("2x5o")), InputError);
+  EXPECT_THROW(EdgeIndex<Exec>::build(3, {0, 1}, {2, 1}), InputError);   // not sorted by receiver
+  EXPECT_THROW(EdgeIndex<Exec>::build(3, {0, 7}, {1, 1}), InputError);   // sender out of range
+  const auto tp = ChannelwiseTP::mace(Irreps::parse("2x0e"), Irreps::spherical_harmonics(1), mace_target(1, 2));
+  const ChannelwiseTPKokkos<Exec, double> k(tp);
+  const auto g = EdgeIndex<Exec>::build(2, {0}, {1});
+  Matrix x("x", 2, tp.dim1()), Y("Y", 1, tp.dim2()), w("w", 1, tp.weight_numel + 1), out("o", 2, tp.dim_out());
+  EXPECT_THROW(k.compute(g, x, Y, w, out), InputError);
+}
+
+}  // namespace
+}  // namespace fastmlip::kernels
