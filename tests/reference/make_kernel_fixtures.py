@@ -5,10 +5,15 @@ Run in the reference venv (tests/reference/setup-venv.sh), from the repository r
 
     .venv/bin/python tests/reference/make_kernel_fixtures.py
 
-Writes tests/reference/data/kernels/channelwise_tp.json: for several irreps configurations,
-the tensor product mace-torch builds for `conv_tp` (via tp_out_irreps_with_instructions and
-e3nn's TensorProduct), its output irreps, weight count, and its output on random inputs,
-scatter-summed over receivers as MACE's interaction block does. CI only reads the JSON.
+Writes, under tests/reference/data/kernels/ (CI only reads these JSON files):
+
+- channelwise_tp.json: for several irreps configurations, the tensor product mace-torch
+  builds for `conv_tp` (tp_out_irreps_with_instructions + e3nn's TensorProduct), its output
+  irreps, weight count, and its output on random inputs, scatter-summed over receivers as
+  MACE's interaction block does;
+- symmetric_contraction.json: mace-torch SymmetricContraction modules (correlation 1, 2, 3)
+  with random weights: their U_matrix_nu buffers and weights, random node features and
+  species, and the outputs.
 """
 import json
 import pathlib
@@ -18,9 +23,10 @@ import mace
 import torch
 from e3nn import o3
 from mace.modules.irreps_tools import tp_out_irreps_with_instructions
+from mace.modules.symmetric_contraction import SymmetricContraction
 
 torch.set_default_dtype(torch.float64)
-OUT = pathlib.Path(__file__).parent / "data" / "kernels" / "channelwise_tp.json"
+DATA = pathlib.Path(__file__).parent / "data" / "kernels"
 
 CASES = [
     # (node irreps, SH lmax, channels as in MACE's target = (sh * channels).sort().simplify())
@@ -58,17 +64,63 @@ def case(node_irreps, lmax, channels, seed):
     }
 
 
-def main():
-    data = {
-        "generator": "tests/reference/make_kernel_fixtures.py",
-        "versions": {"e3nn": e3nn.__version__, "mace-torch": mace.__version__, "torch": torch.__version__},
-        "channelwise_tp": [case(*c, seed=i) for i, c in enumerate(CASES)],
-    }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
+SC_CASES = [
+    # (irreps of the node features entering the product, output irreps, correlation, elements)
+    ("3x0e+3x1o+3x2e+3x3o", "3x0e", 1, 2),
+    ("3x0e+3x1o+3x2e+3x3o", "3x0e+3x1o", 2, 3),
+    ("2x0e+2x1o+2x2e+2x3o", "2x0e+2x1o", 3, 2),  # MACE-MP medium shape, fewer channels
+    ("2x0e+2x1o+2x2e", "2x0e+2x1o+2x2e", 3, 2),
+    ("4x0e+4x1o", "4x0e", 3, 3),
+]
+
+
+def sc_case(irreps_in, irreps_out, correlation, num_elements, seed):
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    sc = SymmetricContraction(o3.Irreps(irreps_in), o3.Irreps(irreps_out), correlation,
+                              num_elements=num_elements)
+    channels = o3.Irreps(irreps_in)[0].mul
+    num_ell = sum(ir.dim for _, ir in o3.Irreps(irreps_in))
+    nodes = 5
+    x = torch.randn(nodes, channels, num_ell, generator=g)  # MACE passes [nodes, channels, ell]
+    species = torch.randint(0, num_elements, (nodes,), generator=g)
+    y = torch.nn.functional.one_hot(species, num_elements).to(x.dtype)
+    out = sc(x, y)
+    contractions = []
+    for c in sc.contractions:
+        # weights_max is W of the highest correlation; c.weights holds correlation-1 .. 1.
+        weights = [c.weights_max] + list(c.weights)
+        contractions.append({
+            # U is very sparse: store [flat index, value] of its non-zeros (exact zeros dropped).
+            "U": {str(nu): {"shape": list(c.U_tensors(nu).shape),
+                            "nonzeros": [[int(i), float(c.U_tensors(nu).flatten()[i])]
+                                         for i in torch.nonzero(c.U_tensors(nu).flatten()).flatten()]}
+                  for nu in range(1, c.correlation + 1)},
+            "W": {str(c.correlation - i): {"shape": list(w.shape), "values": w.detach().flatten().tolist()}
+                  for i, w in enumerate(weights)},
+        })
+    return {"irreps_in": irreps_in, "irreps_out": irreps_out, "correlation": correlation,
+            "num_elements": num_elements, "channels": channels, "num_ell": num_ell,
+            "species": species.tolist(), "x": x.flatten().tolist(),
+            "out": out.detach().flatten().tolist(), "contractions": contractions}
+
+
+def write(name, payload):
+    data = {"generator": "tests/reference/make_kernel_fixtures.py",
+            "versions": {"e3nn": e3nn.__version__, "mace-torch": mace.__version__, "torch": torch.__version__}}
+    data.update(payload)
+    DATA.mkdir(parents=True, exist_ok=True)
+    out = DATA / name
+    tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(OUT)  # atomic
-    print(f"wrote {OUT}")
+    tmp.replace(out)  # atomic
+    print(f"wrote {out}")
+
+
+def main():
+    write("channelwise_tp.json", {"channelwise_tp": [case(*c, seed=i) for i, c in enumerate(CASES)]})
+    write("symmetric_contraction.json",
+          {"symmetric_contraction": [sc_case(*c, seed=100 + i) for i, c in enumerate(SC_CASES)]})
 
 
 if __name__ == "__main__":

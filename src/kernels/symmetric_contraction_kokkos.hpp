@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file Kokkos backend of the symmetric contraction (symmetric_contraction.hpp).
+#include <Kokkos_Core.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/impl/symmetric_contraction_impl.hpp"
+#include "kernels/symmetric_contraction.hpp"
+
+namespace fastmlip::kernels {
+
+template <class ExecSpace, class T>
+class SymmetricContractionKokkos {
+  static_assert(std::is_floating_point_v<T>, "SymmetricContractionKokkos: T must be float or double");
+  using Functor = impl::SymmetricContractionFunctor<ExecSpace, T>;
+  using Limits = impl::SymmetricContractionLimits;
+
+ public:
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+  using Species = Kokkos::View<const int*, ExecSpace>;
+
+  explicit SymmetricContractionKokkos(const SymmetricContraction& sc) : m_sc(sc) {
+    int out_per_channel = 0;
+    for (const auto& e : sc.irreps_out) {
+      out_per_channel += e.ir.dim();
+    }
+    if (static_cast<int>(sc.monomials.size()) > Limits::kMaxMonomials || sc.num_ell > Limits::kMaxEll ||
+        out_per_channel > Limits::kMaxOutPerChannel) {
+      throw InputError("SymmetricContractionKokkos: " + sc.irreps_in.str() + " at correlation " +
+                       std::to_string(sc.correlation) + " needs " + std::to_string(sc.monomials.size()) +
+                       " monomials per channel; this build supports up to " + std::to_string(Limits::kMaxMonomials));
+    }
+    Kokkos::View<impl::SCMonomialDev*, ExecSpace> mono("fastmlip::symmetric_contraction::monomials", sc.monomials.size());
+    Kokkos::View<impl::SCEntryDev*, ExecSpace> entries("fastmlip::symmetric_contraction::entries", sc.entries.size());
+    Kokkos::View<int*, ExecSpace> ell_off("fastmlip::symmetric_contraction::ell_offset", sc.num_ell),
+        ell_stride("fastmlip::symmetric_contraction::ell_stride", sc.num_ell);
+    auto h_mono = Kokkos::create_mirror_view(mono);
+    auto h_entries = Kokkos::create_mirror_view(entries);
+    auto h_off = Kokkos::create_mirror_view(ell_off);
+    auto h_stride = Kokkos::create_mirror_view(ell_stride);
+    for (std::size_t t = 0; t < sc.monomials.size(); ++t) {
+      h_mono(t) = {sc.monomials[t].parent, sc.monomials[t].last};
+    }
+    std::vector<int> local_base(sc.irreps_out.size(), 0);
+    for (std::size_t o = 1; o < sc.irreps_out.size(); ++o) {
+      local_base[o] = local_base[o - 1] + sc.irreps_out[o - 1].ir.dim();
+    }
+    for (std::size_t g = 0; g < sc.entries.size(); ++g) {
+      const auto& en = sc.entries[g];
+      const int M = sc.irreps_out[en.contraction].ir.dim();
+      h_entries(g) = {sc.out_offset(en.contraction) + en.m, M, local_base[en.contraction] + en.m, en.monomial};
+    }
+    for (int i = 0; i < sc.num_ell; ++i) {
+      h_off(i) = sc.ell_offset[i];
+      h_stride(i) = sc.ell_stride[i];
+    }
+    Kokkos::deep_copy(mono, h_mono);
+    Kokkos::deep_copy(entries, h_entries);
+    Kokkos::deep_copy(ell_off, h_off);
+    Kokkos::deep_copy(ell_stride, h_stride);
+    m_f.m_mono = mono;
+    m_f.m_entries = entries;
+    m_f.m_ell_offset = ell_off;
+    m_f.m_ell_stride = ell_stride;
+    m_f.m_channels = sc.channels;
+    m_f.m_num_mono = static_cast<int>(sc.monomials.size());
+    m_f.m_num_entries = static_cast<int>(sc.entries.size());
+    m_f.m_num_ell = sc.num_ell;
+    m_f.m_out_per_channel = out_per_channel;
+  }
+
+  /// Sets the element weights (mace-torch layout, see SymmetricContraction::fold).
+  void set_weights(const std::vector<std::vector<std::vector<double>>>& W, int num_elements) {
+    const auto coef = m_sc.fold(W, num_elements);
+    Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> d("fastmlip::symmetric_contraction::coef", num_elements,
+                                                         m_sc.entries.size(), m_sc.channels);
+    auto h = Kokkos::create_mirror_view(d);
+    for (std::size_t i = 0; i < coef.size(); ++i) {
+      h.data()[i] = static_cast<T>(coef[i]);
+    }
+    Kokkos::deep_copy(d, h);
+    m_f.m_coef = d;
+    m_num_elements = num_elements;
+  }
+
+  int num_elements() const noexcept { return m_num_elements; }
+
+  void compute(Species species, ConstMatrix x, Matrix out) const {
+    check_call("compute", species, x);
+    check("compute", "out", out, x.extent(0), m_sc.dim_out());
+    auto f = m_f;
+    f.m_species = species;
+    f.m_x = x;
+    f.m_out = out;
+    Kokkos::deep_copy(out, T(0));
+    Kokkos::parallel_for("fastmlip::symmetric_contraction::forward",
+                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForward>(x.extent(0), Kokkos::AUTO), f);
+  }
+
+  /// grad_x = d sum(out * grad_out) / dx.
+  void reverse(Species species, ConstMatrix x, ConstMatrix grad_out, Matrix grad_x) const {
+    check_call("reverse", species, x);
+    check("reverse", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
+    check("reverse", "grad_x", grad_x, x.extent(0), m_sc.dim_in());
+    auto f = m_f;
+    f.m_species = species;
+    f.m_x = x;
+    f.m_grad_out = grad_out;
+    f.m_grad_x = grad_x;
+    Kokkos::parallel_for("fastmlip::symmetric_contraction::reverse",
+                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverse>(x.extent(0), Kokkos::AUTO), f);
+  }
+
+  /// Gradient with respect to the weights, in mace-torch's layout (see unfold_gradient).
+  std::vector<std::vector<std::vector<double>>> reverse_weights(Species species, ConstMatrix x, ConstMatrix grad_out) const {
+    check_call("reverse_weights", species, x);
+    check("reverse_weights", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
+    // Nodes grouped by element (counting sort on the host): the per-element sums then run in
+    // node order with no atomics.
+    auto h_species = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), species);
+    const int N = static_cast<int>(x.extent(0));
+    Kokkos::View<int*, ExecSpace> ptr("fastmlip::symmetric_contraction::element_ptr", m_num_elements + 1),
+        nodes("fastmlip::symmetric_contraction::element_nodes", N);
+    auto h_ptr = Kokkos::create_mirror_view(ptr);
+    auto h_nodes = Kokkos::create_mirror_view(nodes);
+    std::vector<int> count(m_num_elements + 1, 0);
+    for (int n = 0; n < N; ++n) {
+      ++count[h_species(n) + 1];
+    }
+    for (int e = 0; e < m_num_elements; ++e) {
+      count[e + 1] += count[e];
+    }
+    for (int e = 0; e <= m_num_elements; ++e) {
+      h_ptr(e) = count[e];
+    }
+    for (int n = 0; n < N; ++n) {
+      h_nodes(count[h_species(n)]++) = n;
+    }
+    Kokkos::deep_copy(ptr, h_ptr);
+    Kokkos::deep_copy(nodes, h_nodes);
+    Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> gcoef("fastmlip::symmetric_contraction::grad_coef", m_num_elements,
+                                                             m_sc.entries.size(), m_sc.channels);
+    auto f = m_f;
+    f.m_species = species;
+    f.m_x = x;
+    f.m_grad_out = grad_out;
+    f.m_element_ptr = ptr;
+    f.m_element_nodes = nodes;
+    f.m_grad_coef = gcoef;
+    Kokkos::parallel_for("fastmlip::symmetric_contraction::reverse_weights",
+                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseCoef>(m_num_elements, Kokkos::AUTO), f);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gcoef);
+    return m_sc.unfold_gradient(std::vector<double>(h.data(), h.data() + h.size()), m_num_elements);
+  }
+
+ private:
+  void check_call(const char* fn, const Species& species, const ConstMatrix& x) const {
+    if (m_num_elements == 0) {
+      throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": set_weights() was not called");
+    }
+    check(fn, "x", x, x.extent(0), m_sc.dim_in());
+    if (species.extent(0) != x.extent(0)) {
+      throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": " + std::to_string(species.extent(0)) +
+                       " species for " + std::to_string(x.extent(0)) + " nodes");
+    }
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), species);
+    for (std::size_t n = 0; n < h.extent(0); ++n) {
+      if (h(n) < 0 || h(n) >= m_num_elements) {
+        throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": node " + std::to_string(n) +
+                         " has element index " + std::to_string(h(n)) + "; the weights cover 0.." +
+                         std::to_string(m_num_elements - 1));
+      }
+    }
+  }
+  template <class V>
+  static void check(const char* fn, const char* name, const V& v, std::size_t rows, int cols) {
+    if (v.extent(0) != rows || static_cast<int>(v.extent(1)) != cols) {
+      throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": " + name + " is " +
+                       std::to_string(v.extent(0)) + " x " + std::to_string(v.extent(1)) + ", expected " +
+                       std::to_string(rows) + " x " + std::to_string(cols));
+    }
+  }
+  SymmetricContraction m_sc;
+  Functor m_f;
+  int m_num_elements = 0;
+};
+
+}  // namespace fastmlip::kernels

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../common/tolerance.hpp"
+#include "core/error.hpp"
+#include "kernels/reference/symmetric_contraction_ref.hpp"
+#include "kernels/symmetric_contraction_kokkos.hpp"
+#include "math/wigner_d.hpp"
+
+namespace fastmlip::kernels {
+namespace {
+
+using Exec = Kokkos::DefaultHostExecutionSpace;
+using Nested = std::vector<std::vector<std::vector<double>>>;
+
+// One mace-torch SymmetricContraction from the fixture file, in our types.
+struct Case {
+  SymmetricContraction sc;
+  Nested U, W;
+  int num_elements;
+  std::vector<int> species;
+  std::vector<double> x;  // e3nn flat layout [nodes, dim_in]
+  std::vector<double> out;
+};
+
+std::vector<Case> cases() {
+  std::ifstream in(FASTMLIP_REFERENCE_DATA_DIR "/kernels/symmetric_contraction.json");
+  EXPECT_TRUE(in.good()) << "missing fixture; regenerate with tests/reference/make_kernel_fixtures.py";
+  const auto data = nlohmann::json::parse(in);
+  std::vector<Case> out;
+  for (const auto& c : data["symmetric_contraction"]) {
+    const int corr = c["correlation"].get<int>();
+    Nested U, W;
+    std::vector<std::vector<std::vector<int>>> shapes;
+    for (const auto& ct : c["contractions"]) {
+      U.emplace_back();
+      W.emplace_back();
+      shapes.emplace_back();
+      for (int nu = 1; nu <= corr; ++nu) {
+        const auto& u = ct["U"][std::to_string(nu)];
+        auto shape = u["shape"].get<std::vector<int>>();
+        long long numel = 1;
+        for (int s : shape) {
+          numel *= s;
+        }
+        std::vector<double> dense(numel, 0.0);
+        for (const auto& nz : u["nonzeros"]) {
+          dense[nz[0].get<long long>()] = nz[1].get<double>();
+        }
+        U.back().push_back(std::move(dense));
+        shapes.back().push_back(shape);
+        W.back().push_back(ct["W"][std::to_string(nu)]["values"].get<std::vector<double>>());
+      }
+    }
+    Case k{SymmetricContraction::from_mace(Irreps::parse(c["irreps_in"].get<std::string>()),
+                                           Irreps::parse(c["irreps_out"].get<std::string>()), corr, U, shapes),
+           U, W, c["num_elements"].get<int>(), c["species"].get<std::vector<int>>(), {},
+           c["out"].get<std::vector<double>>()};
+    // mace-torch feeds x as [nodes, channels, ell]; ours is e3nn's flat layout.
+    const auto xm = c["x"].get<std::vector<double>>();
+    const int C = k.sc.channels, L = k.sc.num_ell, N = static_cast<int>(k.species.size());
+    k.x.assign(static_cast<std::size_t>(N) * k.sc.dim_in(), 0.0);
+    for (int n = 0; n < N; ++n) {
+      for (int ch = 0; ch < C; ++ch) {
+        for (int i = 0; i < L; ++i) {
+          k.x[n * k.sc.dim_in() + k.sc.ell_offset[i] + ch * k.sc.ell_stride[i]] = xm[(n * C + ch) * L + i];
+        }
+      }
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+template <class T>
+Kokkos::View<T**, Kokkos::LayoutRight, Exec> matrix(const std::vector<double>& v, int rows, int cols) {
+  Kokkos::View<T**, Kokkos::LayoutRight, Exec> m("m", rows, cols);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    m.data()[i] = static_cast<T>(v[i]);
+  }
+  return m;
+}
+
+Kokkos::View<int*, Exec> species_view(const std::vector<int>& s) {
+  Kokkos::View<int*, Exec> v("species", s.size());
+  std::copy(s.begin(), s.end(), v.data());
+  return v;
+}
+
+TEST(SymmetricContraction, ReferenceAndKokkosMatchMaceTorch) {
+  const auto all = cases();
+  ASSERT_EQ(all.size(), 5u);
+  for (const auto& k : all) {
+    const int N = static_cast<int>(k.species.size());
+    std::vector<double> ref(k.out.size());
+    reference::compute_symmetric_contraction(k.sc, k.U, k.W, N, k.species.data(), k.x.data(), ref.data());
+    SymmetricContractionKokkos<Exec, double> kk(k.sc);
+    kk.set_weights(k.W, k.num_elements);
+    auto out = matrix<double>(std::vector<double>(k.out.size(), 777.0), N, k.sc.dim_out());
+    kk.compute(species_view(k.species), matrix<double>(k.x, N, k.sc.dim_in()), out);
+    double scale = 0;
+    for (double v : k.out) {
+      scale = std::max(scale, std::abs(v));
+    }
+    for (std::size_t i = 0; i < k.out.size(); ++i) {
+      EXPECT_NEAR(ref[i], k.out[i], 1e-12 * scale) << k.sc.irreps_out.str() << " corr " << k.sc.correlation << " @" << i;
+      EXPECT_NEAR(out.data()[i], k.out[i], 1e-12 * scale) << k.sc.irreps_out.str() << " corr " << k.sc.correlation << " @" << i;
+    }
+  }
+}
+
+// Work per node and channel: mace-torch contracts the dense U with the weights (one
+// multiply-add per element of U, the seed's ~185 MFLOP per node at 128 channels); we build each
+// monomial once and touch each folded non-zero once.
+TEST(SymmetricContraction, SparseFormDoesFarLessWorkThanDenseU) {
+  const auto all = cases();
+  const auto& k = all[2];  // MACE-MP medium shape (0e+1o+2e+3o in, 0e+1o out), correlation 3
+  long long dense = 0;
+  for (const auto& per_o : k.U) {
+    for (const auto& u : per_o) {
+      dense += static_cast<long long>(u.size());
+    }
+  }
+  const long long sparse = static_cast<long long>(k.sc.monomials.size() + k.sc.entries.size());
+  std::printf("symmetric contraction work per node-channel: dense U %lld, monomials + entries %lld (%.0fx)\n", dense,
+              sparse, static_cast<double>(dense) / sparse);
+  EXPECT_GT(dense, 100 * sparse);
+}
+
+template <class T>
+class SymmetricContractionTyped : public ::testing::Test {};
+using Dtypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(SymmetricContractionTyped, Dtypes);
+
+TYPED_TEST(SymmetricContractionTyped, GradientsMatchFiniteDifferences) {
+  using T = TypeParam;
+  const auto all = cases();
+  for (std::size_t which : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
+    const auto& k = all[which];
+    SymmetricContractionKokkos<Exec, T> kk(k.sc);
+    kk.set_weights(k.W, k.num_elements);
+    for (int N : test::test_sizes()) {
+      const int nodes = std::min(N, 13);  // the dense reference is slow on purpose
+      test::Uniform u(N + which);
+      std::vector<int> species(nodes);
+      std::vector<double> x(static_cast<std::size_t>(nodes) * k.sc.dim_in()), g(static_cast<std::size_t>(nodes) * k.sc.dim_out());
+      for (int& s : species) {
+        s = static_cast<int>(u(0, k.num_elements));
+      }
+      for (double& v : x) {
+        v = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+      for (double& v : g) {
+        v = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+      auto sv = species_view(species);
+      auto xv = matrix<T>(x, nodes, k.sc.dim_in());
+      auto gv = matrix<T>(g, nodes, k.sc.dim_out());
+      auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), nodes, k.sc.dim_in());
+      kk.reverse(sv, xv, gv, gx);
+      const auto gW = kk.reverse_weights(sv, xv, gv);
+      // Finite differences of the double reference.
+      auto loss = [&](const std::vector<double>& xx, const Nested& WW) {
+        std::vector<double> out(g.size());
+        reference::compute_symmetric_contraction(k.sc, k.U, WW, nodes, species.data(), xx.data(), out.data());
+        double s = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          s += out[i] * g[i];
+        }
+        return s;
+      };
+      const double h = 1e-5, tol = std::is_same_v<T, double> ? 1e-6 : 2e-3;
+      for (std::size_t i = 0; i < x.size(); i += std::max<std::size_t>(1, x.size() / 12)) {
+        auto xp = x, xm = x;
+        xp[i] += h;
+        xm[i] -= h;
+        const double fd = (loss(xp, k.W) - loss(xm, k.W)) / (2 * h);
+        EXPECT_NEAR(gx.data()[i], fd, tol * std::max(1.0, std::abs(fd))) << "x index " << i << " nodes " << nodes;
+      }
+      if (nodes > 0) {
+        for (std::size_t o = 0; o < k.W.size(); ++o) {
+          for (std::size_t nu = 0; nu < k.W[o].size(); ++nu) {
+            for (std::size_t i = 0; i < k.W[o][nu].size(); i += std::max<std::size_t>(1, k.W[o][nu].size() / 3)) {
+              Nested Wp = k.W, Wm = k.W;
+              Wp[o][nu][i] += h;
+              Wm[o][nu][i] -= h;
+              const double fd = (loss(x, Wp) - loss(x, Wm)) / (2 * h);
+              EXPECT_NEAR(gW[o][nu][i], fd, tol * std::max(1.0, std::abs(fd))) << "W[" << o << "][" << nu << "][" << i << "]";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Rotating every node's features by D(R) rotates the products by D(R).
+TEST(SymmetricContraction, IsEquivariant) {
+  const auto all = cases();
+  const auto& k = all[3];  // 0e+1o+2e in and out, correlation 3
+  const int N = static_cast<int>(k.species.size());
+  SymmetricContractionKokkos<Exec, double> kk(k.sc);
+  kk.set_weights(k.W, k.num_elements);
+  const auto R = rotation_from_euler(0.4, -1.3, 2.2);
+  auto rotate = [&](const Irreps& irreps, const std::vector<double>& m, int rows) {
+    const auto D = wigner_D(irreps, R);
+    const int d = irreps.dim();
+    std::vector<double> r(m.size(), 0.0);
+    for (int a = 0; a < rows; ++a) {
+      for (int i = 0; i < d; ++i) {
+        for (int j = 0; j < d; ++j) {
+          r[a * d + i] += D[i * d + j] * m[a * d + j];
+        }
+      }
+    }
+    return r;
+  };
+  auto out = matrix<double>(std::vector<double>(k.out.size()), N, k.sc.dim_out());
+  auto out_rot = matrix<double>(std::vector<double>(k.out.size()), N, k.sc.dim_out());
+  kk.compute(species_view(k.species), matrix<double>(k.x, N, k.sc.dim_in()), out);
+  kk.compute(species_view(k.species), matrix<double>(rotate(k.sc.irreps_in, k.x, N), N, k.sc.dim_in()), out_rot);
+  const auto expect = rotate(k.sc.irreps_out, std::vector<double>(out.data(), out.data() + out.size()), N);
+  for (std::size_t i = 0; i < expect.size(); ++i) {
+    EXPECT_NEAR(out_rot.data()[i], expect[i], 1e-11) << i;
+  }
+}
+
+TEST(SymmetricContraction, BadInputIsAClearError) {
+  const auto all = cases();
+  const auto& k = all[1];
+  std::vector<std::vector<std::vector<int>>> shapes = {{{16, 1}, {16, 16, 5}}, {{3, 16, 1}, {3, 16, 16, 6}}};
+  try {
+    SymmetricContraction::from_mace(k.sc.irreps_in, k.sc.irreps_out, 2, k.U, shapes);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("order 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(SymmetricContraction::from_mace(k.sc.irreps_in, k.sc.irreps_out, 5, k.U, shapes), InputError);
+  SymmetricContractionKokkos<Exec, double> kk(k.sc);
+  auto x = matrix<double>(k.x, static_cast<int>(k.species.size()), k.sc.dim_in());
+  Kokkos::View<double**, Kokkos::LayoutRight, Exec> out("out", k.species.size(), k.sc.dim_out());
+  EXPECT_THROW(kk.compute(species_view(k.species), x, out), InputError);  // no weights yet
+  kk.set_weights(k.W, k.num_elements);
+  auto bad = k.species;
+  bad[0] = k.num_elements;  // an element the weights do not cover
+  EXPECT_THROW(kk.compute(species_view(bad), x, out), InputError);
+}
+
+}  // namespace
+}  // namespace fastmlip::kernels
