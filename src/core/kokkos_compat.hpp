@@ -7,12 +7,14 @@
 namespace fastmlip::kmath {
 #if KOKKOS_VERSION >= 40000
 using Kokkos::cos;
+using Kokkos::exp;
 using Kokkos::pow;
 using Kokkos::sin;
 using Kokkos::sqrt;
 #else
 // Kokkos 3.x keeps its device-callable math functions in Experimental.
 using Kokkos::Experimental::cos;
+using Kokkos::Experimental::exp;
 using Kokkos::Experimental::pow;
 using Kokkos::Experimental::sin;
 using Kokkos::Experimental::sqrt;

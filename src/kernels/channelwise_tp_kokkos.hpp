@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "kernels/channelwise_tp.hpp"
 #include "kernels/edge_index.hpp"
+#include "kernels/impl/upload.hpp"
 #include "kernels/impl/channelwise_tp_impl.hpp"
 
 namespace fastmlip::kernels {
@@ -78,10 +79,10 @@ class ChannelwiseTPKokkos {
 
   /// out(n, :) = sum over edges into n of TP(x(sender), Y(e), w(e)).
   void compute(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, Matrix out) const {
-    check("compute", "x", x, g.num_nodes, m_tp.dim1());
-    check("compute", "Y", Y, g.num_edges, m_tp.dim2());
-    check("compute", "w", w, g.num_edges, m_tp.weight_numel);
-    check("compute", "out", out, g.num_nodes, m_tp.dim_out());
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "x", x, g.num_nodes, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "Y", Y, g.num_edges, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "w", w, g.num_edges, m_tp.weight_numel);
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "out", out, g.num_nodes, m_tp.dim_out());
     auto f = m_f;
     f.m_graph = g;
     f.m_x = x;
@@ -95,13 +96,13 @@ class ChannelwiseTPKokkos {
   /// Gradients of sum(out * grad_out) with respect to x, Y and w.
   void reverse(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, ConstMatrix grad_out,
                Matrix grad_x, Matrix grad_Y, Matrix grad_w) const {
-    check("reverse", "x", x, g.num_nodes, m_tp.dim1());
-    check("reverse", "Y", Y, g.num_edges, m_tp.dim2());
-    check("reverse", "w", w, g.num_edges, m_tp.weight_numel);
-    check("reverse", "grad_out", grad_out, g.num_nodes, m_tp.dim_out());
-    check("reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
-    check("reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
-    check("reverse", "grad_w", grad_w, g.num_edges, m_tp.weight_numel);
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "x", x, g.num_nodes, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "Y", Y, g.num_edges, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "w", w, g.num_edges, m_tp.weight_numel);
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_out", grad_out, g.num_nodes, m_tp.dim_out());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_w", grad_w, g.num_edges, m_tp.weight_numel);
     auto f = m_f;
     f.m_graph = g;
     f.m_x = x;
@@ -119,14 +120,6 @@ class ChannelwiseTPKokkos {
   }
 
  private:
-  template <class V>
-  static void check(const char* fn, const char* name, const V& v, int rows, int cols) {
-    if (static_cast<int>(v.extent(0)) != rows || static_cast<int>(v.extent(1)) != cols) {
-      throw InputError(std::string("ChannelwiseTPKokkos::") + fn + ": " + name + " is " + std::to_string(v.extent(0)) +
-                       " x " + std::to_string(v.extent(1)) + ", expected " + std::to_string(rows) + " x " +
-                       std::to_string(cols));
-    }
-  }
   ChannelwiseTP m_tp;
   Functor m_f;
 };

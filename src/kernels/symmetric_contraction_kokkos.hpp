@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/impl/upload.hpp"
 #include "kernels/impl/symmetric_contraction_impl.hpp"
+#include "kernels/node_groups.hpp"
 #include "kernels/symmetric_contraction.hpp"
 
 namespace fastmlip::kernels {
@@ -90,7 +92,7 @@ class SymmetricContractionKokkos {
 
   void compute(Species species, ConstMatrix x, Matrix out) const {
     check_call("compute", species, x);
-    check("compute", "out", out, x.extent(0), m_sc.dim_out());
+    impl::check_shape("SymmetricContractionKokkos", "compute", "out", out, x.extent(0), m_sc.dim_out());
     auto f = m_f;
     f.m_species = species;
     f.m_x = x;
@@ -103,8 +105,8 @@ class SymmetricContractionKokkos {
   /// grad_x = d sum(out * grad_out) / dx.
   void reverse(Species species, ConstMatrix x, ConstMatrix grad_out, Matrix grad_x) const {
     check_call("reverse", species, x);
-    check("reverse", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
-    check("reverse", "grad_x", grad_x, x.extent(0), m_sc.dim_in());
+    impl::check_shape("SymmetricContractionKokkos", "reverse", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
+    impl::check_shape("SymmetricContractionKokkos", "reverse", "grad_x", grad_x, x.extent(0), m_sc.dim_in());
     auto f = m_f;
     f.m_species = species;
     f.m_x = x;
@@ -117,38 +119,16 @@ class SymmetricContractionKokkos {
   /// Gradient with respect to the weights, in mace-torch's layout (see unfold_gradient).
   std::vector<std::vector<std::vector<double>>> reverse_weights(Species species, ConstMatrix x, ConstMatrix grad_out) const {
     check_call("reverse_weights", species, x);
-    check("reverse_weights", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
-    // Nodes grouped by element (counting sort on the host): the per-element sums then run in
-    // node order with no atomics.
-    auto h_species = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), species);
-    const int N = static_cast<int>(x.extent(0));
-    Kokkos::View<int*, ExecSpace> ptr("fastmlip::symmetric_contraction::element_ptr", m_num_elements + 1),
-        nodes("fastmlip::symmetric_contraction::element_nodes", N);
-    auto h_ptr = Kokkos::create_mirror_view(ptr);
-    auto h_nodes = Kokkos::create_mirror_view(nodes);
-    std::vector<int> count(m_num_elements + 1, 0);
-    for (int n = 0; n < N; ++n) {
-      ++count[h_species(n) + 1];
-    }
-    for (int e = 0; e < m_num_elements; ++e) {
-      count[e + 1] += count[e];
-    }
-    for (int e = 0; e <= m_num_elements; ++e) {
-      h_ptr(e) = count[e];
-    }
-    for (int n = 0; n < N; ++n) {
-      h_nodes(count[h_species(n)]++) = n;
-    }
-    Kokkos::deep_copy(ptr, h_ptr);
-    Kokkos::deep_copy(nodes, h_nodes);
+    impl::check_shape("SymmetricContractionKokkos", "reverse_weights", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
+    const auto groups = NodeGroups<ExecSpace>::build(species, m_num_elements, "SymmetricContractionKokkos::reverse_weights");
     Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> gcoef("fastmlip::symmetric_contraction::grad_coef", m_num_elements,
                                                              m_sc.entries.size(), m_sc.channels);
     auto f = m_f;
     f.m_species = species;
     f.m_x = x;
     f.m_grad_out = grad_out;
-    f.m_element_ptr = ptr;
-    f.m_element_nodes = nodes;
+    f.m_element_ptr = groups.ptr;
+    f.m_element_nodes = groups.nodes;
     f.m_grad_coef = gcoef;
     Kokkos::parallel_for("fastmlip::symmetric_contraction::reverse_weights",
                          Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseCoef>(m_num_elements, Kokkos::AUTO), f);
@@ -161,27 +141,12 @@ class SymmetricContractionKokkos {
     if (m_num_elements == 0) {
       throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": set_weights() was not called");
     }
-    check(fn, "x", x, x.extent(0), m_sc.dim_in());
+    impl::check_shape("SymmetricContractionKokkos", fn, "x", x, x.extent(0), m_sc.dim_in());
     if (species.extent(0) != x.extent(0)) {
       throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": " + std::to_string(species.extent(0)) +
                        " species for " + std::to_string(x.extent(0)) + " nodes");
     }
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), species);
-    for (std::size_t n = 0; n < h.extent(0); ++n) {
-      if (h(n) < 0 || h(n) >= m_num_elements) {
-        throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": node " + std::to_string(n) +
-                         " has element index " + std::to_string(h(n)) + "; the weights cover 0.." +
-                         std::to_string(m_num_elements - 1));
-      }
-    }
-  }
-  template <class V>
-  static void check(const char* fn, const char* name, const V& v, std::size_t rows, int cols) {
-    if (v.extent(0) != rows || static_cast<int>(v.extent(1)) != cols) {
-      throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": " + name + " is " +
-                       std::to_string(v.extent(0)) + " x " + std::to_string(v.extent(1)) + ", expected " +
-                       std::to_string(rows) + " x " + std::to_string(cols));
-    }
+    check_labels(species, m_num_elements, std::string("SymmetricContractionKokkos::") + fn);
   }
   SymmetricContraction m_sc;
   Functor m_f;

@@ -13,7 +13,12 @@ Writes, under tests/reference/data/kernels/ (CI only reads these JSON files):
   MACE's interaction block does;
 - symmetric_contraction.json: mace-torch SymmetricContraction modules (correlation 1, 2, 3)
   with random weights: their U_matrix_nu buffers and weights, random node features and
-  species, and the outputs.
+  species, and the outputs;
+- linear.json: e3nn o3.Linear (MACE's linear_up, linear, readouts) and MACE's skip_tp, a
+  FullyConnectedTensorProduct with one-hot species (an element-indexed linear map), with
+  random weights, inputs and outputs;
+- radial_mlp.json: MACE's conv_tp_weights, e3nn's FullyConnectedNet with SiLU, its layer
+  weights, the normalize2mom constant, inputs and outputs.
 """
 import json
 import pathlib
@@ -105,6 +110,48 @@ def sc_case(irreps_in, irreps_out, correlation, num_elements, seed):
             "out": out.detach().flatten().tolist(), "contractions": contractions}
 
 
+LINEAR_CASES = [
+    ("3x0e+3x1o", "5x0e+5x1o"),
+    ("3x0e+3x1o+2x0e+3x2e", "4x0e+4x1o+4x2e+4x3o"),  # repeated irreps, an output with no input
+    ("5x0e", "1x0e"),  # a readout
+]
+
+
+def linear_case(irreps_in, irreps_out, seed):
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    lin = o3.Linear(o3.Irreps(irreps_in), o3.Irreps(irreps_out))
+    x = torch.randn(6, lin.irreps_in.dim, generator=g)
+    return {"irreps_in": irreps_in, "irreps_out": irreps_out, "weight": lin.weight.detach().tolist(),
+            "x": x.flatten().tolist(), "out": lin(x).detach().flatten().tolist()}
+
+
+def skip_case(irreps_in, num_elements, irreps_out, seed):
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    attrs = o3.Irreps(f"{num_elements}x0e")
+    tp = o3.FullyConnectedTensorProduct(o3.Irreps(irreps_in), attrs, o3.Irreps(irreps_out))
+    x = torch.randn(7, tp.irreps_in1.dim, generator=g)
+    species = torch.randint(0, num_elements, (7,), generator=g)
+    y = torch.nn.functional.one_hot(species, num_elements).to(x.dtype)
+    return {"irreps_in": irreps_in, "num_elements": num_elements, "irreps_out": irreps_out,
+            "weight": tp.weight.detach().tolist(), "species": species.tolist(),
+            "x": x.flatten().tolist(), "out": tp(x, y).detach().flatten().tolist()}
+
+
+def radial_mlp_case(hs, seed):
+    from e3nn import nn as enn
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    mlp = enn.FullyConnectedNet(hs, torch.nn.functional.silu)
+    x = torch.randn(11, hs[0], generator=g)
+    layers = [getattr(mlp, f"layer{i}") for i in range(len(hs) - 1)]
+    cst = [l.act.cst for l in layers if l.act is not None]
+    return {"hs": hs, "cst": cst[0] if cst else None,
+            "weights": [l.weight.detach().flatten().tolist() for l in layers],
+            "x": x.flatten().tolist(), "out": mlp(x).detach().flatten().tolist()}
+
+
 def write(name, payload):
     data = {"generator": "tests/reference/make_kernel_fixtures.py",
             "versions": {"e3nn": e3nn.__version__, "mace-torch": mace.__version__, "torch": torch.__version__}}
@@ -119,6 +166,12 @@ def write(name, payload):
 
 def main():
     write("channelwise_tp.json", {"channelwise_tp": [case(*c, seed=i) for i, c in enumerate(CASES)]})
+    write("linear.json", {
+        "linear": [linear_case(*c, seed=200 + i) for i, c in enumerate(LINEAR_CASES)],
+        "skip_tp": [skip_case("3x0e+3x1o", 3, "3x0e+3x1o", 300), skip_case("4x0e+2x1o+2x2e", 2, "4x0e+2x1o", 301)],
+    })
+    write("radial_mlp.json", {"radial_mlp": [radial_mlp_case([8, 16, 16, 16, 30], 400),
+                                             radial_mlp_case([5, 7, 3], 401)]})
     write("symmetric_contraction.json",
           {"symmetric_contraction": [sc_case(*c, seed=100 + i) for i, c in enumerate(SC_CASES)]})
 

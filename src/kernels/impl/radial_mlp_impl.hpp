@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file Kokkos functors of the radial MLP. Forward: one thread per edge, hidden activations in
+/// registers/stack (hidden widths are small), each output column a dot product with the
+/// pre-scaled weights. Reverse: the same per-edge pass keeps every layer's pre-activation in a
+/// caller-provided buffer so that the weight gradient is a plain sum over edges afterwards.
+#include <Kokkos_Core.hpp>
+
+#include "core/kokkos_compat.hpp"
+
+namespace fastmlip::kernels::impl {
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T silu(T z) {
+  return z / (T(1) + kmath::exp(-z));
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T silu_derivative(T z) {
+  const T s = T(1) / (T(1) + kmath::exp(-z));
+  return s * (T(1) + z * (T(1) - s));
+}
+
+template <class ExecSpace, class T>
+struct RadialMLPFunctor {
+  static constexpr int kMaxHidden = 256;       ///< widest hidden layer
+  static constexpr int kMaxHiddenTotal = 1024;  ///< sum of hidden widths (per-edge pre-activations)
+  struct TagForward {};
+  struct TagReverse {};
+  struct TagReverseWeights {};
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+
+  Kokkos::View<const T*, ExecSpace> m_W;          // all layers, pre-scaled by 1/sqrt(n_l)
+  Kokkos::View<const int*, ExecSpace> m_widths;   // n_0 .. n_L+1
+  Kokkos::View<const int*, ExecSpace> m_w_offset; // start of each layer in m_W
+  Kokkos::View<const int*, ExecSpace> m_z_offset; // start of each layer's pre-activations in a row of m_z
+  int m_layers = 0;
+  T m_cst = 1;
+  ConstMatrix m_in, m_grad_out;
+  Matrix m_out, m_grad_in;
+  Matrix m_z;   // [edges, sum of layer outputs]: pre-activations, for the weight gradient
+  Matrix m_dz;  // [edges, same]: gradients of the loss with respect to them
+  Kokkos::View<T*, ExecSpace> m_grad_W;
+  Kokkos::View<const int*, ExecSpace> m_grad_layer;  // layer of each weight index
+
+  // Writes the input of layer l+1 (activation of z) into h.
+  KOKKOS_INLINE_FUNCTION void forward_edge(int e, T* h, T* z_store) const {
+    const int n0 = m_widths(0);
+    for (int i = 0; i < n0; ++i) {
+      h[i] = m_in(e, i);
+    }
+    T tmp[kMaxHidden];
+    for (int l = 0; l + 1 < m_layers; ++l) {
+      const int a = m_widths(l), b = m_widths(l + 1);
+      const T* W = &m_W(m_w_offset(l));
+      for (int j = 0; j < b; ++j) {
+        T s = 0;
+        for (int i = 0; i < a; ++i) {
+          s += h[i] * W[i * b + j];
+        }
+        if (z_store) {
+          z_store[m_z_offset(l) + j] = s;
+        }
+        tmp[j] = m_cst * silu(s);
+      }
+      for (int j = 0; j < b; ++j) {
+        h[j] = tmp[j];
+      }
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagForward, int e) const {
+    T h[kMaxHidden];
+    forward_edge(e, h, nullptr);
+    const int l = m_layers - 1, a = m_widths(l), b = m_widths(l + 1);
+    const T* W = &m_W(m_w_offset(l));
+    for (int j = 0; j < b; ++j) {
+      T s = 0;
+      for (int i = 0; i < a; ++i) {
+        s += h[i] * W[i * b + j];
+      }
+      m_out(e, j) = s;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverse, int e) const {
+    T h[kMaxHidden];
+    T* z = m_z.extent(0) ? &m_z(e, 0) : nullptr;
+    T zl[kMaxHiddenTotal];  // pre-activations kept on the stack when no weight gradient is wanted
+    T* zs = z ? z : zl;
+    forward_edge(e, h, zs);
+    // delta of the last layer's input: sum_j g_j W_L[i, j]
+    int l = m_layers - 1;
+    T delta[kMaxHidden], next[kMaxHidden];
+    {
+      const int a = m_widths(l), b = m_widths(l + 1);
+      const T* W = &m_W(m_w_offset(l));
+      for (int i = 0; i < a; ++i) {
+        T s = 0;
+        for (int j = 0; j < b; ++j) {
+          s += m_grad_out(e, j) * W[i * b + j];
+        }
+        delta[i] = s;
+      }
+    }
+    for (l = m_layers - 2; l >= 0; --l) {
+      const int a = m_widths(l), b = m_widths(l + 1);
+      const T* W = &m_W(m_w_offset(l));
+      for (int j = 0; j < b; ++j) {
+        delta[j] *= m_cst * silu_derivative(zs[m_z_offset(l) + j]);  // now dL/dz_l
+        if (m_dz.extent(0)) {
+          m_dz(e, m_z_offset(l) + j) = delta[j];
+        }
+      }
+      for (int i = 0; i < a; ++i) {
+        T s = 0;
+        for (int j = 0; j < b; ++j) {
+          s += delta[j] * W[i * b + j];
+        }
+        next[i] = s;
+      }
+      for (int i = 0; i < a; ++i) {
+        delta[i] = next[i];
+      }
+    }
+    for (int i = 0; i < m_widths(0); ++i) {
+      m_grad_in(e, i) = delta[i];
+    }
+  }
+
+  // One weight W_l[i, j] (pre-scaled): sum over edges of input_l[e, i] * dL/dz_l[e, j].
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseWeights, int k) const {
+    const int l = m_grad_layer(k);
+    const int b = m_widths(l + 1);
+    const int i = (k - m_w_offset(l)) / b, j = (k - m_w_offset(l)) % b;
+    const bool last = l + 1 == m_layers;
+    T acc = 0;
+    for (int e = 0; e < static_cast<int>(m_in.extent(0)); ++e) {
+      const T input = l == 0 ? m_in(e, i) : m_cst * silu(m_z(e, m_z_offset(l - 1) + i));
+      const T d = last ? m_grad_out(e, j) : m_dz(e, m_z_offset(l) + j);
+      acc += input * d;
+    }
+    m_grad_W(k) = acc;
+  }
+};
+
+}  // namespace fastmlip::kernels::impl

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../common/tolerance.hpp"
+#include "core/error.hpp"
+#include "kernels/linear_kokkos.hpp"
+#include "kernels/radial_mlp_kokkos.hpp"
+#include "kernels/reference/linear_ref.hpp"
+#include "kernels/reference/radial_mlp_ref.hpp"
+
+namespace fastmlip::kernels {
+namespace {
+
+using Exec = Kokkos::DefaultHostExecutionSpace;
+
+nlohmann::json load(const char* name) {
+  std::ifstream in(std::string(FASTMLIP_REFERENCE_DATA_DIR "/kernels/") + name);
+  EXPECT_TRUE(in.good()) << "missing fixture " << name << "; regenerate with tests/reference/make_kernel_fixtures.py";
+  return nlohmann::json::parse(in);
+}
+
+template <class T>
+Kokkos::View<T**, Kokkos::LayoutRight, Exec> matrix(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
+  Kokkos::View<T**, Kokkos::LayoutRight, Exec> m("m", rows, cols);
+  EXPECT_EQ(v.size(), rows * cols);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    m.data()[i] = static_cast<T>(v[i]);
+  }
+  return m;
+}
+
+double max_abs(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) {
+    s = std::max(s, std::abs(x));
+  }
+  return s;
+}
+
+TEST(EquivariantLinear, MatchesE3nnLinearAndSkipTP) {
+  const auto data = load("linear.json");
+  ASSERT_EQ(data["linear"].size(), 3u);
+  ASSERT_EQ(data["skip_tp"].size(), 2u);
+  auto run = [](const EquivariantLinear& lin, const std::vector<double>& w, const std::vector<int>& species,
+                const std::vector<double>& x, const std::vector<double>& expect) {
+    const std::size_t N = x.size() / lin.irreps_in.dim();
+    const auto W = lin.weights_from_e3nn(w);
+    std::vector<double> ref(expect.size());
+    reference::compute_linear(lin, N, species.empty() ? nullptr : species.data(), W.data(), x.data(), ref.data());
+    LinearKokkos<Exec, double> k(lin);
+    Kokkos::View<int*, Exec> set("set", species.size());
+    std::copy(species.begin(), species.end(), set.data());
+    auto out = matrix<double>(std::vector<double>(expect.size(), 777.0), N, lin.irreps_out.dim());
+    k.compute(matrix<double>(W, lin.num_sets, lin.weight_numel), set, matrix<double>(x, N, lin.irreps_in.dim()), out);
+    const double scale = max_abs(expect);
+    for (std::size_t i = 0; i < expect.size(); ++i) {
+      EXPECT_NEAR(ref[i], expect[i], 1e-12 * scale) << lin.irreps_in.str() << " @" << i;
+      EXPECT_NEAR(out.data()[i], expect[i], 1e-12 * scale) << lin.irreps_in.str() << " @" << i;
+    }
+  };
+  for (const auto& c : data["linear"]) {
+    run(EquivariantLinear::e3nn(Irreps::parse(c["irreps_in"].get<std::string>()),
+                                Irreps::parse(c["irreps_out"].get<std::string>())),
+        c["weight"].get<std::vector<double>>(), {}, c["x"].get<std::vector<double>>(), c["out"].get<std::vector<double>>());
+  }
+  for (const auto& c : data["skip_tp"]) {
+    run(EquivariantLinear::element_skip(Irreps::parse(c["irreps_in"].get<std::string>()), c["num_elements"].get<int>(),
+                                        Irreps::parse(c["irreps_out"].get<std::string>())),
+        c["weight"].get<std::vector<double>>(), c["species"].get<std::vector<int>>(), c["x"].get<std::vector<double>>(),
+        c["out"].get<std::vector<double>>());
+  }
+}
+
+template <class T>
+class LinearTyped : public ::testing::Test {};
+using Dtypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(LinearTyped, Dtypes);
+
+TYPED_TEST(LinearTyped, ReverseMatchesFiniteDifferences) {
+  using T = TypeParam;
+  const auto lin = EquivariantLinear::element_skip(Irreps::parse("3x0e+2x1o+3x0e+2x2e"), 3, Irreps::parse("4x0e+2x1o+1x2e"));
+  LinearKokkos<Exec, T> k(lin);
+  for (int N : test::test_sizes()) {
+    test::Uniform u(N);
+    std::vector<double> W(lin.num_sets * lin.weight_numel), x(N * lin.irreps_in.dim()), g(N * lin.irreps_out.dim());
+    std::vector<int> species(N);
+    for (auto* v : {&W, &x, &g}) {
+      for (double& a : *v) {
+        a = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+    }
+    for (int& s : species) {
+      s = static_cast<int>(u(0, 3));
+    }
+    Kokkos::View<int*, Exec> set("set", N);
+    std::copy(species.begin(), species.end(), set.data());
+    auto Wv = matrix<T>(W, lin.num_sets, lin.weight_numel);
+    auto xv = matrix<T>(x, N, lin.irreps_in.dim());
+    auto gv = matrix<T>(g, N, lin.irreps_out.dim());
+    auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), N, lin.irreps_in.dim());
+    auto gW = matrix<T>(std::vector<double>(W.size(), 777.0), lin.num_sets, lin.weight_numel);
+    k.reverse(Wv, set, xv, gv, gx);
+    k.reverse_weights(Wv, set, xv, gv, gW);
+    // The map is linear in x and in W: the loss is exactly sum(out * g), so these hold to round-off.
+    auto loss = [&](const std::vector<double>& WW, const std::vector<double>& xx) {
+      std::vector<double> out(g.size());
+      reference::compute_linear(lin, N, species.data(), WW.data(), xx.data(), out.data());
+      double s = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        s += out[i] * g[i];
+      }
+      return s;
+    };
+    const double h = 1e-3, tol = std::is_same_v<T, double> ? 1e-9 : 1e-4;
+    for (std::size_t i = 0; i < x.size(); i += std::max<std::size_t>(1, x.size() / 30)) {
+      auto p = x, m = x;
+      p[i] += h;
+      m[i] -= h;
+      const double fd = (loss(W, p) - loss(W, m)) / (2 * h);
+      EXPECT_NEAR(gx.data()[i], fd, tol * std::max(1.0, std::abs(fd))) << "x " << i;
+    }
+    for (std::size_t i = 0; i < W.size(); i += std::max<std::size_t>(1, W.size() / 30)) {
+      auto p = W, m = W;
+      p[i] += h;
+      m[i] -= h;
+      const double fd = (loss(p, x) - loss(m, x)) / (2 * h);
+      EXPECT_NEAR(gW.data()[i], fd, tol * std::max(1.0, std::abs(fd))) << "W " << i << " N " << N;
+    }
+  }
+}
+
+RadialMLP mlp_from(const nlohmann::json& c) {
+  RadialMLP mlp;
+  mlp.widths = c["hs"].get<std::vector<int>>();
+  mlp.weights = c["weights"].get<std::vector<std::vector<double>>>();
+  mlp.act_cst = c["cst"].get<double>();
+  return mlp;
+}
+
+TEST(RadialMLP, MatchesE3nnFullyConnectedNet) {
+  const auto data = load("radial_mlp.json");
+  ASSERT_EQ(data["radial_mlp"].size(), 2u);
+  for (const auto& c : data["radial_mlp"]) {
+    const RadialMLP mlp = mlp_from(c);
+    const auto x = c["x"].get<std::vector<double>>(), expect = c["out"].get<std::vector<double>>();
+    const std::size_t E = x.size() / mlp.width_in();
+    std::vector<double> ref(expect.size());
+    reference::compute_radial_mlp(mlp, E, x.data(), ref.data());
+    RadialMLPKokkos<Exec, double> k(mlp);
+    auto out = matrix<double>(std::vector<double>(expect.size(), 777.0), E, mlp.width_out());
+    k.compute(matrix<double>(x, E, mlp.width_in()), out);
+    const double scale = max_abs(expect);
+    for (std::size_t i = 0; i < expect.size(); ++i) {
+      EXPECT_NEAR(ref[i], expect[i], 1e-12 * scale) << i;
+      EXPECT_NEAR(out.data()[i], expect[i], 1e-12 * scale) << i;
+    }
+  }
+}
+
+template <class T>
+class RadialMLPTyped : public ::testing::Test {};
+TYPED_TEST_SUITE(RadialMLPTyped, Dtypes);
+
+TYPED_TEST(RadialMLPTyped, ReverseMatchesFiniteDifferences) {
+  using T = TypeParam;
+  const auto data = load("radial_mlp.json");
+  const RadialMLP mlp = mlp_from(data["radial_mlp"][0]);
+  RadialMLPKokkos<Exec, T> k(mlp);
+  for (int E : test::test_sizes()) {
+    const int edges = std::min(E, 40);
+    test::Uniform u(E + 1);
+    std::vector<double> x(edges * mlp.width_in()), g(edges * mlp.width_out());
+    for (auto* v : {&x, &g}) {
+      for (double& a : *v) {
+        a = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+    }
+    auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), edges, mlp.width_in());
+    k.reverse(matrix<T>(x, edges, mlp.width_in()), matrix<T>(g, edges, mlp.width_out()), gx);
+    const auto gW = k.reverse_weights(matrix<T>(x, edges, mlp.width_in()), matrix<T>(g, edges, mlp.width_out()));
+    auto loss = [&](const RadialMLP& m, const std::vector<double>& xx) {
+      std::vector<double> out(g.size());
+      reference::compute_radial_mlp(m, edges, xx.data(), out.data());
+      double s = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        s += out[i] * g[i];
+      }
+      return s;
+    };
+    const double h = 1e-5, tol = std::is_same_v<T, double> ? 1e-7 : 1e-3;
+    for (std::size_t i = 0; i < x.size(); i += std::max<std::size_t>(1, x.size() / 20)) {
+      auto p = x, m = x;
+      p[i] += h;
+      m[i] -= h;
+      const double fd = (loss(mlp, p) - loss(mlp, m)) / (2 * h);
+      EXPECT_NEAR(gx.data()[i], fd, tol * std::max(1.0, std::abs(fd))) << "input " << i;
+    }
+    for (int l = 0; l < mlp.num_layers(); ++l) {
+      for (std::size_t i = 0; i < mlp.weights[l].size(); i += std::max<std::size_t>(1, mlp.weights[l].size() / 8)) {
+        RadialMLP p = mlp, m = mlp;
+        p.weights[l][i] += h;
+        m.weights[l][i] -= h;
+        const double fd = (loss(p, x) - loss(m, x)) / (2 * h);
+        EXPECT_NEAR(gW[l][i], fd, tol * std::max(1.0, std::abs(fd))) << "layer " << l << " weight " << i;
+      }
+    }
+  }
+}
+
+TEST(LinearAndMLP, BadInputIsAClearError) {
+  const auto lin = EquivariantLinear::element_skip(Irreps::parse("2x0e"), 2, Irreps::parse("2x0e"));
+  EXPECT_THROW(lin.weights_from_e3nn(std::vector<double>(3)), InputError);
+  LinearKokkos<Exec, double> k(lin);
+  Kokkos::View<int*, Exec> set("set", 2);
+  set(1) = 5;  // element outside the weights
+  auto W = matrix<double>(std::vector<double>(lin.num_sets * lin.weight_numel), lin.num_sets, lin.weight_numel);
+  Kokkos::View<double**, Kokkos::LayoutRight, Exec> x("x", 2, 2), out("o", 2, 2);
+  EXPECT_THROW(k.compute(W, set, x, out), InputError);
+  RadialMLP mlp;
+  mlp.widths = {3, 4};
+  mlp.weights = {std::vector<double>(11)};
+  EXPECT_THROW(mlp.validate(), InputError);
+}
+
+}  // namespace
+}  // namespace fastmlip::kernels
