@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Creates the Python environment that regenerates the parity fixtures in tests/reference/data
-# (e3nn and mace-torch on the CPU). A developer tool: CI never runs it, the fixtures are
-# committed.
+# (e3nn and mace-torch on the CPU; safetensors for the potential-file interop fixtures).
+# A developer tool: CI never runs it, the fixtures are committed.
 #
 # Why this shape:
 # - torch comes from Debian (python3-torch 1.13), not PyPI, whose wheel is a multi-GB CUDA
@@ -54,6 +54,7 @@ pypi_pins=(
   configargparse==1.7.1
   lmdb==1.4.1
   orjson==3.9.15
+  safetensors==0.8.0  # make_safetensors_fixture.py (potential-file interop fixtures)
 )
 "${venv_dir}/bin/pip" install --no-deps --disable-pip-version-check "${pypi_pins[@]}"
 
