@@ -4,6 +4,8 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
@@ -193,6 +195,55 @@ TYPED_TEST(RadialBasis, FourierKokkosMatchesReferenceAndFiniteDifferences) {
         EXPECT_NEAR(ref_grad[a], fd, 1e-6 * std::max(1.0, std::abs(fd))) << "angle " << a;
       }
     }
+  }
+}
+
+// Parity with mace-torch (BesselBasis x PolynomialCutoff) and chgnet (RadialBessel with a
+// smooth cutoff and trained frequencies, Fourier with trained frequencies).
+TEST(RadialBasisParity, MatchesMaceTorchAndChgnet) {
+  std::ifstream in(FASTMLIP_REFERENCE_DATA_DIR "/kernels/radial_basis.json");
+  ASSERT_TRUE(in.good()) << "missing fixture; regenerate with tests/reference/make_kernel_fixtures.py";
+  const auto data = nlohmann::json::parse(in);
+  auto check = [](const auto& kernel, const std::vector<double>& x, const std::vector<double>& expect, int width,
+                  const char* what) {
+    auto xv = to_view<double>(x);
+    Kokkos::View<double**, Kokkos::LayoutRight, Exec> out("out", x.size(), width);
+    kernel.compute(xv, out);
+    ASSERT_EQ(expect.size(), x.size() * width);
+    for (std::size_t i = 0; i < expect.size(); ++i) {
+      EXPECT_NEAR(out.data()[i], expect[i], 1e-12 * std::max(1.0, std::abs(expect[i]))) << what << " value " << i;
+    }
+  };
+  ASSERT_EQ(data["mace"].size(), 3u);
+  for (const auto& c : data["mace"]) {
+    auto p = RadialBesselParams::mace(c["num_basis"].get<int>(), c["r_max"].get<double>(), c["p"].get<int>());
+    // The model's own weights (they are what a converted model carries), equal to n pi / r_max.
+    const auto w = c["bessel_weights"].get<std::vector<double>>();
+    for (std::size_t n = 0; n < w.size(); ++n) {
+      EXPECT_NEAR(w[n], p.frequencies[n], 1e-6 * p.frequencies[n]);  // mace-torch stores them in float32
+    }
+    p.frequencies = w;
+    const auto r = c["r"].get<std::vector<double>>(), expect = c["values"].get<std::vector<double>>();
+    check(RadialBesselKokkos<Exec, double>(p), r, expect, p.num_basis(), "mace");
+    std::vector<double> ref(expect.size());
+    reference::compute_radial_bessel(p, r.size(), r.data(), ref.data());
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_NEAR(ref[i], expect[i], 1e-12 * std::max(1.0, std::abs(expect[i]))) << "mace reference " << i;
+    }
+  }
+  ASSERT_EQ(data["chgnet_radial"].size(), 2u);
+  for (const auto& c : data["chgnet_radial"]) {
+    const auto p = RadialBesselParams::chgnet(c["frequencies"].get<std::vector<double>>(), c["cutoff"].get<double>());
+    EXPECT_FALSE(p.harmonic());  // trained frequencies: the direct path is exercised
+    check(RadialBesselKokkos<Exec, double>(p), c["r"].get<std::vector<double>>(), c["values"].get<std::vector<double>>(),
+          p.num_basis(), "chgnet radial");
+  }
+  ASSERT_EQ(data["chgnet_fourier"].size(), 2u);
+  for (const auto& c : data["chgnet_fourier"]) {
+    FourierParams p;
+    p.frequencies = c["frequencies"].get<std::vector<double>>();
+    check(FourierKokkos<Exec, double>(p), c["theta"].get<std::vector<double>>(), c["values"].get<std::vector<double>>(),
+          p.width(), "chgnet fourier");
   }
 }
 

@@ -17,6 +17,10 @@ Writes, under tests/reference/data/kernels/ (CI only reads these JSON files):
 - linear.json: e3nn o3.Linear (MACE's linear_up, linear, readouts) and MACE's skip_tp, a
   FullyConnectedTensorProduct with one-hot species (an element-indexed linear map), with
   random weights, inputs and outputs;
+- radial_basis.json: mace-torch's BesselBasis x PolynomialCutoff, and chgnet's RadialBessel
+  (smooth cutoff, learnable frequencies moved off their initial values) and Fourier angle
+  expansion (chgnet/model/basis.py is loaded by path: the package's __init__ needs pymatgen;
+  install with `pip install --no-deps chgnet==0.3.0` into the venv);
 - radial_mlp.json: MACE's conv_tp_weights, e3nn's FullyConnectedNet with SiLU, its layer
   weights, the normalize2mom constant, inputs and outputs.
 """
@@ -31,6 +35,7 @@ from mace.modules.irreps_tools import tp_out_irreps_with_instructions
 from mace.modules.symmetric_contraction import SymmetricContraction
 
 torch.set_default_dtype(torch.float64)
+torch.set_num_threads(1)  # multi-threaded reductions change the last bits run to run
 DATA = pathlib.Path(__file__).parent / "data" / "kernels"
 
 CASES = [
@@ -152,6 +157,44 @@ def radial_mlp_case(hs, seed):
             "x": x.flatten().tolist(), "out": mlp(x).detach().flatten().tolist()}
 
 
+def radial_cases():
+    import importlib.util
+    import site
+    from mace.modules.radial import BesselBasis, PolynomialCutoff
+    path = next(pathlib.Path(p) / "chgnet" / "model" / "basis.py" for p in site.getsitepackages()
+                if (pathlib.Path(p) / "chgnet" / "model" / "basis.py").exists())
+    spec = importlib.util.spec_from_file_location("chgnet_basis", path)
+    basis = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(basis)
+    g = torch.Generator().manual_seed(500)
+    out = {"mace": [], "chgnet_radial": [], "chgnet_fourier": []}
+    for r_max, n, p in [(5.0, 8, 5), (6.0, 10, 6), (4.5, 3, 3)]:
+        r = 0.3 + (1.1 * r_max - 0.3) * torch.rand(40, generator=g)  # some beyond the cutoff
+        bessel, cutoff = BesselBasis(r_max, n), PolynomialCutoff(r_max, p)
+        with torch.no_grad():
+            values = bessel(r[:, None]) * cutoff(r[:, None])
+        out["mace"].append({"r_max": r_max, "num_basis": n, "p": p,
+                            "bessel_weights": bessel.bessel_weights.tolist(), "r": r.tolist(),
+                            "values": values.flatten().tolist()})
+    for cut, n in [(6.0, 9), (3.0, 9)]:
+        rb = basis.RadialBessel(num_radial=n, cutoff=cut, learnable=True, smooth_cutoff=8).double()
+        with torch.no_grad():
+            rb.frequencies.mul_(1 + 0.02 * torch.randn(n, generator=g, dtype=torch.float64))
+            r = 0.3 + (1.1 * cut - 0.3) * torch.rand(40, generator=g)
+            values = rb(r)
+        out["chgnet_radial"].append({"cutoff": cut, "frequencies": rb.frequencies.tolist(), "r": r.tolist(),
+                                     "values": values.flatten().tolist()})
+    for order in [15, 4]:
+        f = basis.Fourier(order=order, learnable=True).double()
+        with torch.no_grad():
+            f.frequencies.add_(0.01 * torch.randn(order, generator=g, dtype=torch.float64))
+            theta = torch.pi * torch.rand(30, generator=g)
+            values = f(theta)
+        out["chgnet_fourier"].append({"frequencies": f.frequencies.tolist(), "theta": theta.tolist(),
+                                      "values": values.flatten().tolist()})
+    return out
+
+
 def write(name, payload):
     data = {"generator": "tests/reference/make_kernel_fixtures.py",
             "versions": {"e3nn": e3nn.__version__, "mace-torch": mace.__version__, "torch": torch.__version__}}
@@ -170,6 +213,7 @@ def main():
         "linear": [linear_case(*c, seed=200 + i) for i, c in enumerate(LINEAR_CASES)],
         "skip_tp": [skip_case("3x0e+3x1o", 3, "3x0e+3x1o", 300), skip_case("4x0e+2x1o+2x2e", 2, "4x0e+2x1o", 301)],
     })
+    write("radial_basis.json", radial_cases())
     write("radial_mlp.json", {"radial_mlp": [radial_mlp_case([8, 16, 16, 16, 30], 400),
                                              radial_mlp_case([5, 7, 3], 401)]})
     write("symmetric_contraction.json",
