@@ -45,7 +45,7 @@ class ChannelwiseTPKokkos {
     Kokkos::View<impl::TPEntryDev<T>*, ExecSpace> cg("fastmlip::channelwise_tp::cg", tp.cg.size());
     auto h_ins = Kokkos::create_mirror_view(ins);
     auto h_cg = Kokkos::create_mirror_view(cg);
-    int local_out = 0, max_mul = 0;
+    int local_out = 0, max_mul = 0, m_size = 0;
     std::vector<bool> out_seen(tp.irreps_out.size(), false);
     for (std::size_t q = 0; q < tp.instructions.size(); ++q) {
       const auto& I = tp.instructions[q];
@@ -57,8 +57,9 @@ class ChannelwiseTPKokkos {
       out_seen[I.out] = true;
       h_ins(q) = impl::TPInstructionDev{I.mul, 2 * I.l1 + 1, 2 * I.l2 + 1, 2 * I.l3 + 1, I.offset1, I.offset2,
                                         I.offset_out, I.offset_weight, I.cg_begin, I.cg_end, local_out,
-                                        local_in_of_entry[I.i1]};
+                                        local_in_of_entry[I.i1], m_size};
       local_out += 2 * I.l3 + 1;
+      m_size += (2 * I.l1 + 1) * (2 * I.l3 + 1);
       max_mul = std::max(max_mul, I.mul);
     }
     for (std::size_t z = 0; z < tp.cg.size(); ++z) {
@@ -73,6 +74,7 @@ class ChannelwiseTPKokkos {
     m_f.m_out_per_channel = local_out;
     m_f.m_in_per_channel = in_per_channel;
     m_f.m_dim2 = tp.dim2();
+    m_f.m_m_size = m_size;
   }
 
   const ChannelwiseTP& descriptor() const noexcept { return m_tp; }
@@ -89,8 +91,9 @@ class ChannelwiseTPKokkos {
     f.m_Y = Y;
     f.m_w = w;
     f.m_out = out;
-    Kokkos::parallel_for("fastmlip::channelwise_tp::forward",
-                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForward>(g.num_nodes, Kokkos::AUTO), f);
+    Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForward> policy(g.num_nodes, Kokkos::AUTO);
+    policy.set_scratch_size(0, Kokkos::PerTeam(f.forward_shmem_bytes()));
+    Kokkos::parallel_for("fastmlip::channelwise_tp::forward", policy, f);
   }
 
   /// Gradients of sum(out * grad_out) with respect to x, Y and w.
