@@ -2,6 +2,7 @@
 #pragma once
 /// \file Kokkos backend of the radial MLP (radial_mlp.hpp).
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ class RadialMLPKokkos {
     m_f.m_z_offset = impl::upload<ExecSpace>(z_off, "fastmlip::radial_mlp::z_offsets");
     m_f.m_grad_layer = impl::upload<ExecSpace>(layer_of, "fastmlip::radial_mlp::weight_layer");
     m_f.m_layers = mlp.num_layers();
+    m_f.m_max_width = *std::max_element(mlp.widths.begin(), mlp.widths.end() - 1);
     m_f.m_cst = static_cast<T>(mlp.act_cst);
   }
 
@@ -62,8 +64,10 @@ class RadialMLPKokkos {
     auto f = m_f;
     f.m_in = in;
     f.m_out = out;
-    Kokkos::parallel_for("fastmlip::radial_mlp::forward",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(0, in.extent(0)), f);
+    const int tiles = static_cast<int>((in.extent(0) + Functor::kTile - 1) / Functor::kTile);
+    Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForwardTile> policy(tiles, Kokkos::AUTO);
+    policy.set_scratch_size(0, Kokkos::PerTeam(f.tile_shmem_bytes()));
+    Kokkos::parallel_for("fastmlip::radial_mlp::forward", policy, f);
   }
 
   /// grad_in = d sum(out * grad_out) / d in.

@@ -24,7 +24,10 @@ template <class ExecSpace, class T>
 struct RadialMLPFunctor {
   static constexpr int kMaxHidden = 256;       ///< widest hidden layer
   static constexpr int kMaxHiddenTotal = 1024;  ///< sum of hidden widths (per-edge pre-activations)
+  static constexpr int kTile = 32;      ///< edges per team in the forward pass
+  static constexpr int kColBlock = 1;   ///< output columns per thread step (register blocking)
   struct TagForward {};
+  struct TagForwardTile {};
   struct TagReverse {};
   struct TagReverseWeights {};
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -35,6 +38,7 @@ struct RadialMLPFunctor {
   Kokkos::View<const int*, ExecSpace> m_w_offset; // start of each layer in m_W
   Kokkos::View<const int*, ExecSpace> m_z_offset; // start of each layer's pre-activations in a row of m_z
   int m_layers = 0;
+  int m_max_width = 0;  ///< widest layer input (the input and the hidden layers)
   T m_cst = 1;
   ConstMatrix m_in, m_grad_out;
   Matrix m_out, m_grad_in;
@@ -127,6 +131,69 @@ struct RadialMLPFunctor {
       m_grad_in(e, i) = delta[i];
     }
   }
+
+  // Forward as a tiled GEMM: a team takes kTile edges; layer inputs sit in team scratch as
+  // [width][kTile], so each weight is loaded once per tile and used for every edge of it,
+  // instead of the whole weight matrix streaming through the cache once per edge.
+  KOKKOS_INLINE_FUNCTION void operator()(TagForwardTile,
+                                         const typename Kokkos::TeamPolicy<ExecSpace, TagForwardTile>::member_type& team) const {
+    const int E = static_cast<int>(m_in.extent(0));
+    const int e0 = team.league_rank() * kTile;
+    const int count = E - e0 < kTile ? E - e0 : kTile;
+    T* A = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
+    T* B = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
+    const auto self = *this;
+    const int n0 = m_widths(0);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0), [=](int i) {
+      for (int t = 0; t < kTile; ++t) {
+        A[i * kTile + t] = t < count ? self.m_in(e0 + t, i) : T(0);
+      }
+    });
+    team.team_barrier();
+    for (int l = 0; l < m_layers; ++l) {
+      const int a = m_widths(l), b = m_widths(l + 1);
+      const bool last = l + 1 == m_layers;
+      const T* W = &m_W(m_w_offset(l));
+      const T* in = A;
+      T* out = B;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (b + kColBlock - 1) / kColBlock), [=](int jb) {
+        const int j0 = jb * kColBlock;
+        const int nj = b - j0 < kColBlock ? b - j0 : kColBlock;
+        T acc[kColBlock][kTile];
+        for (int c = 0; c < kColBlock; ++c) {
+          for (int t = 0; t < kTile; ++t) {
+            acc[c][t] = T(0);
+          }
+        }
+        for (int i = 0; i < a; ++i) {
+          const T* row = in + i * kTile;
+          for (int c = 0; c < nj; ++c) {
+            const T w = W[i * b + j0 + c];
+            for (int t = 0; t < kTile; ++t) {
+              acc[c][t] += row[t] * w;
+            }
+          }
+        }
+        for (int c = 0; c < nj; ++c) {
+          if (last) {
+            for (int t = 0; t < count; ++t) {
+              self.m_out(e0 + t, j0 + c) = acc[c][t];
+            }
+          } else {
+            for (int t = 0; t < kTile; ++t) {
+              out[(j0 + c) * kTile + t] = self.m_cst * silu(acc[c][t]);
+            }
+          }
+        }
+      });
+      team.team_barrier();
+      T* tmp = A;
+      A = B;
+      B = tmp;
+    }
+  }
+
+  std::size_t tile_shmem_bytes() const { return 2 * sizeof(T) * static_cast<std::size_t>(m_max_width) * kTile + 64; }
 
   // One weight W_l[i, j] (pre-scaled): sum over edges of input_l[e, i] * dL/dz_l[e, j].
   KOKKOS_INLINE_FUNCTION void operator()(TagReverseWeights, int k) const {
