@@ -291,7 +291,8 @@ Report run(const std::string& algorithm, const std::vector<std::int64_t>& sizes,
     rep.overlap = overlap_sum / (n - 1);
   }
   char title[200];
-  std::snprintf(title, sizeof title, "%s: padding %.2f%%, load max/mean %.4f, load CV %.4f, %lld steps",
+  // The picture is epoch 0 (the JSON figures are means over all epochs): say so.
+  std::snprintf(title, sizeof title, "%s, epoch 0: padding %.2f%%, load max/mean %.4f, load CV %.4f, %lld steps",
                 algorithm.c_str(), 100 * rep.first.padding_fraction, rep.first.load_max_over_mean,
                 rep.first.load_cv, static_cast<long long>(rep.first.steps));
   rep.drawing.title = title;
