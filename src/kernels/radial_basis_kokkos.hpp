@@ -137,6 +137,22 @@ class FourierKokkos {
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, theta.extent(0)), f);
   }
 
+  /// grad_k(j) = sum_a grad_out(a, :) dA/dk_j (a): for learnable frequencies (CHGNet).
+  void reverse_frequencies(ConstVector theta, ConstMatrix grad_out, Vector grad_k) const {
+    check("reverse_frequencies", theta, grad_out.extent(0), grad_out.extent(1));
+    if (static_cast<int>(grad_k.extent(0)) != m_params.order()) {
+      throw InputError("FourierKokkos::reverse_frequencies: grad_k has " + std::to_string(grad_k.extent(0)) +
+                       " entries, expected " + std::to_string(m_params.order()));
+    }
+    auto f = m_f;
+    f.m_theta = theta;
+    f.m_grad_out = grad_out;
+    f.m_grad_k = grad_k;
+    Kokkos::parallel_for("fastmlip::fourier::reverse_frequencies",
+                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseFrequencies>(m_params.order(), Kokkos::AUTO),
+                         f);
+  }
+
  private:
   using Functor = impl::FourierFunctor<ExecSpace, T>;
   void check(const char* what, const ConstVector& theta, std::size_t rows, std::size_t cols) const {

@@ -175,10 +175,27 @@ TYPED_TEST(RadialBasis, FourierKokkosMatchesReferenceAndFiniteDifferences) {
         ASSERT_NEAR(out.data()[i], ref[i], Tolerance<T>::kernel * 4) << "value " << i;
         g.data()[i] = static_cast<T>(u(-1.0, 1.0));
       }
-      Kokkos::View<T*, Exec> grad("grad", A);
+      Kokkos::View<T*, Exec> grad("grad", A), grad_k("grad_k", p.order());
       k.reverse(theta, g, grad);
-      std::vector<double> gg(g.data(), g.data() + A * p.width()), ref_grad(A);
-      reference::reverse_fourier(p, A, tt.data(), gg.data(), ref_grad.data(), static_cast<double*>(nullptr));
+      k.reverse_frequencies(theta, g, grad_k);
+      std::vector<double> gg(g.data(), g.data() + A * p.width()), ref_grad(A), ref_grad_k(p.order());
+      reference::reverse_fourier(p, A, tt.data(), gg.data(), ref_grad.data(), ref_grad_k.data());
+      for (int j = 0; j < p.order(); ++j) {
+        // Sums over up to 1000 angles of theta ~ pi: scale the tolerance with the count.
+        EXPECT_NEAR(grad_k(j), ref_grad_k[j], Tolerance<T>::kernel * 40 * std::max(1, A)) << "frequency " << j;
+        // and the reference itself against central differences in the frequency
+        auto kp = p, km = p;
+        kp.frequencies[j] += 1e-6;
+        km.frequencies[j] -= 1e-6;
+        std::vector<double> op(ref.size()), om(ref.size());
+        reference::compute_fourier(kp, A, tt.data(), op.data());
+        reference::compute_fourier(km, A, tt.data(), om.data());
+        double fd = 0;
+        for (std::size_t i = 0; i < op.size(); ++i) {
+          fd += (op[i] - om[i]) / 2e-6 * gg[i];
+        }
+        EXPECT_NEAR(ref_grad_k[j], fd, 1e-6 * std::max(1.0, std::abs(fd))) << "frequency " << j;
+      }
       const double h = 1e-6;
       for (int a = 0; a < A; a += std::max(1, A / 40)) {
         EXPECT_NEAR(grad(a), ref_grad[a], Tolerance<T>::kernel * 40);

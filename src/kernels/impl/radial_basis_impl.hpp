@@ -124,12 +124,15 @@ template <class ExecSpace, class T>
 struct FourierFunctor {
   struct TagCompute {};
   struct TagReverse {};
+  struct TagReverseFrequencies {};
+  using team_member = typename Kokkos::TeamPolicy<ExecSpace, TagReverseFrequencies>::member_type;
 
   Kokkos::View<const T*, ExecSpace> m_theta;
   Kokkos::View<const T*, ExecSpace> m_k;
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> m_out;
   Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace> m_grad_out;
   Kokkos::View<T*, ExecSpace> m_grad_theta;
+  Kokkos::View<T*, ExecSpace> m_grad_k;
   int m_order = 0;
   T m_norm = 0;  // 1/sqrt(pi)
   bool m_harmonic = false;
@@ -168,6 +171,27 @@ struct FourierFunctor {
       acc += m_k(k) * (m_grad_out(a, 1 + k) * kmath::cos(x) - m_grad_out(a, 1 + K + k) * kmath::sin(x));
     }
     m_grad_theta(a) = m_norm * acc;
+  }
+
+  // dA/dk_j = norm * theta * (cos(k_j theta), -sin(k_j theta)) for the sin and cos columns.
+  // One team per frequency, a team reduction over angles: fixed order, no atomics.
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseFrequencies, const team_member& team) const {
+    const int j = team.league_rank();
+    const auto theta = m_theta;
+    const auto k = m_k;
+    const auto g = m_grad_out;
+    const int K = m_order;
+    T sum = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, static_cast<int>(theta.extent(0))),
+        [=](int a, T& local) {
+          const T t = theta(a), x = k(j) * t;
+          local += t * (g(a, 1 + j) * kmath::cos(x) - g(a, 1 + K + j) * kmath::sin(x));
+        },
+        sum);
+    const auto grad_k = m_grad_k;
+    const T norm = m_norm;
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { grad_k(j) = norm * sum; });
   }
 };
 
