@@ -14,7 +14,7 @@
 #include "graph/neighbor_list.hpp"
 #include "sampling/graph_sizes.hpp"
 #include "sampling/metrics.hpp"
-#include "sampling/rng.hpp"
+#include "core/rng.hpp"
 #include "sampling/sampler.hpp"
 
 namespace {
@@ -76,7 +76,7 @@ void BM_CountGraph(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   const double side = std::cbrt(static_cast<double>(n) / 0.1);
   const std::array<double, 9> cell{side, 0, 0, 0, side, 0, 0, 0, side};
-  sp::Rng rng(3);
+  fastmlip::Rng rng(3);
   std::vector<double> pos(3 * static_cast<std::size_t>(n));
   for (double& x : pos) {
     x = side * rng.uniform();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/rng.hpp"
 #include "eam_lammps.hpp"
 #include "io/extxyz.hpp"
 
@@ -24,24 +25,8 @@ namespace {
 
 using fastmlip::io::Frame;
 
-// splitmix64: tiny, portable, and the same stream on every platform and standard library
-// (std:: distributions are not), so the dataset is reproducible bit for bit.
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  double uniform(double a, double b) { return a + (b - a) * uniform(); }
-  int below(int n) { return static_cast<int>(uniform() * n); }
-  double normal() {  // Box-Muller; 1-u avoids log(0)
-    const double u1 = 1.0 - uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  }
-};
+// The project's portable stream: the same dataset bytes on every platform and library.
+using Rng = fastmlip::Rng;
 
 constexpr double kACu = 3.615, kANi = 3.52;  // fcc lattice constants (A)
 double vegard(double x_ni) { return (1.0 - x_ni) * kACu + x_ni * kANi; }
@@ -85,7 +70,7 @@ void set_composition(Frame& f, double x_ni, Rng& rng) {
     idx[i] = i;
   }
   for (int i = n - 1; i > 0; --i) {  // Fisher-Yates with our RNG
-    std::swap(idx[i], idx[rng.below(i + 1)]);
+    std::swap(idx[i], idx[rng.below(static_cast<std::uint64_t>(i) + 1)]);
   }
   const int n_ni = static_cast<int>(std::lround(x_ni * n));
   for (int i = 0; i < n; ++i) {
@@ -226,7 +211,7 @@ int main(int argc, char** argv) {
       // Strained (generally triclinic) cells, up to 4% per component.
       for (int k = 0; k < 30; ++k) {
         const double x_ni = rng.uniform();
-        Frame f = lmp.build(fcc_bulk(vegard(x_ni), 1 + rng.below(3)));
+        Frame f = lmp.build(fcc_bulk(vegard(x_ni), 1 + static_cast<int>(rng.below(3))));
         set_composition(f, x_ni, rng);
         strain(f, 0.04, rng);
         rattle(f, 0.03, rng);
@@ -238,17 +223,17 @@ int main(int argc, char** argv) {
         Frame start = lmp.build(fcc_bulk(vegard(x_ni), T > 2000 ? 3 : 4));
         set_composition(start, x_ni, rng);
         const int equilibrate = T > 2000 ? 4000 : 1000;  // 4 ps to melt fully
-        for (Frame& f : lmp.sample_md(start, T, equilibrate, 200, 8, static_cast<std::uint32_t>(1 + rng.below(1 << 30)))) {
+        for (Frame& f : lmp.sample_md(start, T, equilibrate, 200, 8, static_cast<std::uint32_t>(1 + rng.below(1u << 30)))) {
           add(std::move(f), T > 2000 ? "liquid" : "md_" + std::to_string(static_cast<int>(T)) + "K");
         }
       }
       // Vacancies.
       for (int k = 0; k < 20; ++k) {
         const double x_ni = rng.uniform();
-        Frame f = lmp.build(fcc_bulk(vegard(x_ni), 2 + rng.below(3)));
+        Frame f = lmp.build(fcc_bulk(vegard(x_ni), 2 + static_cast<int>(rng.below(3))));
         set_composition(f, x_ni, rng);
-        for (int v = 0, nv = 1 + rng.below(2); v < nv; ++v) {
-          remove_atom(f, rng.below(static_cast<int>(f.natoms())));
+        for (int v = 0, nv = 1 + static_cast<int>(rng.below(2)); v < nv; ++v) {
+          remove_atom(f, static_cast<int>(rng.below(f.natoms())));
         }
         rattle(f, 0.05, rng);
         add(std::move(f), "vacancy");

@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "graph/neighbor_list.hpp"
 #include "io/extxyz.hpp"
-#include "sampling/rng.hpp"
+#include "core/rng.hpp"
 
 namespace fastmlip::sampling {
 namespace {

@@ -2,6 +2,8 @@
 #pragma once
 // The one tolerance table of the numeric tests, keyed by dtype, and shared test inputs.
 #include <cstdint>
+
+#include "core/rng.hpp"
 #include <vector>
 
 namespace fastmlip::test {
@@ -25,20 +27,15 @@ inline const std::vector<int>& test_sizes() {
   return sizes;
 }
 
-/// Deterministic uniform numbers in [lo, hi) (splitmix64), independent of the C++ library.
+/// Deterministic uniform numbers in [lo, hi) from the project's portable stream, so a failing
+/// randomised case replays on any machine.
 class Uniform {
  public:
-  explicit Uniform(std::uint64_t seed) : m_s(seed) {}
-  double operator()(double lo, double hi) {
-    std::uint64_t z = (m_s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return lo + (hi - lo) * static_cast<double>(z >> 11) * 0x1.0p-53;
-  }
+  explicit Uniform(std::uint64_t seed) : m_rng(seed) {}
+  double operator()(double lo, double hi) { return m_rng.uniform(lo, hi); }
 
  private:
-  std::uint64_t m_s;
+  Rng m_rng;
 };
 
 }  // namespace fastmlip::test

@@ -17,22 +17,14 @@
 
 #include "core/error.hpp"
 #include "graph/neighbor_list.hpp"
+#include "core/rng.hpp"
 #include "graph/reference/neighbor_list_ref.hpp"
 
 namespace fastmlip::graph {
 namespace {
 
-// splitmix64: a fixed stream on every platform, so a failing case can be replayed.
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform(double a, double b) { return a + (b - a) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
+// The project's portable stream: a failing case replays on any machine.
+using fastmlip::Rng;
 
 struct Case {
   const char* name;

@@ -15,7 +15,7 @@
 #include "core/error.hpp"
 #include "sampling/graph_sizes.hpp"
 #include "sampling/metrics.hpp"
-#include "sampling/rng.hpp"
+#include "core/rng.hpp"
 #include "sampling/sampler.hpp"
 
 namespace fastmlip::sampling {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "sampling/rng.hpp"
+#include "core/rng.hpp"
 #include "sampling/sampler.hpp"
 
 namespace fastmlip::sampling::impl {

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// \file The random stream of the sampler: splitmix64 (Steele, Lea & Flood 2014).
+/// \file The project's random stream: splitmix64 (Steele, Lea & Flood 2014).
 ///
-/// Every rank must compute the same plan from (sizes, parameters, epoch, seed) alone, so the
-/// stream and every derived draw are written here with fixed integer arithmetic. The std::
-/// distributions are not used: their output differs between standard libraries.
+/// Every rank must compute the same batch plan from (sizes, parameters, epoch, seed) alone, a
+/// generated dataset must be the same file on every machine, and a failing randomised test
+/// must replay, so the stream and every derived draw are written here with fixed integer
+/// arithmetic. The std:: distributions are not used: their output differs between standard
+/// libraries.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
 
-namespace fastmlip::sampling {
+namespace fastmlip {
 
 /// splitmix64: a 64-bit state advanced by a Weyl increment and finalised by a bijective mixer.
 /// Passes BigCrush; one add and three multiply-xorshifts per draw.
@@ -31,6 +34,15 @@ class Rng {
 
   /// Uniform in [0, 1) with 53 random bits.
   double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+  /// Uniform in [lo, hi).
+  double uniform(double lo, double hi) noexcept { return lo + (hi - lo) * uniform(); }
+
+  /// Standard normal, by Box-Muller (two draws per value; 1 - u keeps log away from 0).
+  double normal() noexcept {
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586476925 * u2);
+  }
 
   /// Fisher-Yates shuffle of [first, last).
   template <class It>
@@ -63,4 +75,4 @@ inline std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t epoch, std::u
   return c.next();
 }
 
-}  // namespace fastmlip::sampling
+}  // namespace fastmlip
