@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "kernels/impl/radial_basis_impl.hpp"
+#include "kernels/impl/upload.hpp"
 #include "kernels/radial_basis.hpp"
 
 namespace fastmlip::kernels {
@@ -24,13 +25,8 @@ class RadialBesselKokkos {
 
   explicit RadialBesselKokkos(const RadialBesselParams& params) : m_params(params) {
     params.validate();
-    Vector w("fastmlip::radial_bessel::frequencies", params.num_basis());
-    auto h_w = Kokkos::create_mirror_view(w);
-    for (int n = 0; n < params.num_basis(); ++n) {
-      h_w(n) = static_cast<T>(params.frequencies[n]);
-    }
-    Kokkos::deep_copy(w, h_w);
-    m_f.m_w = w;
+    m_f.m_w = impl::upload<ExecSpace>(std::vector<T>(params.frequencies.begin(), params.frequencies.end()),
+                                      "fastmlip::radial_bessel::frequencies");
     m_f.m_num_basis = params.num_basis();
     m_f.m_p = params.envelope_p;
     m_f.m_inv_rmax = static_cast<T>(1.0 / params.r_max);
@@ -103,13 +99,8 @@ class FourierKokkos {
 
   explicit FourierKokkos(const FourierParams& params) : m_params(params) {
     params.validate();
-    Vector k("fastmlip::fourier::frequencies", params.order());
-    auto h_k = Kokkos::create_mirror_view(k);
-    for (int j = 0; j < params.order(); ++j) {
-      h_k(j) = static_cast<T>(params.frequencies[j]);
-    }
-    Kokkos::deep_copy(k, h_k);
-    m_f.m_k = k;
+    m_f.m_k = impl::upload<ExecSpace>(std::vector<T>(params.frequencies.begin(), params.frequencies.end()),
+                                      "fastmlip::fourier::frequencies");
     m_f.m_order = params.order();
     m_f.m_norm = static_cast<T>(0.56418958354775628695);  // 1/sqrt(pi)
     m_f.m_harmonic = params.harmonic();

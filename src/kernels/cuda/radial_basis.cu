@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/radial_basis_cuda.hpp"
+#include "kernels/impl/polynomial_envelope.hpp"
 
 namespace fastmlip::cuda {
 namespace {
@@ -43,24 +44,6 @@ RadialArgs<T> make_args(const kernels::RadialBesselParams& p) {
 }
 
 template <class T>
-__device__ __forceinline__ void envelope(T r, T inv_rmax, int p, T& f, T& df) {
-  const T u = r * inv_rmax;
-  if (u >= T(1)) {
-    f = T(0);
-    df = T(0);
-    return;
-  }
-  T up1 = T(1);
-  for (int i = 1; i < p; ++i) {
-    up1 *= u;
-  }
-  const T q = static_cast<T>(p);
-  const T a = (q + 1) * (q + 2) / 2, b = q * (q + 2), c = q * (q + 1) / 2;
-  f = T(1) - up1 * u * (a - u * (b - c * u));
-  df = -up1 * inv_rmax * (q * a - u * ((q + 1) * b - (q + 2) * c * u));
-}
-
-template <class T>
 __global__ void radial_bessel_fwd(RadialArgs<T> args, long long num_edges, const T* __restrict__ r, T* __restrict__ out) {
   extern __shared__ unsigned char smem_raw[];
   T* tile = reinterpret_cast<T*>(smem_raw);  // [blockDim.x x n]
@@ -70,7 +53,7 @@ __global__ void radial_bessel_fwd(RadialArgs<T> args, long long num_edges, const
   if (e < num_edges) {
     const T re = r[e];
     T f, df;
-    envelope(re, args.inv_rmax, args.p, f, df);
+    kernels::impl::polynomial_envelope(re, args.inv_rmax, args.p, f, df);
     const T scale = args.c * f / re;
     T* mine = tile + threadIdx.x * n;
     if (args.harmonic) {
@@ -117,7 +100,7 @@ __global__ void radial_bessel_bwd(RadialArgs<T> args, long long num_edges, const
   }
   const T re = r[e];
   T f, df;
-  envelope(re, args.inv_rmax, args.p, f, df);
+  kernels::impl::polynomial_envelope(re, args.inv_rmax, args.p, f, df);
   const T sin_coef = df - f / re;
   const T* g = tile + threadIdx.x * n;
   T acc = 0;

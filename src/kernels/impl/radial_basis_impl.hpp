@@ -5,29 +5,10 @@
 #include <Kokkos_Core.hpp>
 
 #include "core/kokkos_compat.hpp"
+#include "kernels/impl/polynomial_envelope.hpp"
 #include "kernels/radial_basis.hpp"
 
 namespace fastmlip::kernels::impl {
-
-// Polynomial envelope f_p(u) and df/dr, u = r / r_max, sharing u^(p-1) between the three
-// terms and the derivative (FastCHGNet eq. 12-13).
-template <class T>
-KOKKOS_INLINE_FUNCTION void polynomial_envelope(T r, T inv_rmax, int p, T& f, T& df) {
-  const T u = r * inv_rmax;
-  if (u >= T(1)) {
-    f = T(0);
-    df = T(0);
-    return;
-  }
-  T up1 = T(1);  // u^(p-1); p is a small integer, so repeated products beat pow()
-  for (int i = 1; i < p; ++i) {
-    up1 *= u;
-  }
-  const T q = static_cast<T>(p);
-  const T a = (q + 1) * (q + 2) / 2, b = q * (q + 2), c = q * (q + 1) / 2;
-  f = T(1) - up1 * u * (a - u * (b - c * u));
-  df = -up1 * inv_rmax * (q * a - u * ((q + 1) * b - (q + 2) * c * u));
-}
 
 template <class ExecSpace, class T>
 struct RadialBesselFunctor {
