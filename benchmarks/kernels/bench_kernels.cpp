@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "../../tests/common/kernel_fixtures.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
 #include "kernels/reference/channelwise_tp_ref.hpp"
@@ -97,29 +98,11 @@ struct ScData {
 // MACE-MP medium product: 128x(0e+1o+2e+3o) -> 128x(0e+1o), correlation 3. mace-torch's U
 // depends on the irreps only, so the 2-channel test fixture holds exactly the U needed here.
 ScData sc_data() {
-  std::ifstream in(FASTMLIP_REFERENCE_DATA_DIR "/kernels/symmetric_contraction.json");
-  const auto data = nlohmann::json::parse(in);
-  const auto& c = data["symmetric_contraction"][2];
+  const auto data = test::load_kernel_fixture(FASTMLIP_REFERENCE_DATA_DIR, "symmetric_contraction.json");
+  auto mace = test::mace_contraction_data(data["symmetric_contraction"][2]);
   ScData d;
-  std::vector<std::vector<std::vector<int>>> shapes;
-  for (const auto& ct : c["contractions"]) {
-    d.U.emplace_back();
-    shapes.emplace_back();
-    for (int nu = 1; nu <= 3; ++nu) {
-      const auto& u = ct["U"][std::to_string(nu)];
-      auto shape = u["shape"].get<std::vector<int>>();
-      long long numel = 1;
-      for (int s : shape) {
-        numel *= s;
-      }
-      std::vector<double> dense(numel, 0.0);
-      for (const auto& nz : u["nonzeros"]) {
-        dense[nz[0].get<long long>()] = nz[1].get<double>();
-      }
-      d.U.back().push_back(std::move(dense));
-      shapes.back().push_back(shape);
-    }
-  }
+  d.U = std::move(mace.U);
+  const auto& shapes = mace.u_shapes;
   d.sc = SymmetricContraction::from_mace(interaction_target(), Irreps::parse("128x0e+128x1o"), 3, d.U, shapes);
   std::mt19937_64 g(5);
   std::uniform_real_distribution<double> dist(-1, 1);

@@ -24,11 +24,10 @@ class ChannelwiseTPKokkos {
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
   explicit ChannelwiseTPKokkos(const ChannelwiseTP& tp) : m_tp(tp) {
-    if (tp.out_per_channel() > Limits::kMaxOutPerChannel || tp.dim2() > Limits::kMaxEdgeAttr) {
-      throw InputError("ChannelwiseTPKokkos: " + tp.irreps1.str() + " x " + tp.irreps2.str() + " gives " +
-                       std::to_string(tp.out_per_channel()) + " outputs per channel and " + std::to_string(tp.dim2()) +
-                       " edge components; this build supports up to " + std::to_string(Limits::kMaxOutPerChannel) +
-                       " and " + std::to_string(Limits::kMaxEdgeAttr));
+    if (tp.dim2() > Limits::kMaxEdgeAttr) {
+      throw InputError("ChannelwiseTPKokkos: edge attributes " + tp.irreps2.str() + " have " +
+                       std::to_string(tp.dim2()) + " components; this build supports up to " +
+                       std::to_string(Limits::kMaxEdgeAttr));
     }
     // Per-channel input layout: irreps1 entries one after another, (2 l1 + 1) each.
     std::vector<int> local_in_of_entry(tp.irreps1.size(), 0);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../common/kernel_fixtures.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/reference/symmetric_contraction_ref.hpp"
@@ -31,34 +32,11 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  std::ifstream in(FASTMLIP_REFERENCE_DATA_DIR "/kernels/symmetric_contraction.json");
-  EXPECT_TRUE(in.good()) << "missing fixture; regenerate with tests/reference/make_kernel_fixtures.py";
-  const auto data = nlohmann::json::parse(in);
+  const auto data = test::load_kernel_fixture(FASTMLIP_REFERENCE_DATA_DIR, "symmetric_contraction.json");
   std::vector<Case> out;
   for (const auto& c : data["symmetric_contraction"]) {
     const int corr = c["correlation"].get<int>();
-    Nested U, W;
-    std::vector<std::vector<std::vector<int>>> shapes;
-    for (const auto& ct : c["contractions"]) {
-      U.emplace_back();
-      W.emplace_back();
-      shapes.emplace_back();
-      for (int nu = 1; nu <= corr; ++nu) {
-        const auto& u = ct["U"][std::to_string(nu)];
-        auto shape = u["shape"].get<std::vector<int>>();
-        long long numel = 1;
-        for (int s : shape) {
-          numel *= s;
-        }
-        std::vector<double> dense(numel, 0.0);
-        for (const auto& nz : u["nonzeros"]) {
-          dense[nz[0].get<long long>()] = nz[1].get<double>();
-        }
-        U.back().push_back(std::move(dense));
-        shapes.back().push_back(shape);
-        W.back().push_back(ct["W"][std::to_string(nu)]["values"].get<std::vector<double>>());
-      }
-    }
+    auto [U, W, shapes] = test::mace_contraction_data(c);
     Case k{SymmetricContraction::from_mace(Irreps::parse(c["irreps_in"].get<std::string>()),
                                            Irreps::parse(c["irreps_out"].get<std::string>()), corr, U, shapes),
            U, W, c["num_elements"].get<int>(), c["species"].get<std::vector<int>>(), {},

@@ -14,11 +14,11 @@
 
 namespace fastmlip::kernels::impl {
 
-/// Launch and accumulator limits of the fused kernels, in one place.
+/// Per-thread accumulator limits of the reverse kernels, in one place. (The forward keeps its
+/// accumulators in team scratch, sized at launch.)
 struct ChannelwiseTPLimits {
-  static constexpr int kMaxOutPerChannel = 160;  ///< sum of 2 l3 + 1 over instructions
-  static constexpr int kMaxInPerChannel = 64;    ///< sum of 2 l1 + 1 over irreps1 entries
-  static constexpr int kMaxEdgeAttr = 64;        ///< dim of irreps2 (25 for l <= 4)
+  static constexpr int kMaxInPerChannel = 64;  ///< sum of 2 l1 + 1 over irreps1 entries
+  static constexpr int kMaxEdgeAttr = 64;      ///< dim of irreps2 (25 for l <= 4)
 };
 
 /// An instruction as the kernels see it.
