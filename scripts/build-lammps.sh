@@ -36,9 +36,13 @@ fi
 [ -d "$dir" ] && { log "removing incomplete LAMMPS build $dir"; rm -rf "$dir"; }
 mkdir -p "$dir"
 cd "$dir"
+# apt drops privileges to its _apt user for downloads, which cannot write into a root-owned
+# cache directory; as root, keep root for this one fetch. Ordinary users fetch as themselves.
+sandbox=()
+[ "$(id -u)" = 0 ] && sandbox=(-o APT::Sandbox::User=root)
 step "fetch Debian's lammps source package" \
   "cd $dir && apt-get source lammps   (or rerun $0)" \
-  apt-get -o APT::Sandbox::User=root source -q lammps
+  apt-get "${sandbox[@]}" source -q lammps
 src=$(find "$dir" -maxdepth 1 -type d -name "lammps-$lammps_debian_version*" | head -n 1)
 [ -n "$src" ] || { log "FAILED: no lammps-$lammps_debian_version* source tree after apt-get source"; exit 1; }
 ln -sfn "$src" "$dir/src-tree"

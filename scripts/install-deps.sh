@@ -24,8 +24,9 @@ apt_packages=(
   python3 python3-numpy
 )
 
-apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+# A function, so it must do its own privilege raise (sudo cannot run shell functions).
+apt_get() { as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 
 # --- 1. Debian packages --------------------------------------------------------------
 missing=()
@@ -47,12 +48,12 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 fi
 if [ ${#missing[@]} -gt 0 ] || [ "$need_src" = 1 ]; then
-  step "apt-get update" "sudo apt-get update" as_root apt_get update -q
+  step "apt-get update" "sudo apt-get update" apt_get update -q
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   step "install Debian packages (${missing[*]})" \
     "sudo apt-get install -y --no-install-recommends ${missing[*]}" \
-    as_root apt_get install -y -q --no-install-recommends "${missing[@]}"
+    apt_get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 # --- 2. LAMMPS from Debian's source package ----------------------------------------------
