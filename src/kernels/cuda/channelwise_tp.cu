@@ -156,7 +156,8 @@ struct Vec16<double> {
 // both ends are aligned (feature rows whose multiplicities are multiples of 4 floats or 2
 // doubles), single values otherwise. Consecutive lanes read consecutive addresses either way.
 template <class T>
-__device__ __forceinline__ void warp_stage(T* __restrict__ dst, const T* __restrict__ src, int count, int lane) {
+__device__ __forceinline__ void warp_stage(T* __restrict__ dst, const T* __restrict__ src, int count,
+                                           int lane) {
   using V = typename Vec16<T>::type;
   constexpr int kPer = static_cast<int>(sizeof(V) / sizeof(T));
   int done = 0;
@@ -186,7 +187,8 @@ __device__ __forceinline__ T warp_sum(T v) {
 
 // A[i * n3 + k] = sum_j C_ijk y[j] for one instruction, one (i, k) slot per lane.
 template <class T>
-__device__ __forceinline__ void build_A(const Tables<T>& tb, int slot, int na, const T* __restrict__ y, T* A, int lane) {
+__device__ __forceinline__ void build_A(const Tables<T>& tb, int slot, int na, const T* __restrict__ y, T* A,
+                                        int lane) {
   for (int a = lane; a < na; a += kWarp) {
     const int zb = tb.ik_ptr[slot + a], ze = tb.ik_ptr[slot + a + 1];
     T v = T(0);
@@ -223,8 +225,8 @@ __device__ __forceinline__ Tables<T> tables_at(const unsigned char* base, const 
 template <class T, int D1, int D3>
 __device__ __forceinline__ void forward_ins(const InsArgs& I, const TPArgs& args, const Tables<T>& tb,
                                             const EdgeIndexDevice& g, const T* __restrict__ x,
-                                            const T* __restrict__ Y, const T* __restrict__ w, T* __restrict__ out,
-                                            int node, int u0, int lane, T* A, T* buf) {
+                                            const T* __restrict__ Y, const T* __restrict__ w,
+                                            T* __restrict__ out, int node, int u0, int lane, T* A, T* buf) {
   constexpr int B1 = D1 ? D1 : kMaxDim, B3 = D3 ? D3 : kMaxDim;  // register bounds
   const int n1 = D1 ? D1 : I.n1, n3 = D3 ? D3 : I.n3;
   const int valid = min(kWarp, I.mul - u0);
@@ -241,7 +243,9 @@ __device__ __forceinline__ void forward_ins(const InsArgs& I, const TPArgs& args
     if (e + 1 < e_end) {
       s_next = g.sender[e + 1];  // one edge ahead: the next gather's address is ready early
     }
-    const T wv = active ? __ldg(w + static_cast<long long>(e) * args.weight_numel + I.offset_weight + u0 + lane) : T(0);
+    const T wv = active
+                     ? __ldg(w + static_cast<long long>(e) * args.weight_numel + I.offset_weight + u0 + lane)
+                     : T(0);
     warp_stage(buf, x + static_cast<long long>(s) * args.dim1 + I.offset1 + u0 * n1, valid * n1, lane);
     build_A(tb, I.slot, n1 * n3, Y + static_cast<long long>(e) * args.dim2 + I.offset2, A, lane);
     __syncwarp();
@@ -293,7 +297,8 @@ __global__ void __launch_bounds__(kThreads)
   const auto* base = reinterpret_cast<const unsigned char*>(tp_smem);
   const Tables<T> tb = tables_at<T>(base, args);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  T* ws = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(tp_smem) + sc.table_bytes) + warp * sc.per_warp;
+  T* ws =
+      reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(tp_smem) + sc.table_bytes) + warp * sc.per_warp;
   T* A = ws + sc.a;
   T* buf = ws + sc.b;
   const long long items = static_cast<long long>(g.num_nodes) * args.tiles_out;
@@ -307,7 +312,8 @@ __global__ void __launch_bounds__(kThreads)
         continue;
       }
       dispatch_l1_l3<kUnrolledL, kUnrolledL>(I.l1, I.l3, [&](auto d1, auto d3) {
-        forward_ins<T, decltype(d1)::value, decltype(d3)::value>(I, args, tb, g, x, Y, w, out, node, u0, lane, A, buf);
+        forward_ins<T, decltype(d1)::value, decltype(d3)::value>(I, args, tb, g, x, Y, w, out, node, u0, lane,
+                                                                 A, buf);
       });
     }
   }
@@ -318,8 +324,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int D1, int D3>
 __device__ __forceinline__ void grad_x_ins(const InsArgs& I, const TPArgs& args, const Tables<T>& tb,
                                            const EdgeIndexDevice& g, const T* __restrict__ Y,
-                                           const T* __restrict__ w, const T* __restrict__ grad_out, int s, int u0,
-                                           int lane, T* A, T* buf, T (&gx)[D1 ? D1 : kMaxDim]) {
+                                           const T* __restrict__ w, const T* __restrict__ grad_out, int s,
+                                           int u0, int lane, T* A, T* buf, T (&gx)[D1 ? D1 : kMaxDim]) {
   constexpr int B1 = D1 ? D1 : kMaxDim, B3 = D3 ? D3 : kMaxDim;
   const int n1 = D1 ? D1 : I.n1, n3 = D3 ? D3 : I.n3;
   const int valid = min(kWarp, I.mul - u0);
@@ -328,8 +334,11 @@ __device__ __forceinline__ void grad_x_ins(const InsArgs& I, const TPArgs& args,
   for (int idx = g.sender_ptr[s]; idx < end; ++idx) {
     const int e = g.sender_edges[idx];
     const int r = g.receiver[e];
-    const T wv = active ? __ldg(w + static_cast<long long>(e) * args.weight_numel + I.offset_weight + u0 + lane) : T(0);
-    warp_stage(buf, grad_out + static_cast<long long>(r) * args.dim_out + I.offset_out + u0 * n3, valid * n3, lane);
+    const T wv = active
+                     ? __ldg(w + static_cast<long long>(e) * args.weight_numel + I.offset_weight + u0 + lane)
+                     : T(0);
+    warp_stage(buf, grad_out + static_cast<long long>(r) * args.dim_out + I.offset_out + u0 * n3, valid * n3,
+               lane);
     build_A(tb, I.slot, n1 * n3, Y + static_cast<long long>(e) * args.dim2 + I.offset2, A, lane);
     __syncwarp();
     if (active) {
@@ -402,7 +411,8 @@ __global__ void __launch_bounds__(kThreads)
   const auto* base = reinterpret_cast<const unsigned char*>(tp_smem);
   const Tables<T> tb = tables_at<T>(base, args);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  T* ws = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(tp_smem) + sc.table_bytes) + warp * sc.per_warp;
+  T* ws =
+      reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(tp_smem) + sc.table_bytes) + warp * sc.per_warp;
   T* A = ws + sc.a;
   T* buf = ws + sc.b;
   const long long items = static_cast<long long>(g.num_nodes) * args.tiles_in;
@@ -427,9 +437,10 @@ __global__ void __launch_bounds__(kThreads)
 // grad_Y[e, :] (accumulated in gy) from B[i][k] = sum_u w_u x_ui g_uk.
 template <class T, int D1, int D3>
 __device__ __forceinline__ void edge_ins(const InsArgs& I, const TPArgs& args, const Tables<T>& tb,
-                                         const T* __restrict__ x, const T* __restrict__ Y, const T* __restrict__ w,
-                                         const T* __restrict__ grad_out, T* __restrict__ grad_w, long long e, int s,
-                                         int r, int lane, T* A, T* Bs, T* xbuf, T* gbuf, T* gy) {
+                                         const T* __restrict__ x, const T* __restrict__ Y,
+                                         const T* __restrict__ w, const T* __restrict__ grad_out,
+                                         T* __restrict__ grad_w, long long e, int s, int r, int lane, T* A,
+                                         T* Bs, T* xbuf, T* gbuf, T* gy) {
   constexpr bool kExact = D1 != 0 && D3 != 0;
   constexpr int B1 = D1 ? D1 : kMaxDim, B3 = D3 ? D3 : kMaxDim;
   constexpr int kB = kExact ? D1 * D3 : 1;
@@ -527,14 +538,16 @@ __device__ __forceinline__ void edge_ins(const InsArgs& I, const TPArgs& args, c
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     tp_edge_kernel(const __grid_constant__ TPArgs args, const Scratch sc, const uint4* __restrict__ tables,
-                   const EdgeIndexDevice g, const T* __restrict__ x, const T* __restrict__ Y, const T* __restrict__ w,
-                   const T* __restrict__ grad_out, T* __restrict__ grad_Y, T* __restrict__ grad_w) {
+                   const EdgeIndexDevice g, const T* __restrict__ x, const T* __restrict__ Y,
+                   const T* __restrict__ w, const T* __restrict__ grad_out, T* __restrict__ grad_Y,
+                   T* __restrict__ grad_w) {
   extern __shared__ uint4 tp_smem[];
   stage_tables(tp_smem, tables, args.sec1_bytes + args.sec2_bytes);
   const auto* base = reinterpret_cast<const unsigned char*>(tp_smem);
   const Tables<T> tb = tables_at<T>(base, args);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  T* ws = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(tp_smem) + sc.table_bytes) + warp * sc.per_warp;
+  T* ws =
+      reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(tp_smem) + sc.table_bytes) + warp * sc.per_warp;
   T* A = ws + sc.a;
   T* Bs = ws + sc.b;
   T* xbuf = ws + sc.c;
@@ -551,8 +564,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int q = 0; q < args.num_ins; ++q) {
       const InsArgs I = args.ins[q];
       dispatch_l1_l3<kUnrolledEdgeL1, kUnrolledL>(I.l1, I.l3, [&](auto d1, auto d3) {
-        edge_ins<T, decltype(d1)::value, decltype(d3)::value>(I, args, tb, x, Y, w, grad_out, grad_w, e, s, r, lane, A,
-                                                              Bs, xbuf, gbuf, gy);
+        edge_ins<T, decltype(d1)::value, decltype(d3)::value>(I, args, tb, x, Y, w, grad_out, grad_w, e, s, r,
+                                                              lane, A, Bs, xbuf, gbuf, gy);
       });
     }
     __syncwarp();
@@ -606,7 +619,9 @@ int append(std::vector<unsigned char>& blob, const std::vector<V>& v) {
   return at;
 }
 
-void pad16(std::vector<unsigned char>& blob) { blob.resize(static_cast<std::size_t>(round_up(static_cast<int>(blob.size()), 16)), 0); }
+void pad16(std::vector<unsigned char>& blob) {
+  blob.resize(static_cast<std::size_t>(round_up(static_cast<int>(blob.size()), 16)), 0);
+}
 
 struct DeviceLimits {
   int sms = 0;
@@ -646,7 +661,8 @@ unsigned grid_for(long long items, int cap) {
 
 void require(bool ok, const char* fn, const char* name) {
   if (!ok) {
-    throw InputError(std::string("ChannelwiseTPCuda::") + fn + ": " + name + " is null but the graph is not empty");
+    throw InputError(std::string("ChannelwiseTPCuda::") + fn + ": " + name +
+                     " is null but the graph is not empty");
   }
 }
 
@@ -655,7 +671,8 @@ void require(bool ok, const char* fn, const char* name) {
 // ---------------------------------------------------------------------------------------------
 // EdgeIndexCuda
 
-EdgeIndexCuda EdgeIndexCuda::build(int num_nodes, const std::vector<int>& sender, const std::vector<int>& receiver) {
+EdgeIndexCuda EdgeIndexCuda::build(int num_nodes, const std::vector<int>& sender,
+                                   const std::vector<int>& receiver) {
   if (num_nodes < 0) {
     throw InputError("EdgeIndexCuda::build: num_nodes is " + std::to_string(num_nodes));
   }
@@ -668,12 +685,14 @@ EdgeIndexCuda EdgeIndexCuda::build(int num_nodes, const std::vector<int>& sender
   std::vector<int> rptr(num_nodes + 1, 0), sptr(num_nodes + 1, 0), sedges(E);
   for (int e = 0; e < E; ++e) {
     if (sender[e] < 0 || sender[e] >= num_nodes || receiver[e] < 0 || receiver[e] >= num_nodes) {
-      throw InputError("EdgeIndexCuda::build: edge " + std::to_string(e) + " (" + std::to_string(sender[e]) + " -> " +
-                       std::to_string(receiver[e]) + ") names a node outside 0.." + std::to_string(num_nodes - 1));
+      throw InputError("EdgeIndexCuda::build: edge " + std::to_string(e) + " (" + std::to_string(sender[e]) +
+                       " -> " + std::to_string(receiver[e]) + ") names a node outside 0.." +
+                       std::to_string(num_nodes - 1));
     }
     if (e > 0 && receiver[e] < receiver[e - 1]) {
       throw InputError("EdgeIndexCuda::build: edges must be sorted by receiver; edge " + std::to_string(e) +
-                       " has receiver " + std::to_string(receiver[e]) + " after " + std::to_string(receiver[e - 1]));
+                       " has receiver " + std::to_string(receiver[e]) + " after " +
+                       std::to_string(receiver[e - 1]));
     }
     ++rptr[receiver[e] + 1];
     ++sptr[sender[e] + 1];
@@ -697,7 +716,8 @@ EdgeIndexCuda EdgeIndexCuda::build(int num_nodes, const std::vector<int>& sender
   host.insert(host.end(), sedges.begin(), sedges.end());
   EdgeIndexCuda out;
   FASTMLIP_CUDA_CHECK(cudaMalloc(&out.m_storage, host.size() * sizeof(int)));
-  FASTMLIP_CUDA_CHECK(cudaMemcpy(out.m_storage, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice));
+  FASTMLIP_CUDA_CHECK(
+      cudaMemcpy(out.m_storage, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice));
   int* p = out.m_storage;
   out.m_view.num_nodes = num_nodes;
   out.m_view.num_edges = E;
@@ -737,7 +757,8 @@ struct ChannelwiseTPCuda<T>::State {
 };
 
 template <class T>
-ChannelwiseTPCuda<T>::ChannelwiseTPCuda(const kernels::ChannelwiseTP& tp) : m_state(std::make_unique<State>()) {
+ChannelwiseTPCuda<T>::ChannelwiseTPCuda(const kernels::ChannelwiseTP& tp)
+    : m_state(std::make_unique<State>()) {
   State& st = *m_state;
   st.tp = tp;
   TPArgs& a = st.args;
@@ -746,8 +767,8 @@ ChannelwiseTPCuda<T>::ChannelwiseTPCuda(const kernels::ChannelwiseTP& tp) : m_st
   if (num_ins > kMaxInstructions || num_entries1 > kMaxEntries1) {
     throw InputError("ChannelwiseTPCuda: " + tp.irreps1.str() + " x " + tp.irreps2.str() + " has " +
                      std::to_string(num_ins) + " instructions and " + std::to_string(num_entries1) +
-                     " node-feature entries; the CUDA kernels hold up to " + std::to_string(kMaxInstructions) +
-                     " and " + std::to_string(kMaxEntries1));
+                     " node-feature entries; the CUDA kernels hold up to " +
+                     std::to_string(kMaxInstructions) + " and " + std::to_string(kMaxEntries1));
   }
   a.num_ins = num_ins;
   a.num_entries1 = num_entries1;
@@ -764,7 +785,8 @@ ChannelwiseTPCuda<T>::ChannelwiseTPCuda(const kernels::ChannelwiseTP& tp) : m_st
   for (int q = 0; q < num_ins; ++q) {
     const kernels::TPInstruction& I = tp.instructions[q];
     if (out_seen[I.out]) {
-      throw InputError("ChannelwiseTPCuda: output entry " + std::to_string(I.out) + " of " + tp.irreps_out.str() +
+      throw InputError("ChannelwiseTPCuda: output entry " + std::to_string(I.out) + " of " +
+                       tp.irreps_out.str() +
                        " has several instructions; the kernels give each output one owner");
     }
     out_seen[I.out] = true;
@@ -775,8 +797,18 @@ ChannelwiseTPCuda<T>::ChannelwiseTPCuda(const kernels::ChannelwiseTP& tp) : m_st
     }
     const int n1 = 2 * I.l1 + 1, n2 = 2 * I.l2 + 1, n3 = 2 * I.l3 + 1;
     InsArgs& d = a.ins[q];
-    d = InsArgs{I.l1, I.l3, n1, n2, n3, I.mul, I.offset1, I.offset2, I.offset_out, I.offset_weight,
-                static_cast<int>(ik_ptr.size()) - 1, static_cast<int>(j_ptr.size()) - 1};
+    d = InsArgs{I.l1,
+                I.l3,
+                n1,
+                n2,
+                n3,
+                I.mul,
+                I.offset1,
+                I.offset2,
+                I.offset_out,
+                I.offset_weight,
+                static_cast<int>(ik_ptr.size()) - 1,
+                static_cast<int>(j_ptr.size()) - 1};
     for (int i = 0; i < n1; ++i) {
       for (int k = 0; k < n3; ++k) {
         for (int z = I.cg_begin; z < I.cg_end; ++z) {
@@ -844,9 +876,10 @@ ChannelwiseTPCuda<T>::ChannelwiseTPCuda(const kernels::ChannelwiseTP& tp) : m_st
   const int a_len = round_up(max_a, v), stage_len = round_up(kWarp * std::max(max_n1, max_n3), v);
   st.fwd = Scratch{a.sec1_bytes, a_len + stage_len, 0, a_len, 0, 0, 0};
   st.gx = st.fwd;
-  const int x_len = round_up(kWarp * max_n1, v), g_len = round_up(kWarp * max_n3, v), y_len = round_up(a.dim2, v);
+  const int x_len = round_up(kWarp * max_n1, v), g_len = round_up(kWarp * max_n3, v),
+            y_len = round_up(a.dim2, v);
   st.edge = Scratch{a.sec1_bytes + a.sec2_bytes, 2 * a_len + x_len + g_len + y_len, 0, a_len, 2 * a_len,
-                    2 * a_len + x_len, 2 * a_len + x_len + g_len};
+                    2 * a_len + x_len,           2 * a_len + x_len + g_len};
 
   // Everything above is host-side validation and layout; from here on the device is needed.
   st.tables = DeviceMemory(blob.size());
@@ -886,7 +919,8 @@ void ChannelwiseTPCuda<T>::compute(const EdgeIndexDevice& g, const T* x, const T
   if (items == 0) {
     return;
   }
-  require(g.receiver_ptr != nullptr && (g.num_edges == 0 || g.sender != nullptr), "compute", "the edge index");
+  require(g.receiver_ptr != nullptr && (g.num_edges == 0 || g.sender != nullptr), "compute",
+          "the edge index");
   require(out != nullptr && (g.num_edges == 0 || (x != nullptr && Y != nullptr && w != nullptr)), "compute",
           "an input or output pointer");
   const Scratch& sc = st.fwd;
@@ -897,8 +931,8 @@ void ChannelwiseTPCuda<T>::compute(const EdgeIndexDevice& g, const T* x, const T
 }
 
 template <class T>
-void ChannelwiseTPCuda<T>::reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, const T* grad_out,
-                                   T* grad_x, T* grad_Y, T* grad_w, void* stream) const {
+void ChannelwiseTPCuda<T>::reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w,
+                                   const T* grad_out, T* grad_x, T* grad_Y, T* grad_w, void* stream) const {
   const State& st = *m_state;
   if (g.num_nodes < 0 || g.num_edges < 0) {
     throw InputError("ChannelwiseTPCuda::reverse: graph with " + std::to_string(g.num_nodes) + " nodes and " +
@@ -907,8 +941,9 @@ void ChannelwiseTPCuda<T>::reverse(const EdgeIndexDevice& g, const T* x, const T
   const auto s = static_cast<cudaStream_t>(stream);
   const long long node_items = static_cast<long long>(g.num_nodes) * st.args.tiles_in;
   if (node_items > 0) {
-    require(g.sender_ptr != nullptr && (g.num_edges == 0 || (g.sender_edges != nullptr && g.receiver != nullptr)),
-            "reverse", "the edge index");
+    require(
+        g.sender_ptr != nullptr && (g.num_edges == 0 || (g.sender_edges != nullptr && g.receiver != nullptr)),
+        "reverse", "the edge index");
     require(grad_x != nullptr && (g.num_edges == 0 || (Y != nullptr && w != nullptr && grad_out != nullptr)),
             "reverse", "an input or output pointer");
     const Scratch& sc = st.gx;

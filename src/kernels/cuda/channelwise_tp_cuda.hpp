@@ -61,7 +61,8 @@ class EdgeIndexCuda {
 /// (asynchronous on `stream`); a failed launch throws fastmlip::Error.
 template <class T>
 class ChannelwiseTPCuda {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "ChannelwiseTPCuda: T must be float or double");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "ChannelwiseTPCuda: T must be float or double");
 
  public:
   /// Throws InputError when the descriptor exceeds what the kernels hold (more than 48
@@ -79,12 +80,13 @@ class ChannelwiseTPCuda {
 
   /// out[n, :] = sum over edges e into n of TP(x[sender(e)], Y[e], w[e]); every element of
   /// out is written (zero for nodes without edges).
-  void compute(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, T* out, void* stream = nullptr) const;
+  void compute(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, T* out,
+               void* stream = nullptr) const;
 
   /// Gradients of sum(out * grad_out) with respect to x, Y and w; each output is overwritten
   /// entirely (entries that no path reads get zero).
-  void reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, const T* grad_out, T* grad_x, T* grad_Y,
-               T* grad_w, void* stream = nullptr) const;
+  void reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, const T* grad_out, T* grad_x,
+               T* grad_Y, T* grad_w, void* stream = nullptr) const;
 
  private:
   struct State;

@@ -44,9 +44,9 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kThreads = launch::kEdgeThreads;  // four independent warps per block
 constexpr int kWarpsPerBlock = kThreads / kWarp;
-constexpr int kMaxCorr = 4;        // SymmetricContraction::from_mace accepts 1..4
-constexpr int kMaxEll = 64;        // per-warp shared columns, and the walk word's 8-bit field
-constexpr int kMaxEntriesIO = 16;  // irreps entries in and out (kernel-parameter space)
+constexpr int kMaxCorr = 4;                   // SymmetricContraction::from_mace accepts 1..4
+constexpr int kMaxEll = 64;                   // per-warp shared columns, and the walk word's 8-bit field
+constexpr int kMaxEntriesIO = 16;             // irreps entries in and out (kernel-parameter space)
 constexpr int kMaxWalkCount = (1 << 20) - 1;  // entries of one monomial (walk word's 20-bit field)
 // Nodes per chunk of the weight gradient: enough work per warp to amortise its partial-sum
 // row, small enough that a few hundred nodes still fill the device.
@@ -108,7 +108,8 @@ __device__ __forceinline__ void put(V (&v)[kMaxCorr + 1], int k, V value) {
 // row's channels c0 .. c0+valid-1 into cols[column][lane]; columns of lanes >= valid are zero.
 template <class T>
 __device__ __forceinline__ void gather_columns(const Block* blocks, int num_blocks, int num_columns,
-                                               const T* __restrict__ row, int c0, int valid, int lane, T* cols) {
+                                               const T* __restrict__ row, int c0, int valid, int lane,
+                                               T* cols) {
   for (int p = 0; p < num_blocks; ++p) {
     const Block b = blocks[p];
     const T* src = row + b.offset + c0 * b.dim;
@@ -126,8 +127,8 @@ __device__ __forceinline__ void gather_columns(const Block* blocks, int num_bloc
 
 // The inverse: cols[column][lane] back into row (NaN when !ok).
 template <class T>
-__device__ __forceinline__ void scatter_columns(const Block* blocks, int num_blocks, const T* cols, int c0, int valid,
-                                                int lane, T* __restrict__ row, bool ok) {
+__device__ __forceinline__ void scatter_columns(const Block* blocks, int num_blocks, const T* cols, int c0,
+                                                int valid, int lane, T* __restrict__ row, bool ok) {
   for (int p = 0; p < num_blocks; ++p) {
     const Block b = blocks[p];
     T* dst = row + b.offset + c0 * b.dim;
@@ -154,7 +155,8 @@ struct CoefStream {
   int count;
   bool live;
   T next;
-  __device__ __forceinline__ CoefStream(const T* p, long long s, int n, bool l) : ptr(p), stride(s), count(n), live(l) {
+  __device__ __forceinline__ CoefStream(const T* p, long long s, int n, bool l)
+      : ptr(p), stride(s), count(n), live(l) {
     next = live && count > 0 ? __ldg(ptr) : T(0);
   }
   __device__ __forceinline__ T take(int g) {
@@ -168,7 +170,8 @@ struct CoefStream {
 
 template <class T>
 __device__ __forceinline__ T* warp_scratch(uint4* smem, const SCArgs& a, int per_warp) {
-  return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(smem) + a.table_bytes) + (threadIdx.x / kWarp) * per_warp;
+  return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(smem) + a.table_bytes) +
+         (threadIdx.x / kWarp) * per_warp;
 }
 
 template <class T>
@@ -184,8 +187,8 @@ __global__ void __launch_bounds__(kThreads)
   T* xl = warp_scratch<T>(sc_smem, a, (a.num_ell + a.out_per_channel) * kWarp);
   T* acc = xl + a.num_ell * kWarp;
   const long long items = static_cast<long long>(num_nodes) * a.tiles;
-  for (long long item = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; item < items;
-       item += static_cast<long long>(gridDim.x) * kWarpsPerBlock) {
+  for (long long item = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+       item < items; item += static_cast<long long>(gridDim.x) * kWarpsPerBlock) {
     const int n = static_cast<int>(item / a.tiles);
     const int c0 = static_cast<int>(item % a.tiles) * kWarp;
     const int valid = min(kWarp, a.channels - c0);
@@ -230,16 +233,16 @@ __global__ void __launch_bounds__(kThreads)
   T* gxl = xl + a.num_ell * kWarp;
   T* go = gxl + a.num_ell * kWarp;
   const long long items = static_cast<long long>(num_nodes) * a.tiles;
-  for (long long item = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; item < items;
-       item += static_cast<long long>(gridDim.x) * kWarpsPerBlock) {
+  for (long long item = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+       item < items; item += static_cast<long long>(gridDim.x) * kWarpsPerBlock) {
     const int n = static_cast<int>(item / a.tiles);
     const int c0 = static_cast<int>(item % a.tiles) * kWarp;
     const int valid = min(kWarp, a.channels - c0);
     const int elem = species[n];
     const bool ok = elem >= 0 && elem < a.num_elements;
     gather_columns(a.in, a.num_in, a.num_ell, x + static_cast<long long>(n) * a.dim_in, c0, valid, lane, xl);
-    gather_columns(a.out, a.num_out, a.out_per_channel, grad_out + static_cast<long long>(n) * a.dim_out, c0, valid,
-                   lane, go);
+    gather_columns(a.out, a.num_out, a.out_per_channel, grad_out + static_cast<long long>(n) * a.dim_out, c0,
+                   valid, lane, go);
     for (int i = 0; i < a.num_ell; ++i) {
       gxl[i * kWarp + lane] = T(0);
     }
@@ -292,8 +295,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     sc_grad_coef_kernel(const __grid_constant__ SCArgs a, const uint4* __restrict__ tables, int num_chunks,
-                        const int2* __restrict__ chunks, const int* __restrict__ order, const T* __restrict__ x,
-                        const T* __restrict__ grad_out, T* __restrict__ partial) {
+                        const int2* __restrict__ chunks, const int* __restrict__ order,
+                        const T* __restrict__ x, const T* __restrict__ grad_out, T* __restrict__ partial) {
   extern __shared__ uint4 sc_smem[];
   stage_tables(sc_smem, tables, a.table_bytes);
   const int* walk = reinterpret_cast<const int*>(sc_smem);
@@ -302,8 +305,8 @@ __global__ void __launch_bounds__(kThreads)
   T* xl = warp_scratch<T>(sc_smem, a, (a.num_ell + a.out_per_channel) * kWarp);
   T* go = xl + a.num_ell * kWarp;
   const long long items = static_cast<long long>(num_chunks) * a.tiles;
-  for (long long item = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; item < items;
-       item += static_cast<long long>(gridDim.x) * kWarpsPerBlock) {
+  for (long long item = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+       item < items; item += static_cast<long long>(gridDim.x) * kWarpsPerBlock) {
     const int chunk = static_cast<int>(item / a.tiles);
     const int c0 = static_cast<int>(item % a.tiles) * kWarp;
     const int valid = min(kWarp, a.channels - c0);
@@ -312,9 +315,10 @@ __global__ void __launch_bounds__(kThreads)
     T* dst = partial + static_cast<long long>(chunk) * a.num_entries * a.channels + c0 + lane;
     for (int k = range.x; k < range.y; ++k) {
       const int n = order[k];
-      gather_columns(a.in, a.num_in, a.num_ell, x + static_cast<long long>(n) * a.dim_in, c0, valid, lane, xl);
-      gather_columns(a.out, a.num_out, a.out_per_channel, grad_out + static_cast<long long>(n) * a.dim_out, c0, valid,
-                     lane, go);
+      gather_columns(a.in, a.num_in, a.num_ell, x + static_cast<long long>(n) * a.dim_in, c0, valid, lane,
+                     xl);
+      gather_columns(a.out, a.num_out, a.out_per_channel, grad_out + static_cast<long long>(n) * a.dim_out,
+                     c0, valid, lane, go);
       __syncwarp();
       T p[kMaxCorr + 1] = {T(1)};
       int g = 0;
@@ -339,8 +343,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // grad_coef[e][entry][c] = sum of the partials of element e's chunks, in chunk order.
 template <class T>
-__global__ void sc_sum_chunks_kernel(long long total, long long per_element, const int* __restrict__ element_chunks,
-                                     const T* __restrict__ partial, T* __restrict__ grad_coef) {
+__global__ void sc_sum_chunks_kernel(long long total, long long per_element,
+                                     const int* __restrict__ element_chunks, const T* __restrict__ partial,
+                                     T* __restrict__ grad_coef) {
   for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<long long>(gridDim.x) * blockDim.x) {
     const int e = static_cast<int>(idx / per_element);
@@ -385,8 +390,9 @@ class DeviceMemory {
 template <class Kernel>
 int prepare_kernel(Kernel kernel, int smem, int sms, int smem_optin, const char* name) {
   if (smem > smem_optin) {
-    throw InputError(std::string("SymmetricContractionCuda: kernel ") + name + " needs " + std::to_string(smem) +
-                     " bytes of shared memory for this descriptor; the device allows " + std::to_string(smem_optin));
+    throw InputError(
+        std::string("SymmetricContractionCuda: kernel ") + name + " needs " + std::to_string(smem) +
+        " bytes of shared memory for this descriptor; the device allows " + std::to_string(smem_optin));
   }
   if (smem > 48 * 1024) {
     FASTMLIP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -424,8 +430,8 @@ SymmetricContractionCuda<T>::SymmetricContractionCuda(const kernels::SymmetricCo
   if (sc.num_ell > kMaxEll || static_cast<int>(sc.irreps_in.size()) > kMaxEntriesIO ||
       static_cast<int>(sc.irreps_out.size()) > kMaxEntriesIO || sc.correlation > kMaxCorr) {
     throw InputError("SymmetricContractionCuda: " + sc.irreps_in.str() + " -> " + sc.irreps_out.str() +
-                     " at correlation " + std::to_string(sc.correlation) + " has " + std::to_string(sc.num_ell) +
-                     " ells and " + std::to_string(sc.irreps_in.size()) + " + " +
+                     " at correlation " + std::to_string(sc.correlation) + " has " +
+                     std::to_string(sc.num_ell) + " ells and " + std::to_string(sc.irreps_in.size()) + " + " +
                      std::to_string(sc.irreps_out.size()) + " irreps entries; the CUDA kernels hold up to " +
                      std::to_string(kMaxEll) + " ells, " + std::to_string(kMaxEntriesIO) +
                      " entries each way and correlation " + std::to_string(kMaxCorr));
@@ -507,7 +513,8 @@ SymmetricContractionCuda<T>::SymmetricContractionCuda(const kernels::SymmetricCo
   FASTMLIP_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   st.tables = DeviceMemory(blob.size() * sizeof(int));
   if (!blob.empty()) {
-    FASTMLIP_CUDA_CHECK(cudaMemcpy(st.tables.get(), blob.data(), blob.size() * sizeof(int), cudaMemcpyHostToDevice));
+    FASTMLIP_CUDA_CHECK(
+        cudaMemcpy(st.tables.get(), blob.data(), blob.size() * sizeof(int), cudaMemcpyHostToDevice));
   }
   st.cap_fwd = prepare_kernel(sc_forward_kernel<T>, st.smem_fwd, st.sms, smem_optin, "forward");
   st.cap_rev = prepare_kernel(sc_reverse_kernel<T>, st.smem_rev, st.sms, smem_optin, "reverse");
@@ -519,7 +526,8 @@ SymmetricContractionCuda<T>::~SymmetricContractionCuda() = default;
 template <class T>
 SymmetricContractionCuda<T>::SymmetricContractionCuda(SymmetricContractionCuda&&) noexcept = default;
 template <class T>
-SymmetricContractionCuda<T>& SymmetricContractionCuda<T>::operator=(SymmetricContractionCuda&&) noexcept = default;
+SymmetricContractionCuda<T>& SymmetricContractionCuda<T>::operator=(SymmetricContractionCuda&&) noexcept =
+    default;
 
 template <class T>
 const kernels::SymmetricContraction& SymmetricContractionCuda<T>::descriptor() const noexcept {
@@ -540,7 +548,8 @@ template <class T>
 void SymmetricContractionCuda<T>::set_weights(const Nested& W, int num_elements) {
   State& st = *m_state;
   if (num_elements < 1) {
-    throw InputError("SymmetricContractionCuda::set_weights: num_elements is " + std::to_string(num_elements));
+    throw InputError("SymmetricContractionCuda::set_weights: num_elements is " +
+                     std::to_string(num_elements));
   }
   const std::vector<double> folded = st.sc.fold(W, num_elements);  // checks W's shapes
   const int G = st.args.num_entries, C = st.args.channels;
@@ -568,7 +577,8 @@ namespace {
 std::vector<int> download_species(const int* species, std::size_t num_nodes, cudaStream_t stream) {
   std::vector<int> h(num_nodes);
   if (num_nodes > 0) {
-    FASTMLIP_CUDA_CHECK(cudaMemcpyAsync(h.data(), species, num_nodes * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    FASTMLIP_CUDA_CHECK(
+        cudaMemcpyAsync(h.data(), species, num_nodes * sizeof(int), cudaMemcpyDeviceToHost, stream));
     FASTMLIP_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   return h;
@@ -596,7 +606,8 @@ void check_call(int num_elements, std::size_t num_nodes, const char* fn) {
 
 void require(bool ok, const char* fn) {
   if (!ok) {
-    throw InputError(std::string("SymmetricContractionCuda::") + fn + ": a null pointer for a non-empty input");
+    throw InputError(std::string("SymmetricContractionCuda::") + fn +
+                     ": a null pointer for a non-empty input");
   }
 }
 
@@ -619,15 +630,16 @@ void SymmetricContractionCuda<T>::compute(const int* species, std::size_t num_no
     return;
   }
   require(species != nullptr && x != nullptr && out != nullptr, "compute");
-  sc_forward_kernel<T><<<grid_for(items, st.cap_fwd), kThreads, st.smem_fwd, static_cast<cudaStream_t>(stream)>>>(
-      st.args, static_cast<const uint4*>(st.tables.get()), static_cast<int>(num_nodes), species, x,
-      static_cast<const T*>(st.coef.get()), out);
+  sc_forward_kernel<T>
+      <<<grid_for(items, st.cap_fwd), kThreads, st.smem_fwd, static_cast<cudaStream_t>(stream)>>>(
+          st.args, static_cast<const uint4*>(st.tables.get()), static_cast<int>(num_nodes), species, x,
+          static_cast<const T*>(st.coef.get()), out);
   FASTMLIP_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-void SymmetricContractionCuda<T>::reverse(const int* species, std::size_t num_nodes, const T* x, const T* grad_out,
-                                          T* grad_x, void* stream) const {
+void SymmetricContractionCuda<T>::reverse(const int* species, std::size_t num_nodes, const T* x,
+                                          const T* grad_out, T* grad_x, void* stream) const {
   const State& st = *m_state;
   check_call(st.num_elements, num_nodes, "reverse");
   const long long items = static_cast<long long>(num_nodes) * st.args.tiles;
@@ -635,18 +647,16 @@ void SymmetricContractionCuda<T>::reverse(const int* species, std::size_t num_no
     return;
   }
   require(species != nullptr && x != nullptr && grad_out != nullptr && grad_x != nullptr, "reverse");
-  sc_reverse_kernel<T><<<grid_for(items, st.cap_rev), kThreads, st.smem_rev, static_cast<cudaStream_t>(stream)>>>(
-      st.args, static_cast<const uint4*>(st.tables.get()), static_cast<int>(num_nodes), species, x,
-      static_cast<const T*>(st.coef.get()), grad_out, grad_x);
+  sc_reverse_kernel<T>
+      <<<grid_for(items, st.cap_rev), kThreads, st.smem_rev, static_cast<cudaStream_t>(stream)>>>(
+          st.args, static_cast<const uint4*>(st.tables.get()), static_cast<int>(num_nodes), species, x,
+          static_cast<const T*>(st.coef.get()), grad_out, grad_x);
   FASTMLIP_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-typename SymmetricContractionCuda<T>::Nested SymmetricContractionCuda<T>::reverse_weights(const int* species,
-                                                                                          std::size_t num_nodes,
-                                                                                          const T* x,
-                                                                                          const T* grad_out,
-                                                                                          void* stream) const {
+typename SymmetricContractionCuda<T>::Nested SymmetricContractionCuda<T>::reverse_weights(
+    const int* species, std::size_t num_nodes, const T* x, const T* grad_out, void* stream) const {
   const State& st = *m_state;
   check_call(st.num_elements, num_nodes, "reverse_weights");
   require(num_nodes == 0 || (species != nullptr && x != nullptr && grad_out != nullptr), "reverse_weights");
@@ -692,20 +702,21 @@ typename SymmetricContractionCuda<T>::Nested SymmetricContractionCuda<T>::revers
     DeviceMemory d_idx(idx.size() * sizeof(int));
     DeviceMemory d_partial(chunks.size() * static_cast<std::size_t>(per_element) * sizeof(T));
     DeviceMemory d_grad(static_cast<std::size_t>(total) * sizeof(T));
-    FASTMLIP_CUDA_CHECK(cudaMemcpyAsync(d_idx.get(), idx.data(), idx.size() * sizeof(int), cudaMemcpyHostToDevice, s));
+    FASTMLIP_CUDA_CHECK(
+        cudaMemcpyAsync(d_idx.get(), idx.data(), idx.size() * sizeof(int), cudaMemcpyHostToDevice, s));
     const int* d_order = static_cast<const int*>(d_idx.get());
     const int* d_element_chunks = d_order + num_nodes;
     const auto* d_chunks = reinterpret_cast<const int2*>(d_order + chunk_at);
     const long long items = static_cast<long long>(chunks.size()) * st.args.tiles;
     if (items > 0) {
       sc_grad_coef_kernel<T><<<grid_for(items, st.cap_gcoef), kThreads, st.smem_gcoef, s>>>(
-          st.args, static_cast<const uint4*>(st.tables.get()), static_cast<int>(chunks.size()), d_chunks, d_order, x,
-          grad_out, static_cast<T*>(d_partial.get()));
+          st.args, static_cast<const uint4*>(st.tables.get()), static_cast<int>(chunks.size()), d_chunks,
+          d_order, x, grad_out, static_cast<T*>(d_partial.get()));
       FASTMLIP_CUDA_CHECK_LAUNCH();
     }
     const int threads = 256;
-    const unsigned blocks =
-        static_cast<unsigned>(std::min<long long>((total + threads - 1) / threads, static_cast<long long>(st.sms) * 16));
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<long long>((total + threads - 1) / threads, static_cast<long long>(st.sms) * 16));
     sc_sum_chunks_kernel<T><<<blocks, threads, 0, s>>>(total, per_element, d_element_chunks,
                                                        static_cast<const T*>(d_partial.get()),
                                                        static_cast<T*>(d_grad.get()));
