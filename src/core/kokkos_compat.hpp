@@ -4,6 +4,8 @@
 /// Kokkos 4.x (what current LAMMPS bundles). Kernels use these names only.
 #include <Kokkos_Core.hpp>
 
+#include "math/dual.hpp"
+
 namespace fastmlip::kmath {
 #if KOKKOS_VERSION >= 40000
 using Kokkos::cos;
@@ -19,4 +21,19 @@ using Kokkos::Experimental::pow;
 using Kokkos::Experimental::sin;
 using Kokkos::Experimental::sqrt;
 #endif
+// Dual numbers (math/dual.hpp), for the forward-over-reverse double backward.
+using fastmlip::cos;
+using fastmlip::exp;
+using fastmlip::pow;
+using fastmlip::sin;
+using fastmlip::sqrt;
 }  // namespace fastmlip::kmath
+
+// Kokkos' Sum reducer starts from reduction_identity<T>::sum(): zero value, zero tangent.
+namespace Kokkos {
+template <class T>
+struct reduction_identity<fastmlip::Dual<T>> {
+  KOKKOS_FORCEINLINE_FUNCTION static fastmlip::Dual<T> sum() { return fastmlip::Dual<T>(); }
+  KOKKOS_FORCEINLINE_FUNCTION static fastmlip::Dual<T> prod() { return fastmlip::Dual<T>(T(1), T(0)); }
+};
+}  // namespace Kokkos

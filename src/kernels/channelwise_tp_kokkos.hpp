@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "math/dual.hpp"
 #include "kernels/channelwise_tp.hpp"
 #include "kernels/edge_index.hpp"
 #include "kernels/impl/upload.hpp"
@@ -15,7 +16,7 @@ namespace fastmlip::kernels {
 
 template <class ExecSpace, class T>
 class ChannelwiseTPKokkos {
-  static_assert(std::is_floating_point_v<T>, "ChannelwiseTPKokkos: T must be float or double");
+  static_assert(is_kernel_scalar_v<T>, "ChannelwiseTPKokkos: T must be float, double or a Dual of them");
   using Functor = impl::ChannelwiseTPFunctor<ExecSpace, T>;
   using Limits = impl::ChannelwiseTPLimits;
 

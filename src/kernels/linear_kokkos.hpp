@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "math/dual.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/impl/linear_impl.hpp"
 #include "kernels/linear.hpp"
@@ -15,7 +16,7 @@ namespace fastmlip::kernels {
 
 template <class ExecSpace, class T>
 class LinearKokkos {
-  static_assert(std::is_floating_point_v<T>, "LinearKokkos: T must be float or double");
+  static_assert(is_kernel_scalar_v<T>, "LinearKokkos: T must be float, double or a Dual of them");
   using Functor = impl::LinearFunctor<ExecSpace, T>;
 
  public:

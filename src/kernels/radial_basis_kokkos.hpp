@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "math/dual.hpp"
 #include "kernels/impl/radial_basis_impl.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/radial_basis.hpp"
@@ -15,7 +16,7 @@ namespace fastmlip::kernels {
 
 template <class ExecSpace, class T>
 class RadialBesselKokkos {
-  static_assert(std::is_floating_point_v<T>, "RadialBesselKokkos: T must be float or double");
+  static_assert(is_kernel_scalar_v<T>, "RadialBesselKokkos: T must be float, double or a Dual of them");
 
  public:
   using Vector = Kokkos::View<T*, ExecSpace>;
@@ -89,7 +90,7 @@ class RadialBesselKokkos {
 
 template <class ExecSpace, class T>
 class FourierKokkos {
-  static_assert(std::is_floating_point_v<T>, "FourierKokkos: T must be float or double");
+  static_assert(is_kernel_scalar_v<T>, "FourierKokkos: T must be float, double or a Dual of them");
 
  public:
   using Vector = Kokkos::View<T*, ExecSpace>;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "math/dual.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/impl/radial_mlp_impl.hpp"
 #include "kernels/radial_mlp.hpp"
@@ -16,7 +17,7 @@ namespace fastmlip::kernels {
 
 template <class ExecSpace, class T>
 class RadialMLPKokkos {
-  static_assert(std::is_floating_point_v<T>, "RadialMLPKokkos: T must be float or double");
+  static_assert(is_kernel_scalar_v<T>, "RadialMLPKokkos: T must be float, double or a Dual of them");
   using Functor = impl::RadialMLPFunctor<ExecSpace, T>;
 
  public:
@@ -83,8 +84,9 @@ class RadialMLPKokkos {
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, in.extent(0)), f);
   }
 
-  /// Gradient with respect to the (unscaled, e3nn-layout) weights of every layer.
-  std::vector<std::vector<double>> reverse_weights(ConstMatrix in, ConstMatrix grad_out) const {
+  /// Gradient with respect to the (unscaled, e3nn-layout) weights of every layer; for T = Dual
+  /// with the tangents (double backward).
+  std::vector<std::vector<host_scalar_t<T>>> reverse_weights(ConstMatrix in, ConstMatrix grad_out) const {
     impl::check_shape("RadialMLPKokkos", "reverse_weights", "in", in, in.extent(0), m_mlp.width_in());
     impl::check_shape("RadialMLPKokkos", "reverse_weights", "grad_out", grad_out, in.extent(0), m_mlp.width_out());
     const std::size_t E = in.extent(0);
@@ -100,13 +102,13 @@ class RadialMLPKokkos {
     Kokkos::parallel_for("fastmlip::radial_mlp::reverse_weights",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseWeights>(0, m_f.m_W.extent(0)), f);
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), f.m_grad_W);
-    std::vector<std::vector<double>> out;
+    std::vector<std::vector<host_scalar_t<T>>> out;
     std::size_t k = 0;
     for (int l = 0; l < m_mlp.num_layers(); ++l) {
       const double scale = 1.0 / std::sqrt(static_cast<double>(m_mlp.widths[l]));  // W_used = w * scale
       out.emplace_back();
       for (std::size_t i = 0; i < m_mlp.weights[l].size(); ++i) {
-        out.back().push_back(static_cast<double>(h(k++)) * scale);
+        out.back().push_back(static_cast<host_scalar_t<T>>(h(k++)) * scale);
       }
     }
     return out;

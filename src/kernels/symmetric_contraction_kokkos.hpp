@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "math/dual.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/impl/symmetric_contraction_impl.hpp"
 #include "kernels/node_groups.hpp"
@@ -15,7 +16,7 @@ namespace fastmlip::kernels {
 
 template <class ExecSpace, class T>
 class SymmetricContractionKokkos {
-  static_assert(std::is_floating_point_v<T>, "SymmetricContractionKokkos: T must be float or double");
+  static_assert(is_kernel_scalar_v<T>, "SymmetricContractionKokkos: T must be float, double or a Dual of them");
   using Functor = impl::SymmetricContractionFunctor<ExecSpace, T>;
   using Limits = impl::SymmetricContractionLimits;
 
@@ -117,7 +118,8 @@ class SymmetricContractionKokkos {
   }
 
   /// Gradient with respect to the weights, in mace-torch's layout (see unfold_gradient).
-  std::vector<std::vector<std::vector<double>>> reverse_weights(Species species, ConstMatrix x, ConstMatrix grad_out) const {
+  /// For T = Dual, the tangents of the gradient come back too (double backward).
+  std::vector<std::vector<std::vector<host_scalar_t<T>>>> reverse_weights(Species species, ConstMatrix x, ConstMatrix grad_out) const {
     check_call("reverse_weights", species, x);
     impl::check_shape("SymmetricContractionKokkos", "reverse_weights", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
     const auto groups = NodeGroups<ExecSpace>::build(species, m_num_elements, "SymmetricContractionKokkos::reverse_weights");
@@ -133,7 +135,27 @@ class SymmetricContractionKokkos {
     Kokkos::parallel_for("fastmlip::symmetric_contraction::reverse_weights",
                          Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseCoef>(m_num_elements, Kokkos::AUTO), f);
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gcoef);
-    return m_sc.unfold_gradient(std::vector<double>(h.data(), h.data() + h.size()), m_num_elements);
+    if constexpr (is_dual_v<T>) {
+      // unfold_gradient is linear: unfold the values and the tangents separately.
+      std::vector<double> value(h.size()), tangent(h.size());
+      for (std::size_t i = 0; i < h.size(); ++i) {
+        value[i] = static_cast<double>(h.data()[i].v);
+        tangent[i] = static_cast<double>(h.data()[i].d);
+      }
+      const auto gv = m_sc.unfold_gradient(value, m_num_elements), gt = m_sc.unfold_gradient(tangent, m_num_elements);
+      std::vector<std::vector<std::vector<Dual<double>>>> out(gv.size());
+      for (std::size_t a = 0; a < gv.size(); ++a) {
+        out[a].resize(gv[a].size());
+        for (std::size_t b = 0; b < gv[a].size(); ++b) {
+          for (std::size_t c = 0; c < gv[a][b].size(); ++c) {
+            out[a][b].emplace_back(gv[a][b][c], gt[a][b][c]);
+          }
+        }
+      }
+      return out;
+    } else {
+      return m_sc.unfold_gradient(std::vector<double>(h.data(), h.data() + h.size()), m_num_elements);
+    }
   }
 
  private:

@@ -70,5 +70,12 @@ template void compute_spherical_harmonics<float>(int, std::size_t, const float*,
 template void compute_spherical_harmonics<double>(int, std::size_t, const double*, double*, double*);
 template void reverse_spherical_harmonics<float>(int, std::size_t, const float*, const float*, float*);
 template void reverse_spherical_harmonics<double>(int, std::size_t, const double*, const double*, double*);
+template void compute_spherical_harmonics<Dual<float>>(int, std::size_t, const Dual<float>*, Dual<float>*, Dual<float>*);
+template void compute_spherical_harmonics<Dual<double>>(int, std::size_t, const Dual<double>*, Dual<double>*,
+                                                        Dual<double>*);
+template void reverse_spherical_harmonics<Dual<float>>(int, std::size_t, const Dual<float>*, const Dual<float>*,
+                                                       Dual<float>*);
+template void reverse_spherical_harmonics<Dual<double>>(int, std::size_t, const Dual<double>*, const Dual<double>*,
+                                                        Dual<double>*);
 
 }  // namespace fastmlip

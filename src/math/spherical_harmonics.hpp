@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "math/impl/spherical_harmonics_impl.hpp"
+#include "math/dual.hpp"
 #include "math/limits.hpp"
 
 namespace fastmlip {
@@ -37,7 +38,7 @@ inline void check_sh_lmax(int lmax, const char* where) {
 /// d sh[i] / d v[k] into jacobian[3 * i + k]. Throws InputError for lmax outside 0..kMaxL.
 template <class T>
 void spherical_harmonics(int lmax, const T* v, T* sh, T* jacobian = nullptr) {
-  static_assert(std::is_floating_point_v<T>, "spherical_harmonics: T must be float or double");
+  static_assert(is_kernel_scalar_v<T>, "spherical_harmonics: T must be float, double or a Dual of them");
   check_sh_lmax(lmax, "spherical_harmonics");
   detail::spherical_harmonics_one(lmax, v[0], v[1], v[2], sh, jacobian);
 }
@@ -59,5 +60,15 @@ extern template void compute_spherical_harmonics<double>(int, std::size_t, const
 extern template void reverse_spherical_harmonics<float>(int, std::size_t, const float*, const float*, float*);
 extern template void reverse_spherical_harmonics<double>(int, std::size_t, const double*, const double*,
                                                          double*);
+// Dual numbers: forward-mode tangents of the values and, through the reverse, of the
+// gradient (the double backward, see math/dual.hpp).
+extern template void compute_spherical_harmonics<Dual<float>>(int, std::size_t, const Dual<float>*, Dual<float>*,
+                                                              Dual<float>*);
+extern template void compute_spherical_harmonics<Dual<double>>(int, std::size_t, const Dual<double>*, Dual<double>*,
+                                                               Dual<double>*);
+extern template void reverse_spherical_harmonics<Dual<float>>(int, std::size_t, const Dual<float>*, const Dual<float>*,
+                                                              Dual<float>*);
+extern template void reverse_spherical_harmonics<Dual<double>>(int, std::size_t, const Dual<double>*,
+                                                               const Dual<double>*, Dual<double>*);
 
 }  // namespace fastmlip

@@ -55,6 +55,9 @@ pypi_pins=(
   lmdb==1.4.1
   orjson==3.9.15
   safetensors==0.8.0  # make_safetensors_fixture.py (potential-file interop fixtures)
+  # make_kernel_fixtures.py loads chgnet/model/basis.py by path (the package's __init__ needs
+  # pymatgen, which we do not install): the wheel is only unpacked, never imported whole.
+  chgnet==0.3.0
 )
 "${venv_dir}/bin/pip" install --no-deps --disable-pip-version-check "${pypi_pins[@]}"
 
