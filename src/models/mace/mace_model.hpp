@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file MACE (Batatia et al., NeurIPS 2022; mace-torch's MACE / ScaleShiftMACE) evaluated with
+/// the fused kernels of src/kernels/: energy, per-atom energy and dE/d(edge vector), from which
+/// callers form forces, the virial and per-atom virials.
+///
+/// The model sees a graph in the layout a LAMMPS pair style has: nodes 0..n_local-1 are the
+/// atoms whose energies are wanted ("local"); nodes n_local..n_total-1 are "ghosts" (periodic
+/// images or another rank's atoms) that only send messages. Every edge has a local receiver.
+/// After each interaction layer the ghosts' node features must equal their owners' features:
+/// the model asks the caller's FeatureExchange to copy them (forward communication), and in
+/// the reverse pass to add the ghosts' adjoints into their owners (reverse communication). So
+/// a halo of one cutoff suffices, whatever the number of layers. A caller without ghosts (one
+/// structure, periodic images folded into edge vectors, as mace-torch builds its graph) passes
+/// n_total = n_local and no exchange.
+///
+/// The file layout, hyperparameters and what the converter writes: docs/mace-potential.md.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/potential_file.hpp"
+
+namespace fastmlip::models {
+
+/// The caller's communication between layers. Rows are nodes, `width` values per row,
+/// row-major, in the model's compute precision; `rows` holds n_total rows (host memory).
+///
+/// What is exchanged: the sender features of layer t >= 1, h^t = linear_up(x^t), which the
+/// model computes for the local rows only (mace-torch's LAMMPS path exchanges the same
+/// tensor). Call order of one compute(), T = num_layers():
+///   forward(h^1), forward(h^2), .., forward(h^{T-1})             (T-1 calls, in layer order)
+///   and with gradients, afterwards:
+///   reverse(dE/dh^{T-1}), .., reverse(dE/dh^1)                    (T-1 calls, reverse order)
+/// Widths are those of each layer's node features (all equal for MACE-MP shapes);
+/// max_exchange_width() bounds them. A one-layer model never calls the exchange.
+template <class T>
+class FeatureExchange {
+ public:
+  virtual ~FeatureExchange() = default;
+  /// Overwrite rows n_local..n_total-1 of `rows` with the rows of their owners.
+  virtual void forward(T* rows, int width) = 0;
+  /// Add rows n_local..n_total-1 of `rows` into their owners' rows, then zero them.
+  virtual void reverse(T* rows, int width) = 0;
+};
+
+/// Read-only view of one graph (host memory).
+template <class T>
+struct MaceGraph {
+  int n_local = 0;
+  int n_total = 0;
+  const int* species = nullptr;   ///< [n_total] model species index (0-based, the file's order)
+  int num_edges = 0;
+  const int* sender = nullptr;    ///< [num_edges] any node
+  const int* receiver = nullptr;  ///< [num_edges] local node, non-decreasing
+  const T* vectors = nullptr;     ///< [num_edges][3] r_sender (+ image shift) - r_receiver, Angstrom
+};
+
+struct MaceOptions {
+  /// Head of a multi-head model, by name; empty picks the only head, else the file's
+  /// hyperparameters.default_head (the converter's choice), else refuses naming the heads.
+  std::string head;
+};
+
+/// Results; sized by compute().
+template <class T>
+struct MaceResult {
+  double energy = 0;               ///< sum of node_energy (eV)
+  /// [n_local] (eV), E0, scale/shift and half of each ZBL pair included; sums to `energy`.
+  /// (mace-torch 0.3.13's plain MACE class reports only E0 + ZBL as its node_energy; its total
+  /// energy is this sum.)
+  std::vector<double> node_energy;
+  /// [num_edges][3] dE/d(vectors) (eV/A); empty without gradients. With v = r_j - r_i of edge
+  /// j -> i: F_i += dE/dv, F_j -= dE/dv; virial W = -sum_e v (x) dE/dv.
+  std::vector<T> edge_gradient;
+};
+
+/// A MACE potential ready to evaluate. T is the compute precision (double by default in the
+/// pair styles, float on request); ExecSpace the Kokkos execution space of the kernels.
+template <class ExecSpace, class T>
+class MaceModel {
+ public:
+  /// Builds the model from a potential file (model kind "mace"); throws InputError naming the
+  /// file and the offending tensor or hyperparameter on any inconsistency (a missing or
+  /// mis-shaped tensor, a missing key, irreps that do not chain), UnsupportedError listing
+  /// what is supported for a configuration this build does not evaluate (another block
+  /// class, gate or radial basis; an l or width beyond the kernels' limits).
+  MaceModel(const io::PotentialFile& file, const MaceOptions& options = {});
+  ~MaceModel();
+  MaceModel(MaceModel&&) noexcept;
+  MaceModel& operator=(MaceModel&&) noexcept;
+
+  double cutoff() const;                    ///< r_max (A)
+  int num_layers() const;                   ///< interactions
+  const std::vector<io::PotentialSpecies>& species() const;  ///< the model's species, in order
+  /// Species index of atomic number Z, or -1 if the model lacks it.
+  int species_index(int atomic_number) const;
+  /// The widest row (values per node) compute() ever passes to FeatureExchange::forward or
+  /// reverse: a caller sizes its communication buffers from it before the first step.
+  int max_exchange_width() const;
+
+  /// Energies, and dE/d(edge vectors) when `gradients`. The calls to `exchange` depend only
+  /// on the model and on `gradients`, never on the graph (zero nodes or edges included), so
+  /// that every MPI rank makes the same collective calls in the same order. `exchange` may be
+  /// null only when
+  /// graph.n_total == graph.n_local. Throws InputError for a species index out of range, an
+  /// edge whose receiver is not local or out of order, or a zero-length edge (naming both
+  /// node indices). The model keeps its work buffers between calls (they grow with the
+  /// largest graph seen), so one model serves one compute() at a time. Per-node readout
+  /// energies are formed in T and summed in double.
+  void compute(const MaceGraph<T>& graph, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace fastmlip::models

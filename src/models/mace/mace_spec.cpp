@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: MIT
+// The MACE loader (docs/mace-potential.md): mace-torch 0.3.13's state_dict tensors, verbatim,
+// plus the hyperparameters mace-torch keeps as Python attributes. Every tensor is asked for
+// with the shape the hyperparameters imply, so a file that does not describe the model it
+// claims to is refused here, naming the tensor, not later as a wrong number.
+#include "models/mace/mace_spec.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+#include "math/spherical_harmonics.hpp"
+#include "models/mace/mace_model.hpp"
+
+namespace fastmlip::models::mace {
+namespace {
+
+using io::kAnyExtent;
+using Shape = std::vector<std::int64_t>;
+
+const char* const kSupportedInteractions = "RealAgnosticInteractionBlock, RealAgnosticResidualInteractionBlock";
+
+class Reader {
+ public:
+  explicit Reader(const io::PotentialFile& f) : m_f(f), m_name(f.display_name()) {}
+
+  const std::string& name() const { return m_name; }
+
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(m_name + ": " + what); }
+  [[noreturn]] void unsupported(const std::string& what) const { throw UnsupportedError(m_name + ": " + what); }
+
+  template <class V>
+  V hp(const std::string& key) const {
+    return m_f.meta<V>("/hyperparameters/" + key);
+  }
+  bool has_hp(const std::string& key) const { return m_f.has_meta("/hyperparameters/" + key); }
+  const nlohmann::json& hp_json(const std::string& key) const {
+    return m_f.metadata.at(nlohmann::json::json_pointer("/hyperparameters/" + key));
+  }
+  Irreps irreps(const std::string& key) const {
+    const auto text = hp<std::string>(key);
+    try {
+      return Irreps::parse(text);
+    } catch (const InputError& e) {
+      fail("hyperparameter '" + key + "' = '" + text + "' is not an irreps string: " + e.what());
+    }
+  }
+
+  /// Values of tensor `name` (F64, or F32 widened) with the given shape.
+  std::vector<double> tensor(const std::string& name, const Shape& shape) const {
+    return m_f.values<double>(name, shape, io::Conversion::widen);
+  }
+  bool has_tensor(const std::string& name) const { return m_f.contains(name); }
+  const io::Tensor& raw(const std::string& name) const { return m_f.get(name); }
+  /// A scalar that mace-torch stores as an integer or floating buffer.
+  double number(const std::string& name) const {
+    const auto& t = m_f.get(name);
+    io::check_tensor(t, {t.dtype}, {}, m_name);
+    if (t.dtype == io::DType::F64 || t.dtype == io::DType::F32) {
+      return t.as<double>(io::Conversion::widen)[0];
+    }
+    try {
+      return static_cast<double>(t.as<std::int64_t>(io::Conversion::widen)[0]);
+    } catch (const InputError&) {
+      fail("tensor '" + name + "' has dtype " + io::dtype_name(t.dtype) + "; expected a number");
+    }
+  }
+
+  /// Runs a table constructor, prefixing its InputError with the file and the block.
+  template <class F>
+  auto build(const std::string& where, F&& f) const -> decltype(f()) {
+    try {
+      return f();
+    } catch (const UnsupportedError& e) {
+      unsupported(where + ": " + e.what());
+    } catch (const InputError& e) {
+      fail(where + ": " + e.what());
+    }
+  }
+
+ private:
+  const io::PotentialFile& m_f;
+  std::string m_name;
+};
+
+Shape flat(int n) { return {static_cast<std::int64_t>(n)}; }
+
+/// e3nn o3.Linear(in -> out) and its flat weight tensor.
+void read_linear(const Reader& r, const std::string& where, const std::string& tensor, const Irreps& in,
+                 const Irreps& out, kernels::EquivariantLinear& lin, std::vector<double>& w) {
+  lin = r.build(where, [&] { return kernels::EquivariantLinear::e3nn(in, out); });
+  w = r.tensor(tensor, flat(lin.weight_numel));
+}
+
+void require_equal(const Reader& r, const std::string& what, const Irreps& got, const Irreps& expected) {
+  if (got != expected) {
+    r.fail(what + " is '" + got.str() + "' but must be '" + expected.str() + "' (mace-torch builds it so)");
+  }
+}
+
+bool scalars_only(const Irreps& irreps) {
+  for (const auto& e : irreps) {
+    if (e.ir != Irrep{0, 1}) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionSpec& I) {
+  const std::string h = "interactions/" + std::to_string(t) + "/";
+  const std::string p = "interactions." + std::to_string(t) + ".";
+  const std::string where = "interaction " + std::to_string(t);
+  const auto cls = r.hp<std::string>(h + "class");
+  if (cls == "RealAgnosticResidualInteractionBlock") {
+    I.residual = true;
+  } else if (cls == "RealAgnosticInteractionBlock") {
+    I.residual = false;
+  } else {
+    r.unsupported(where + " is a '" + cls + "'; supported interaction blocks: " + kSupportedInteractions);
+  }
+  I.node_feats = r.irreps(h + "node_feats_irreps");
+  I.target = r.irreps(h + "target_irreps");
+  I.hidden = r.irreps(h + "hidden_irreps");
+  const Irreps edge_attrs = r.irreps(h + "edge_attrs_irreps");
+  require_equal(r, "hyperparameter '" + h + "edge_attrs_irreps'", edge_attrs, Irreps::spherical_harmonics(spec.max_ell));
+  const Irreps mid = r.irreps(h + "irreps_mid");
+  I.avg_num_neighbors = r.hp<double>(h + "avg_num_neighbors");
+  if (!(I.avg_num_neighbors > 0) || !std::isfinite(I.avg_num_neighbors)) {
+    r.fail("hyperparameter '" + h + "avg_num_neighbors' must be positive, got " + std::to_string(I.avg_num_neighbors));
+  }
+
+  read_linear(r, where + " linear_up", p + "linear_up.weight", I.node_feats, I.node_feats, I.linear_up, I.w_linear_up);
+  I.tp = r.build(where + " conv_tp", [&] { return kernels::ChannelwiseTP::mace(I.node_feats, edge_attrs, I.target); });
+  require_equal(r, "hyperparameter '" + h + "irreps_mid' (the conv_tp output)", mid, I.tp.irreps_out);
+  if (r.has_hp(h + "conv_tp_weight_numel") && r.hp<int>(h + "conv_tp_weight_numel") != I.tp.weight_numel) {
+    r.fail("hyperparameter '" + h + "conv_tp_weight_numel' = " + std::to_string(r.hp<int>(h + "conv_tp_weight_numel")) +
+           " but the conv_tp built from the irreps has " + std::to_string(I.tp.weight_numel) + " weights");
+  }
+
+  // conv_tp_weights: e3nn FullyConnectedNet [num_bessel, hidden.., weight_numel].
+  const auto widths = r.hp<std::vector<int>>(h + "radial_mlp");
+  if (widths.size() < 2 || widths.front() != spec.bessel.num_basis() || widths.back() != I.tp.weight_numel) {
+    std::string w;
+    for (int x : widths) {
+      w += (w.empty() ? "" : ", ") + std::to_string(x);
+    }
+    r.fail("hyperparameter '" + h + "radial_mlp' = [" + w + "] must start with num_bessel (" +
+           std::to_string(spec.bessel.num_basis()) + ") and end with the conv_tp weight count (" +
+           std::to_string(I.tp.weight_numel) + ")");
+  }
+  I.mlp.widths = widths;
+  I.mlp.act_cst = r.hp<double>(h + "radial_mlp_cst");
+  for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
+    I.mlp.weights.push_back(r.tensor(p + "conv_tp_weights.layer" + std::to_string(k) + ".weight",
+                                     {widths[k], widths[k + 1]}));
+  }
+  r.build(where + " conv_tp_weights", [&] {
+    I.mlp.validate();
+    return 0;
+  });
+
+  read_linear(r, where + " linear", p + "linear.weight", I.tp.irreps_out, I.target, I.linear, I.w_linear);
+  // mace-torch divides the linear's output by avg_num_neighbors; a linear map, so fold it in.
+  for (double& w : I.w_linear) {
+    w /= I.avg_num_neighbors;
+  }
+
+  const Irreps skip_in = I.residual ? I.node_feats : I.target;
+  const Irreps skip_out = I.residual ? I.hidden : I.target;
+  I.skip = r.build(where + " skip_tp",
+                   [&] { return kernels::EquivariantLinear::element_skip(skip_in, spec.num_elements, skip_out); });
+  I.w_skip = I.skip.weights_from_e3nn(r.tensor(p + "skip_tp.weight", flat(I.skip.weight_numel * I.skip.num_sets)));
+}
+
+void read_product(const Reader& r, int t, const MaceSpec& spec, const InteractionSpec& I, ProductSpec& P) {
+  const std::string h = "products/" + std::to_string(t) + "/";
+  const std::string p = "products." + std::to_string(t) + ".";
+  const std::string where = "product " + std::to_string(t);
+  const int corr = r.hp<int>(h + "correlation");
+  if (corr < 1 || corr > 4) {
+    r.unsupported("hyperparameter '" + h + "correlation' = " + std::to_string(corr) + "; supported: 1 to 4");
+  }
+  const Irreps in = r.irreps(h + "irreps_in"), out = r.irreps(h + "irreps_out");
+  require_equal(r, "hyperparameter '" + h + "irreps_in'", in, I.target);
+  require_equal(r, "hyperparameter '" + h + "irreps_out'", out, I.hidden);
+  P.use_sc = r.hp<bool>(h + "use_sc");
+  if (in.empty() || out.empty()) {
+    r.fail("hyperparameters '" + h + "irreps_in'/'irreps_out' must not be empty");
+  }
+  const int C = in[0].mul;
+  int num_ell = 0;
+  for (const auto& e : in) {
+    num_ell += e.ir.dim();
+  }
+  std::vector<std::vector<std::vector<double>>> U(out.size());
+  std::vector<std::vector<std::vector<int>>> shapes(out.size());
+  P.W.assign(out.size(), {});
+  for (std::size_t o = 0; o < out.size(); ++o) {
+    const std::string c = p + "symmetric_contractions.contractions." + std::to_string(o) + ".";
+    const int L = out[o].ir.l;
+    for (int nu = 1; nu <= corr; ++nu) {
+      // mace-torch's U_matrix_nu: [2L+1, num_ell x nu, K], the first axis squeezed when L = 0.
+      Shape s;
+      if (L > 0) {
+        s.push_back(2 * L + 1);
+      }
+      for (int k = 0; k < nu; ++k) {
+        s.push_back(num_ell);
+      }
+      s.push_back(kAnyExtent);
+      const std::string name = c + "U_matrix_" + std::to_string(nu);
+      U[o].push_back(r.tensor(name, s));
+      std::vector<int> shape;
+      for (auto x : r.raw(name).shape) {
+        shape.push_back(static_cast<int>(x));
+      }
+      shapes[o].push_back(shape);
+    }
+    // weights_max is the highest order; weights.k is order corr-1-k (mace-torch's ParameterList).
+    P.W[o].resize(corr);
+    for (int nu = corr; nu >= 1; --nu) {
+      const std::string name = nu == corr ? c + "weights_max" : c + "weights." + std::to_string(corr - 1 - nu);
+      const auto K = shapes[o][nu - 1].back();
+      P.W[o][nu - 1] = r.tensor(name, {spec.num_elements, K, C});
+    }
+  }
+  P.sc = r.build(where + " symmetric contraction",
+                 [&] { return kernels::SymmetricContraction::from_mace(in, out, corr, U, shapes); });
+  read_linear(r, where + " linear", p + "linear.weight", out, out, P.linear, P.w_linear);
+}
+
+void read_readout(const Reader& r, int t, const MaceSpec& spec, const Irreps& in, ReadoutSpec& R) {
+  const std::string h = "readouts/" + std::to_string(t) + "/";
+  const std::string p = "readouts." + std::to_string(t) + ".";
+  const std::string where = "readout " + std::to_string(t);
+  const int H = static_cast<int>(spec.heads.size());
+  const Irreps heads_out = Irreps::parse(std::to_string(H) + "x0e");
+  const auto cls = r.hp<std::string>(h + "class");
+  require_equal(r, "hyperparameter '" + h + "irreps_in'", r.irreps(h + "irreps_in"), in);
+  require_equal(r, "hyperparameter '" + h + "irreps_out'", r.irreps(h + "irreps_out"), heads_out);
+  if (cls == "LinearReadoutBlock") {
+    R.nonlinear = false;
+    read_linear(r, where, p + "linear.weight", in, heads_out, R.linear_1, R.w_linear_1);
+  } else if (cls == "NonLinearReadoutBlock") {
+    R.nonlinear = true;
+    const Irreps mlp = r.irreps(h + "mlp_irreps");
+    if (!scalars_only(mlp) || mlp.dim() % H != 0) {
+      r.unsupported("hyperparameter '" + h + "mlp_irreps' = '" + mlp.str() +
+                    "'; supported: scalars (Nx0e) split evenly over the " + std::to_string(H) + " heads");
+    }
+    const auto gate = r.hp<std::string>(h + "gate");
+    if (gate != "silu") {
+      r.unsupported("hyperparameter '" + h + "gate' = '" + gate + "'; supported: silu");
+    }
+    R.gate_cst = r.hp<double>(h + "gate_cst");
+    // e3nn's normalize2mom drops a constant within 1e-4 of 1 (its _is_id); do the same.
+    if (std::abs(R.gate_cst - 1.0) < 1e-4) {
+      R.gate_cst = 1.0;
+    }
+    R.hidden_per_head = mlp.dim() / H;
+    read_linear(r, where + " linear_1", p + "linear_1.weight", in, mlp, R.linear_1, R.w_linear_1);
+    read_linear(r, where + " linear_2", p + "linear_2.weight", mlp, heads_out, R.linear_2, R.w_linear_2);
+  } else {
+    r.unsupported(where + " is a '" + cls + "'; supported readouts: LinearReadoutBlock, NonLinearReadoutBlock");
+  }
+}
+
+void read_zbl(const Reader& r, const MaceSpec& spec, ZblSpec& z) {
+  const std::string p = "pair_repulsion_fn.";
+  const auto c = r.tensor(p + "c", {4});
+  for (int k = 0; k < 4; ++k) {
+    z.c[k] = c[k];
+  }
+  z.a_exp = r.number(p + "a_exp");
+  z.a_prefactor = r.number(p + "a_prefactor");
+  const double pv = r.number(p + "p");
+  z.p = static_cast<int>(pv);
+  if (z.p != pv || z.p < 1) {
+    r.fail("tensor '" + p + "p' = " + std::to_string(pv) + " must be a positive integer");
+  }
+  if (r.has_hp("zbl/screening_exponents")) {
+    const auto d = r.hp<std::vector<double>>("zbl/screening_exponents");
+    if (d.size() != 4) {
+      r.fail("hyperparameter 'zbl/screening_exponents' must have 4 values, has " + std::to_string(d.size()));
+    }
+    std::copy(d.begin(), d.end(), z.screening);
+  }
+  if (r.has_hp("zbl/bohr_radius")) {
+    z.bohr_radius = r.hp<double>("zbl/bohr_radius");
+  }
+  if (r.has_hp("zbl/coulomb_constant")) {
+    z.coulomb = r.hp<double>("zbl/coulomb_constant");
+  }
+  z.covalent_radii = r.tensor(p + "covalent_radii", {kAnyExtent});
+  for (const auto& s : spec.species) {
+    if (s.z >= static_cast<int>(z.covalent_radii.size()) || !(z.covalent_radii[s.z] > 0)) {
+      r.fail("tensor '" + p + "covalent_radii' has no positive radius for " + s.symbol + " (Z = " +
+             std::to_string(s.z) + ")");
+    }
+  }
+}
+
+MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
+  const Reader r(file);
+  MaceSpec spec;
+  spec.source = r.name();
+  if (file.model_kind() != "mace") {
+    r.fail("holds a '" + file.model_kind() + "' model, not a MACE one");
+  }
+  spec.species = file.species();
+  spec.num_elements = r.hp<int>("num_elements");
+  if (spec.num_elements != static_cast<int>(spec.species.size())) {
+    r.fail("hyperparameter 'num_elements' = " + std::to_string(spec.num_elements) + " but the file lists " +
+           std::to_string(spec.species.size()) + " species");
+  }
+  const auto model_class = r.hp<std::string>("model_class");
+  if (model_class != "MACE" && model_class != "ScaleShiftMACE") {
+    r.unsupported("hyperparameter 'model_class' = '" + model_class + "'; supported: MACE, ScaleShiftMACE");
+  }
+  spec.scale_shift = model_class == "ScaleShiftMACE";
+  if (r.has_hp("radial_type") && r.hp<std::string>("radial_type") != "bessel") {
+    r.unsupported("hyperparameter 'radial_type' = '" + r.hp<std::string>("radial_type") + "'; supported: bessel");
+  }
+  if (r.has_hp("distance_transform") && !r.hp_json("distance_transform").is_null() &&
+      r.hp<std::string>("distance_transform") != "None") {
+    r.unsupported("hyperparameter 'distance_transform' = '" + r.hp<std::string>("distance_transform") +
+                  "'; supported: None");
+  }
+
+  spec.r_max = r.hp<double>("r_max");
+  const double r_cut = file.meta<double>("/cutoffs/r_max");
+  if (!(spec.r_max > 0) || std::abs(spec.r_max - r_cut) > 1e-12 * spec.r_max) {
+    r.fail("hyperparameter 'r_max' = " + std::to_string(spec.r_max) + " must be positive and equal cutoffs.r_max = " +
+           std::to_string(r_cut));
+  }
+  const int num_bessel = r.hp<int>("num_bessel");
+  const int p = r.hp<int>("num_polynomial_cutoff");
+  spec.max_ell = r.hp<int>("max_ell");
+  if (spec.max_ell < 0 || spec.max_ell > kMaxL) {
+    r.unsupported("hyperparameter 'max_ell' = " + std::to_string(spec.max_ell) + "; supported: 0 to " +
+                  std::to_string(kMaxL));
+  }
+  spec.num_interactions = r.hp<int>("num_interactions");
+  if (spec.num_interactions < 1) {
+    r.fail("hyperparameter 'num_interactions' = " + std::to_string(spec.num_interactions) + " must be at least 1");
+  }
+  const int T = spec.num_interactions;
+
+  // Heads: mace-torch readouts have one output column per head and E0 / scale / shift a head
+  // axis; a node of head h reads column h (models.py: [num_atoms_arange, node_heads]).
+  spec.heads = r.hp<std::vector<std::string>>("heads");
+  if (spec.heads.empty()) {
+    r.fail("hyperparameter 'heads' is empty; a model has at least one head");
+  }
+  const int H = static_cast<int>(spec.heads.size());
+  std::string head_list;
+  for (const auto& n : spec.heads) {
+    head_list += (head_list.empty() ? "'" : ", '") + n + "'";
+  }
+  std::string wanted = options.head;
+  if (wanted.empty() && r.has_hp("default_head") && !r.hp_json("default_head").is_null()) {
+    wanted = r.hp<std::string>("default_head");  // the converter's choice (mace's calculator: "default")
+  }
+  if (wanted.empty()) {
+    if (H > 1) {
+      throw InputError(spec.source + ": the model has " + std::to_string(H) + " heads (" + head_list +
+                       "); choose one (pair_style keyword 'head')");
+    }
+    spec.head = 0;
+  } else {
+    spec.head = -1;
+    for (int k = 0; k < H; ++k) {
+      if (spec.heads[k] == wanted) {
+        spec.head = k;
+      }
+    }
+    if (spec.head < 0) {
+      throw InputError(spec.source + ": the model has no head '" + wanted + "'; its heads are " + head_list);
+    }
+  }
+
+  // Atomic energies: [E] for one head, [H, E] otherwise (AtomicEnergiesBlock: atleast_2d).
+  const std::string ae = "atomic_energies_fn.atomic_energies";
+  const int E = spec.num_elements;
+  if (r.raw(ae).shape.size() == 1 && H == 1) {
+    spec.e0 = r.tensor(ae, {E});
+  } else {
+    const auto all = r.tensor(ae, {H, E});
+    spec.e0.assign(all.begin() + static_cast<std::ptrdiff_t>(spec.head) * E,
+                   all.begin() + static_cast<std::ptrdiff_t>(spec.head + 1) * E);
+  }
+  if (spec.scale_shift) {
+    for (const char* which : {"scale", "shift"}) {
+      const std::string name = std::string("scale_shift.") + which;
+      double v = 0;
+      if (r.raw(name).shape.empty() && H == 1) {
+        v = r.tensor(name, {})[0];
+      } else {
+        v = r.tensor(name, {H})[spec.head];
+      }
+      (std::string(which) == "scale" ? spec.scale : spec.shift) = v;
+    }
+  }
+
+  // Radial basis: BesselBasis(bessel_weights) x PolynomialCutoff(p), prefactor sqrt(2 / r_max).
+  spec.bessel.r_max = spec.r_max;
+  spec.bessel.envelope_p = p;
+  spec.bessel.frequencies = r.tensor("radial_embedding.bessel_fn.bessel_weights", {num_bessel});
+  r.build("radial embedding", [&] {
+    spec.bessel.validate();
+    return 0;
+  });
+
+  // Embedding: o3.Linear(E x 0e -> C x 0e) of the one-hot species.
+  spec.interactions.resize(T);
+  const Irreps nf0 = r.irreps("interactions/0/node_feats_irreps");
+  if (!scalars_only(nf0) || nf0.size() != 1) {
+    r.fail("hyperparameter 'interactions/0/node_feats_irreps' = '" + nf0.str() + "' must be Cx0e (the embedding)");
+  }
+  spec.embedding_irreps = nf0;
+  {
+    kernels::EquivariantLinear emb;
+    read_linear(r, "node embedding", "node_embedding.linear.weight", Irreps::parse(std::to_string(E) + "x0e"), nf0, emb,
+                spec.w_embedding);
+    spec.embedding_path_weight = emb.instructions.at(0).path_weight;
+  }
+
+  spec.products.resize(T);
+  spec.readouts.resize(T);
+  Irreps features = nf0;
+  for (int t = 0; t < T; ++t) {
+    read_interaction(r, t, spec, spec.interactions[t]);
+    require_equal(r, "hyperparameter 'interactions/" + std::to_string(t) + "/node_feats_irreps'",
+                  spec.interactions[t].node_feats, features);
+    read_product(r, t, spec, spec.interactions[t], spec.products[t]);
+    read_readout(r, t, spec, spec.interactions[t].hidden, spec.readouts[t]);
+    features = spec.interactions[t].hidden;
+  }
+
+  // ZBL pair repulsion: present when the hyperparameter is an object (null or absent: none).
+  const bool zbl_hp = r.has_hp("zbl") && !r.hp_json("zbl").is_null();
+  if (zbl_hp != r.has_tensor("pair_repulsion_fn.c")) {
+    r.fail(zbl_hp ? "hyperparameter 'zbl' is set but the tensors 'pair_repulsion_fn.*' are missing"
+                  : "has 'pair_repulsion_fn.*' tensors but hyperparameter 'zbl' is null or absent");
+  }
+  if (zbl_hp) {
+    spec.zbl.emplace();
+    read_zbl(r, spec, *spec.zbl);
+  }
+  return spec;
+}
+
+}  // namespace
+
+MaceSpec load_mace_spec(const io::PotentialFile& file, const MaceOptions& options) {
+  try {
+    return load(file, options);
+  } catch (const FileError& e) {
+    // The container's accessors report a missing tensor or key as a FileError naming the
+    // file; for a model file that is an input problem, and MaceModel documents InputError.
+    throw InputError(e.what());
+  }
+}
+
+}  // namespace fastmlip::models::mace

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file The MACE loader: a potential file (docs/mace-potential.md) read into host-side tables
+/// and weights, independent of the compute precision and the execution space. MaceModel builds
+/// its kernels from this; tests use it to check what was read.
+///
+/// Everything here mirrors mace-torch 0.3.13 (modules/models.py MACE / ScaleShiftMACE,
+/// modules/blocks.py): which blocks exist, their irreps, their weights in mace-torch's layouts
+/// regrouped where a kernel wants another (the skip TP's per-element blocks), and the
+/// constants that mace-torch keeps as Python attributes (avg_num_neighbors, normalize2mom
+/// constants) taken from the hyperparameters.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/potential_file.hpp"
+#include "kernels/channelwise_tp.hpp"
+#include "kernels/linear.hpp"
+#include "kernels/radial_basis.hpp"
+#include "kernels/radial_mlp.hpp"
+#include "kernels/symmetric_contraction.hpp"
+#include "math/irreps.hpp"
+
+namespace fastmlip::models {
+struct MaceOptions;
+}
+
+namespace fastmlip::models::mace {
+
+/// One interaction block t (RealAgnosticInteractionBlock or RealAgnosticResidualInteractionBlock).
+struct InteractionSpec {
+  /// Residual blocks apply skip_tp to the block's input features (the self-connection added
+  /// after the product); the non-residual block (MACE-MP's first layer) applies it to the
+  /// message, before the product.
+  bool residual = false;
+  Irreps node_feats, target, hidden;
+  kernels::EquivariantLinear linear_up;  ///< node_feats -> node_feats
+  std::vector<double> w_linear_up;
+  kernels::ChannelwiseTP tp;             ///< node_feats (x) SH -> irreps_mid
+  kernels::RadialMLP mlp;                ///< Bessel features -> tp.weight_numel
+  kernels::EquivariantLinear linear;     ///< irreps_mid -> target
+  std::vector<double> w_linear;          ///< already divided by avg_num_neighbors
+  kernels::EquivariantLinear skip;       ///< residual: node_feats -> hidden; else target -> target
+  std::vector<double> w_skip;            ///< [E][skip.weight_numel] (regrouped by element)
+  double avg_num_neighbors = 1;
+};
+
+/// One product block t (EquivariantProductBasisBlock).
+struct ProductSpec {
+  kernels::SymmetricContraction sc;                   ///< target -> hidden
+  std::vector<std::vector<std::vector<double>>> W;    ///< W[o][nu-1]: [E, K_nu, C]
+  kernels::EquivariantLinear linear;                  ///< hidden -> hidden
+  std::vector<double> w_linear;
+  bool use_sc = true;                                 ///< add the residual block's skip
+};
+
+/// One readout t: LinearReadoutBlock or NonLinearReadoutBlock.
+struct ReadoutSpec {
+  bool nonlinear = false;
+  kernels::EquivariantLinear linear_1;  ///< linear: the readout itself; non-linear: to the MLP irreps
+  std::vector<double> w_linear_1;
+  kernels::EquivariantLinear linear_2;  ///< non-linear only: MLP irreps -> heads x 0e
+  std::vector<double> w_linear_2;
+  double gate_cst = 1;                  ///< e3nn normalize2mom constant of SiLU (1 if e3nn dropped it)
+  int hidden_per_head = 0;              ///< non-linear: hidden units per head (mace-torch mask_head blocks)
+};
+
+/// mace-torch's ZBLBasis (pair_repulsion_fn), parameters from its buffers.
+struct ZblSpec {
+  double c[4] = {0, 0, 0, 0};
+  /// Constants in mace-torch's source, not its state_dict; the converter records them in
+  /// hyperparameters.zbl and they are taken from there when present.
+  double screening[4] = {3.2, 0.9423, 0.4028, 0.2016};
+  double bohr_radius = 0.529;
+  double coulomb = 14.3996;  ///< eV A / e^2, as mace-torch rounds it
+  double a_exp = 0, a_prefactor = 0;
+  int p = 6;
+  std::vector<double> covalent_radii;  ///< indexed by Z (ase.data.covalent_radii)
+};
+
+struct MaceSpec {
+  std::string source;  ///< pot.display_name(), for messages
+  std::vector<io::PotentialSpecies> species;
+  int num_elements = 0;
+  double r_max = 0;
+  int max_ell = 0;
+  int num_interactions = 0;
+  std::vector<std::string> heads;
+  int head = 0;  ///< the selected head's index
+
+  bool scale_shift = false;  ///< ScaleShiftMACE
+  double scale = 1, shift = 0;
+  std::vector<double> e0;    ///< [E] atomic energies of the selected head (eV)
+
+  Irreps embedding_irreps;         ///< C x 0e
+  std::vector<double> w_embedding; ///< o3.Linear(E x 0e -> C x 0e) weights [E][C]
+  double embedding_path_weight = 1;
+
+  kernels::RadialBesselParams bessel;
+  std::vector<InteractionSpec> interactions;
+  std::vector<ProductSpec> products;
+  std::vector<ReadoutSpec> readouts;
+  std::optional<ZblSpec> zbl;
+};
+
+/// Reads and checks everything; throws InputError naming the file and the tensor or key on
+/// any inconsistency, UnsupportedError (listing what is supported) for a configuration this
+/// build does not evaluate.
+MaceSpec load_mace_spec(const io::PotentialFile& file, const MaceOptions& options);
+
+}  // namespace fastmlip::models::mace

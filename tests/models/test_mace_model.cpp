@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: MIT
+// MaceModel on random potentials built in C++ (mace_test_potential.hpp): gradients against
+// finite differences, invariances, the ghost/exchange path against folded images, float
+// against double, sizes {0, 1, 13, a few hundred}, and the loader's and compute()'s errors.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "../common/tolerance.hpp"
+#include "core/error.hpp"
+#include "io/potential_file.hpp"
+#include "math/wigner_d.hpp"
+#include "mace_test_graph.hpp"
+#include "mace_test_potential.hpp"
+#include "models/mace/mace_model.hpp"
+
+namespace fastmlip::test {
+namespace {
+
+using Exec = Kokkos::DefaultHostExecutionSpace;
+template <class T>
+using Model = models::MaceModel<Exec, T>;
+
+// The model variants the tests run over: every block the loader supports appears in one.
+struct Variant {
+  const char* name;
+  MaceTestConfig cfg;
+  std::string head;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  v.push_back({"mp_like", MaceTestConfig{}, ""});
+  MaceTestConfig b;
+  b.residual_first = true;
+  b.scale_shift = false;
+  b.num_interactions = 3;
+  b.correlation = {2, 3, 1};
+  b.zbl = true;
+  v.push_back({"residual_mace_zbl_3layers", b, ""});
+  MaceTestConfig c;
+  c.heads = 2;
+  c.max_ell = 3;
+  c.channels = 3;
+  v.push_back({"two_heads_lmax3", c, "head1"});
+  MaceTestConfig d;
+  d.num_interactions = 1;
+  d.correlation = {2};
+  d.zbl = true;
+  v.push_back({"one_layer", d, ""});
+  return v;
+}
+
+template <class T>
+Model<T> make_model(const Variant& v, std::uint64_t seed = 5) {
+  models::MaceOptions opt;
+  opt.head = v.head;
+  return Model<T>(make_mace_potential(v.cfg, seed), opt);
+}
+
+// A cluster of n atoms (min distance 1.4 A, inside ZBL range for some pairs) in a box.
+Structure cluster(int n, std::uint64_t seed) {
+  const double side = std::cbrt(n * 12.0);
+  return random_structure(n, side, 1.4, 3, seed, false);
+}
+
+template <class T>
+double energy_of(Model<T>& m, const TestGraph<T>& g) {
+  models::MaceResult<T> r;
+  CopyExchange<T> ex(g.n_local, g.owner);
+  m.compute(g.view(), &ex, false, r);
+  return r.energy;
+}
+
+double rel_err(double a, double b, double floor = 1.0) { return std::abs(a - b) / std::max(floor, std::abs(b)); }
+
+TEST(MaceModel, EdgeGradientsMatchFiniteDifferences) {
+  for (const auto& v : variants()) {
+    auto m = make_model<double>(v);
+    const auto s = cluster(9, 3);
+    auto g = folded_graph<double>(s, v.cfg.r_max);
+    ASSERT_GT(g.num_edges(), 20) << v.name;
+    models::MaceResult<double> r;
+    m.compute(g.view(), nullptr, true, r);
+    ASSERT_EQ(r.edge_gradient.size(), g.vectors.size());
+    const double h = 1e-5;
+    double worst = 0;
+    for (std::size_t k = 0; k < g.vectors.size(); ++k) {
+      auto gp = g, gm = g;
+      gp.vectors[k] += h;
+      gm.vectors[k] -= h;
+      const double fd = (energy_of(m, gp) - energy_of(m, gm)) / (2 * h);
+      worst = std::max(worst, rel_err(r.edge_gradient[k], fd));
+      EXPECT_NEAR(r.edge_gradient[k], fd, 1e-6 * std::max(1.0, std::abs(fd))) << v.name << " component " << k;
+    }
+    std::printf("%s: %d edges, E = %.6f eV, worst FD error %.2e\n", v.name, g.num_edges(), r.energy, worst);
+  }
+}
+
+TEST(MaceModel, EnergyIsRotationInvariantAndGradientsRotate) {
+  const auto R = rotation_from_euler(0.7, -1.1, 2.4);
+  for (const auto& v : variants()) {
+    auto m = make_model<double>(v);
+    const auto s = cluster(11, 8);
+    const auto g = folded_graph<double>(s, v.cfg.r_max);
+    auto gr = g;
+    for (int e = 0; e < g.num_edges(); ++e) {
+      for (int a = 0; a < 3; ++a) {
+        gr.vectors[3 * e + a] = 0;
+        for (int b = 0; b < 3; ++b) {
+          gr.vectors[3 * e + a] += R[3 * a + b] * g.vectors[3 * e + b];
+        }
+      }
+    }
+    models::MaceResult<double> r0, r1;
+    m.compute(g.view(), nullptr, true, r0);
+    m.compute(gr.view(), nullptr, true, r1);
+    EXPECT_NEAR(r1.energy, r0.energy, 1e-11 * std::max(1.0, std::abs(r0.energy))) << v.name;
+    double scale = 1e-300;
+    for (double x : r0.edge_gradient) {
+      scale = std::max(scale, std::abs(x));
+    }
+    for (int e = 0; e < g.num_edges(); ++e) {
+      for (int a = 0; a < 3; ++a) {
+        double rg = 0;
+        for (int b = 0; b < 3; ++b) {
+          rg += R[3 * a + b] * r0.edge_gradient[3 * e + b];
+        }
+        EXPECT_NEAR(r1.edge_gradient[3 * e + a], rg, 1e-11 * scale) << v.name << " edge " << e;
+      }
+    }
+  }
+}
+
+template <class T>
+class MaceModelTyped : public ::testing::Test {};
+using Dtypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(MaceModelTyped, Dtypes);
+
+// A periodic structure evaluated as mace-torch does (images folded into the vectors, no
+// ghosts) and as a LAMMPS rank does (images as ghost nodes fed by the exchange) gives the same
+// energies and forces; the exchange is called T-1 times each way with the advertised width.
+TYPED_TEST(MaceModelTyped, GhostsWithExchangeMatchFoldedImages) {
+  using T = TypeParam;
+  for (const auto& v : variants()) {
+    auto m = make_model<T>(v);
+    const auto s = random_structure(13, 6.5, 1.5, 3, 21, true);
+    const auto gf = folded_graph<T>(s, v.cfg.r_max);
+    const auto gg = ghost_graph<T>(s, v.cfg.r_max);
+    ASSERT_GT(gg.n_total, gg.n_local + 10) << v.name;
+    models::MaceResult<T> rf, rg;
+    m.compute(gf.view(), nullptr, true, rf);
+    CopyExchange<T> ex(gg.n_local, gg.owner);
+    m.compute(gg.view(), &ex, true, rg);
+    EXPECT_EQ(ex.forward_calls, m.num_layers() - 1) << v.name;
+    EXPECT_EQ(ex.reverse_calls, m.num_layers() - 1) << v.name;
+    for (int w : ex.widths) {
+      EXPECT_LE(w, m.max_exchange_width()) << v.name;
+    }
+    if (m.num_layers() > 1) {
+      EXPECT_EQ(*std::max_element(ex.widths.begin(), ex.widths.end()), m.max_exchange_width()) << v.name;
+    }
+    const double tol = std::is_same_v<T, double> ? 1e-12 : 1e-5;
+    EXPECT_NEAR(rg.energy, rf.energy, tol * std::max(1.0, std::abs(rf.energy))) << v.name;
+    for (int i = 0; i < gf.n_local; ++i) {
+      EXPECT_NEAR(rg.node_energy[i], rf.node_energy[i], tol * std::max(1.0, std::abs(rf.energy))) << v.name;
+    }
+    const auto ff = forces(gf, rf.edge_gradient), fg = forces(gg, rg.edge_gradient);
+    double scale = 1e-300;
+    for (double x : ff) {
+      scale = std::max(scale, std::abs(x));
+    }
+    for (std::size_t k = 0; k < ff.size(); ++k) {
+      EXPECT_NEAR(fg[k], ff[k], (std::is_same_v<T, double> ? 1e-11 : 1e-4) * scale) << v.name << " force " << k;
+    }
+  }
+}
+
+TYPED_TEST(MaceModelTyped, FloatAgreesWithDouble) {
+  using T = TypeParam;
+  for (const auto& v : variants()) {
+    auto md = make_model<double>(v);
+    auto mt = make_model<T>(v);
+    const auto s = cluster(13, 4);
+    const auto gd = folded_graph<double>(s, v.cfg.r_max);
+    const auto gt = folded_graph<T>(s, v.cfg.r_max);
+    models::MaceResult<double> rd;
+    models::MaceResult<T> rt;
+    md.compute(gd.view(), nullptr, true, rd);
+    mt.compute(gt.view(), nullptr, true, rt);
+    const double tol = std::is_same_v<T, double> ? 1e-13 : 2e-5;
+    EXPECT_NEAR(rt.energy, rd.energy, tol * std::max(1.0, std::abs(rd.energy))) << v.name;
+    double scale = 1e-300;
+    for (double x : rd.edge_gradient) {
+      scale = std::max(scale, std::abs(x));
+    }
+    for (std::size_t k = 0; k < rd.edge_gradient.size(); ++k) {
+      EXPECT_NEAR(rt.edge_gradient[k], rd.edge_gradient[k], 50 * tol * scale) << v.name << " @" << k;
+    }
+  }
+}
+
+// Sizes {0, 1, 13, a few hundred}: per-atom energies sum to the energy, forces sum to zero,
+// the exchange is called the same number of times whatever the graph (MPI ranks call alike).
+TYPED_TEST(MaceModelTyped, SizesZeroOneThirteenAndHundreds) {
+  using T = TypeParam;
+  const auto v = variants()[0];
+  auto m = make_model<T>(v);
+  for (int n : {0, 1, 13, 300}) {
+    const auto s = n == 300 ? random_structure(n, 14.0, 1.6, 3, 7, true) : cluster(n, 11);
+    const auto g = ghost_graph<T>(s, v.cfg.r_max);
+    CopyExchange<T> ex(g.n_local, g.owner);
+    models::MaceResult<T> r;
+    m.compute(g.view(), &ex, true, r);
+    EXPECT_EQ(ex.forward_calls, m.num_layers() - 1) << n;
+    EXPECT_EQ(ex.reverse_calls, m.num_layers() - 1) << n;
+    ASSERT_EQ(static_cast<int>(r.node_energy.size()), n);
+    ASSERT_EQ(r.edge_gradient.size(), 3 * static_cast<std::size_t>(g.num_edges()));
+    double sum = 0;
+    for (double e : r.node_energy) {
+      EXPECT_TRUE(std::isfinite(e));
+      sum += e;
+    }
+    EXPECT_NEAR(sum, r.energy, 1e-12 * std::max(1.0, std::abs(r.energy))) << n;
+    if (n == 0) {
+      EXPECT_EQ(r.energy, 0.0);
+    }
+    if (n == 1) {
+      EXPECT_EQ(g.num_edges(), 0);
+    }
+    const auto f = forces(g, r.edge_gradient);
+    double fsum[3] = {0, 0, 0}, scale = 1;
+    for (int i = 0; i < n; ++i) {
+      for (int k = 0; k < 3; ++k) {
+        fsum[k] += f[3 * i + k];
+        scale = std::max(scale, std::abs(f[3 * i + k]));
+      }
+    }
+    for (double x : fsum) {
+      EXPECT_NEAR(x, 0.0, (std::is_same_v<T, double> ? 1e-10 : 1e-3) * scale * std::max(1, n)) << n;
+    }
+  }
+}
+
+TEST(MaceModel, OneAtomWithoutNeighboursHasItsIsolatedEnergy) {
+  // Without edges the messages vanish; MACE (no scale/shift, no ZBL) gives E0 plus the readouts
+  // of the skip path alone. The same atom far from another one (beyond r_max) gets the same.
+  auto v = variants()[1];
+  v.cfg.zbl = false;
+  auto m = make_model<double>(v);
+  Structure one;
+  one.positions = {0, 0, 0};
+  one.species = {1};
+  Structure two = one;
+  two.positions.insert(two.positions.end(), {10, 0, 0});
+  two.species.push_back(1);
+  models::MaceResult<double> r1, r2;
+  m.compute(folded_graph<double>(one, v.cfg.r_max).view(), nullptr, true, r1);
+  m.compute(folded_graph<double>(two, v.cfg.r_max).view(), nullptr, true, r2);
+  EXPECT_DOUBLE_EQ(r2.energy, 2 * r1.energy);
+  EXPECT_DOUBLE_EQ(r2.node_energy[0], r1.energy);
+}
+
+// ---- errors ------------------------------------------------------------------------------
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(MaceModel, ComputeRejectsBadGraphs) {
+  const auto v = variants()[0];
+  auto m = make_model<double>(v);
+  const auto s = cluster(8, 2);
+  const auto good = folded_graph<double>(s, v.cfg.r_max);
+  models::MaceResult<double> r;
+  {
+    auto g = good;
+    g.species[3] = 7;
+    EXPECT_THROW(m.compute(g.view(), nullptr, true, r), InputError);
+    EXPECT_NE(error_of([&] { m.compute(g.view(), nullptr, true, r); }).find("node 3 has species index 7"),
+              std::string::npos);
+  }
+  {
+    auto g = good;
+    g.vectors[3 * 5] = g.vectors[3 * 5 + 1] = g.vectors[3 * 5 + 2] = 0;
+    const auto msg = error_of([&] { m.compute(g.view(), nullptr, true, r); });
+    EXPECT_NE(msg.find("MaceModel::compute: edge 5 joins nodes " + std::to_string(g.receiver[5]) + " and " +
+                       std::to_string(g.sender[5]) + " at distance 0"),
+              std::string::npos)
+        << msg;
+    EXPECT_THROW(m.compute(g.view(), nullptr, true, r), InputError);
+  }
+  {
+    auto g = good;
+    g.vectors[3 * 2 + 1] = std::nan("");
+    EXPECT_THROW(m.compute(g.view(), nullptr, true, r), InputError);
+  }
+  {
+    auto g = good;
+    std::swap(g.receiver[0], g.receiver.back());
+    EXPECT_NE(error_of([&] { m.compute(g.view(), nullptr, true, r); }).find("sorted by receiver"), std::string::npos);
+  }
+  {
+    auto g = good;
+    g.n_local = 2;  // receivers beyond 1 are then ghosts
+    CopyExchange<double> ex(2, {});
+    EXPECT_NE(error_of([&] { m.compute(g.view(), &ex, true, r); }).find("not a local node"), std::string::npos);
+  }
+  {
+    const auto g = ghost_graph<double>(random_structure(6, 5.0, 1.5, 3, 1, true), v.cfg.r_max);
+    ASSERT_GT(g.n_total, g.n_local);
+    EXPECT_NE(error_of([&] { m.compute(g.view(), nullptr, true, r); }).find("no FeatureExchange"), std::string::npos);
+  }
+  // After errors the model still works.
+  m.compute(good.view(), nullptr, true, r);
+  EXPECT_TRUE(std::isfinite(r.energy));
+}
+
+// A copy of `pot` with tensor `name` dropped (and replaced by `replacement` if given).
+io::PotentialFile edited(const io::PotentialFile& pot, const std::string& name,
+                         std::optional<io::Tensor> replacement = std::nullopt) {
+  io::PotentialFile out;
+  out.metadata = pot.metadata;
+  for (const auto& [n, t] : pot.tensors()) {
+    if (n != name) {
+      out.add(t);
+    }
+  }
+  if (replacement) {
+    out.add(*replacement);
+  }
+  return out;
+}
+
+std::string load_error(const io::PotentialFile& pot, const std::string& head = "") {
+  const std::string path = ::testing::TempDir() + "fastmlip_mace_bad.safetensors";
+  io::write_potential_file(path, pot);
+  const auto back = io::read_potential_file(path);
+  models::MaceOptions opt;
+  opt.head = head;
+  try {
+    Model<double> m(back, opt);
+  } catch (const InputError& e) {
+    return std::string("InputError: ") + e.what();
+  } catch (const UnsupportedError& e) {
+    return std::string("UnsupportedError: ") + e.what();
+  }
+  return "<loaded>";
+}
+
+TEST(MaceModel, LoaderRefusesInconsistentFiles) {
+  const auto v = variants()[0];
+  const auto pot = make_mace_potential(v.cfg, 5);
+  const std::string path = ::testing::TempDir() + "fastmlip_mace_bad.safetensors";
+  EXPECT_EQ(load_error(pot), "<loaded>");
+
+  auto msg = load_error(edited(pot, "interactions.1.linear.weight"));
+  EXPECT_EQ(msg.rfind("InputError: " + path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("interactions.1.linear.weight"), std::string::npos) << msg;
+
+  msg = load_error(edited(pot, "products.0.symmetric_contractions.contractions.1.weights.0",
+                          io::Tensor::from<double>("products.0.symmetric_contractions.contractions.1.weights.0",
+                                                   {3, 2, 5}, std::vector<double>(30, 0.1))));
+  EXPECT_EQ(msg.rfind("InputError: " + path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("products.0.symmetric_contractions.contractions.1.weights.0"), std::string::npos) << msg;
+
+  msg = load_error(edited(pot, "interactions.0.skip_tp.weight",
+                          io::Tensor::from<double>("interactions.0.skip_tp.weight", {7}, std::vector<double>(7, 0.1))));
+  EXPECT_NE(msg.find("interactions.0.skip_tp.weight"), std::string::npos) << msg;
+
+  auto bad = pot;
+  bad.metadata["hyperparameters"]["interactions"][1]["class"] = "RealAgnosticDensityInteractionBlock";
+  msg = load_error(bad);
+  EXPECT_EQ(msg.rfind("UnsupportedError: " + path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("RealAgnosticResidualInteractionBlock"), std::string::npos) << msg;
+
+  bad = pot;
+  bad.metadata["hyperparameters"]["readouts"][1]["gate"] = "tanh";
+  EXPECT_NE(load_error(bad).find("supported: silu"), std::string::npos);
+
+  bad = pot;
+  bad.metadata["hyperparameters"]["products"][0]["correlation"] = 2;  // the file holds order 3
+  msg = load_error(bad);
+  EXPECT_EQ(msg.rfind("InputError: " + path, 0), 0u) << msg;
+
+  bad = pot;
+  bad.metadata["hyperparameters"]["interactions"][0]["avg_num_neighbors"] = -1.0;
+  EXPECT_NE(load_error(bad).find("avg_num_neighbors"), std::string::npos);
+
+  bad = pot;
+  bad.metadata["hyperparameters"].erase("max_ell");
+  msg = load_error(bad);
+  EXPECT_EQ(msg.rfind("InputError: " + path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("max_ell"), std::string::npos) << msg;
+
+  bad = pot;
+  bad.metadata["hyperparameters"]["interactions"][0]["irreps_mid"] = "4x0e";
+  EXPECT_NE(load_error(bad).find("irreps_mid"), std::string::npos);
+
+  bad = pot;
+  bad.metadata["hyperparameters"]["zbl"] = {{"p", 5}};  // no pair_repulsion_fn tensors
+  EXPECT_NE(load_error(bad).find("pair_repulsion_fn"), std::string::npos);
+
+  bad = pot;
+  bad.metadata["hyperparameters"]["model_class"] = "AtomicDipolesMACE";
+  EXPECT_NE(load_error(bad).find("supported: MACE, ScaleShiftMACE"), std::string::npos);
+}
+
+TEST(MaceModel, HeadsAreChosenByName) {
+  auto v = variants()[2];
+  const auto pot = make_mace_potential(v.cfg, 5);
+  EXPECT_NE(load_error(pot).find("has 2 heads ('head0', 'head1')"), std::string::npos) << load_error(pot);
+  EXPECT_NE(load_error(pot, "omat").find("no head 'omat'"), std::string::npos);
+  // The heads give different energies (own E0, scale, shift and readout columns).
+  models::MaceOptions o0, o1;
+  o0.head = "head0";
+  o1.head = "head1";
+  Model<double> m0(pot, o0), m1(pot, o1);
+  const auto g = folded_graph<double>(cluster(7, 5), v.cfg.r_max);
+  models::MaceResult<double> r0, r1;
+  m0.compute(g.view(), nullptr, false, r0);
+  m1.compute(g.view(), nullptr, false, r1);
+  EXPECT_GT(std::abs(r0.energy - r1.energy), 1e-6);
+  EXPECT_TRUE(r0.edge_gradient.empty());
+  // A converter-recorded default head is taken when none is asked for.
+  auto with_default = pot;
+  with_default.metadata["hyperparameters"]["default_head"] = "head1";
+  Model<double> md(with_default);
+  models::MaceResult<double> rd;
+  md.compute(g.view(), nullptr, false, rd);
+  EXPECT_EQ(rd.energy, r1.energy);
+}
+
+TEST(MaceModel, ReportsItsShape) {
+  const auto v = variants()[0];
+  auto m = make_model<double>(v);
+  EXPECT_EQ(m.cutoff(), v.cfg.r_max);
+  EXPECT_EQ(m.num_layers(), 2);
+  EXPECT_EQ(m.species_index(28), 1);
+  EXPECT_EQ(m.species_index(1), -1);
+  ASSERT_EQ(m.species().size(), 3u);
+  EXPECT_EQ(m.species()[2].symbol, "O");
+  // Layer 1 exchanges its sender features: 4x0e+4x1o = 16 values per node.
+  EXPECT_EQ(m.max_exchange_width(), 16);
+  Model<double> moved(std::move(m));
+  EXPECT_EQ(moved.num_layers(), 2);
+}
+
+}  // namespace
+}  // namespace fastmlip::test
