@@ -54,10 +54,11 @@ class Reader {
   }
   bool has_tensor(const std::string& name) const { return m_f.contains(name); }
   const io::Tensor& raw(const std::string& name) const { return m_f.get(name); }
-  /// A scalar that mace-torch stores as an integer or floating buffer.
+  /// A scalar that mace-torch stores as an integer or floating buffer, of shape [] or [1]
+  /// (ZBLBasis's a_exp / a_prefactor are one-element vectors in some versions).
   double number(const std::string& name) const {
     const auto& t = m_f.get(name);
-    io::check_tensor(t, {t.dtype}, {}, m_name);
+    io::check_tensor(t, {t.dtype}, t.shape.empty() ? Shape{} : Shape{1}, m_name);
     if (t.dtype == io::DType::F64 || t.dtype == io::DType::F32) {
       return t.as<double>(io::Conversion::widen)[0];
     }
