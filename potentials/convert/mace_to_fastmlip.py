@@ -1,0 +1,621 @@
+# SPDX-License-Identifier: MIT
+"""Convert a mace-torch model to a fastmlip potential file (model kind "mace").
+
+    python potentials/convert/mace_to_fastmlip.py MODEL.model -o OUT.safetensors \
+        [--head NAME] [--dtype {auto,float32,float64}]
+
+or, from Python, with a model already in memory:
+
+    from mace_to_fastmlip import convert
+    meta = convert(model, "out.safetensors")
+
+The file layout is docs/potential-format.md (the container) and docs/mace-potential.md (what a
+MACE file holds; this converter is one of the writers that page binds). In short:
+
+* every entry of the model's state_dict() is written under its own key with its own shape,
+  floating tensors as F64 (a float32 model is widened, exactly), integer buffers as I64;
+* everything mace-torch keeps as plain Python attributes rather than in the state_dict -- the
+  per-interaction avg_num_neighbors, the e3nn normalize2mom constants of the radial MLP
+  activation and of the readout gate, the irreps of every block, the head names -- goes into
+  the "hyperparameters" object of the metadata, read from the modules themselves: nothing is
+  recomputed from mace-torch's construction rules, so a model whose constants differ from
+  what a fresh construction would give (a fine-tuned avg_num_neighbors, trained Bessel
+  frequencies) converts faithfully.
+
+Only the architectures fastmlip evaluates are accepted; anything else raises
+UnsupportedModelError (exit code 2 from the command line) with a message that ends with the
+list in SUPPORTED. The output is written atomically (a temporary file in the target directory,
+then os.replace) and is a pure function of the model: the same model gives the same bytes.
+
+Needs torch, e3nn and mace-torch (to unpickle the .model and to recognise its modules), numpy
+and safetensors; tests/reference/setup-venv.sh makes such an environment.
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+
+import numpy as np
+
+WRITER = "fastmlip-convert-mace 0.1.0"
+EXIT_UNSUPPORTED = 2
+
+SUPPORTED = (
+    "supported: model classes MACE and ScaleShiftMACE built from e3nn modules (not "
+    "cuEquivariance, not TorchScript-compiled); interaction blocks RealAgnosticInteractionBlock "
+    "and RealAgnosticResidualInteractionBlock; 1 to 3 interactions; hidden irreps Cx0e, "
+    "Cx0e+Cx1o or Cx0e+Cx1o+Cx2e (max_L 0 to 2); correlation 1 to 3; spherical harmonics "
+    "max_ell 1 to 3; a Bessel radial basis with a polynomial cutoff and no distance transform; "
+    "a radial MLP with SiLU; LinearReadoutBlock and NonLinearReadoutBlock with a SiLU gate; "
+    "optional ZBL pair repulsion; one or more heads"
+)
+
+SUPPORTED_INTERACTIONS = ("RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock")
+MAX_INTERACTIONS = 3
+MAX_HIDDEN_L = 2
+MAX_CORRELATION = 3
+MAX_ELL = 3
+
+# ZBLBasis.forward (mace/modules/radial.py in mace-torch 0.3.13) has these numbers in its code,
+# not in buffers: the screening exponents, the Bohr radius used in the screening length and
+# e^2/(4 pi eps0) in eV*A. They are written out so that a reader of the file needs no copy of
+# mace-torch's source; the buffers (c, a_exp, a_prefactor, p, covalent_radii) are tensors.
+ZBL_SCREENING_EXPONENTS = [3.2, 0.9423, 0.4028, 0.2016]
+ZBL_BOHR_RADIUS = 0.529
+ZBL_COULOMB_CONSTANT = 14.3996
+
+
+class UnsupportedModelError(ValueError):
+    """The model is not one fastmlip can evaluate; the message says why and what is supported."""
+
+
+def _refuse(what):
+    raise UnsupportedModelError(f"{what}; {SUPPORTED}")
+
+
+def _irreps_str(irreps):
+    """The e3nn string of an Irreps or of anything o3.Irreps accepts (a module may hold a str)."""
+    from e3nn import o3
+
+    return str(o3.Irreps(str(irreps)))
+
+
+def _check(condition, what):
+    """An internal-consistency check of a supported model: failing means a converter bug or a
+    mace-torch version that builds the blocks differently, not a user error."""
+    if not condition:
+        raise RuntimeError(f"mace_to_fastmlip: unexpected model structure: {what} "
+                           f"(written for mace-torch 0.3.x; please report)")
+
+
+def _act_constant(act, where):
+    """The factor e3nn's normalize2mom multiplies the activation by, and the activation's name.
+
+    normalize2mom keeps `cst` (the inverse RMS of f over a standard normal) as a plain
+    attribute and skips the multiplication when it is within 1e-4 of 1 (`_is_id`); the value
+    written is the factor actually applied."""
+    import torch
+    from e3nn.math import normalize2mom
+
+    if not isinstance(act, normalize2mom):
+        _refuse(f"{where}: activation {act!r} is not an e3nn normalize2mom-wrapped function")
+    if act.f is not torch.nn.functional.silu:
+        name = getattr(act.f, "__name__", repr(act.f))
+        _refuse(f"{where}: activation '{name}' (only SiLU is supported)")
+    cst = 1.0 if act._is_id else float(act.cst)  # pylint: disable=protected-access
+    return "silu", cst
+
+
+def _finite(value, where):
+    if not math.isfinite(value):
+        raise ValueError(f"mace_to_fastmlip: {where} is {value}, not a finite number")
+    return value
+
+
+def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irreps):
+    from e3nn import nn, o3
+
+    cls = type(inter).__name__
+    if cls not in SUPPORTED_INTERACTIONS:
+        _refuse(f"interaction {t} is a {cls}")
+    residual = cls == "RealAgnosticResidualInteractionBlock"
+    for name, kind in (("linear_up", o3.Linear), ("conv_tp", o3.TensorProduct), ("linear", o3.Linear),
+                       ("skip_tp", o3.FullyConnectedTensorProduct)):
+        module = getattr(inter, name)
+        # cuEquivariance's modules use other weight layouts than the e3nn ones named here.
+        if not isinstance(module, kind):
+            _refuse(f"interaction {t}: {name} is a {type(module).__module__}.{type(module).__name__}, "
+                    f"not an e3nn {kind.__name__}")
+
+    node_feats = _irreps_str(inter.node_feats_irreps)
+    edge_attrs = _irreps_str(inter.edge_attrs_irreps)
+    target = _irreps_str(inter.target_irreps)
+    hidden = _irreps_str(inter.hidden_irreps)
+    irreps_mid = str(inter.conv_tp.irreps_out)
+    _check(str(inter.linear_up.irreps_in) == node_feats and str(inter.linear_up.irreps_out) == node_feats,
+           f"interaction {t} linear_up irreps")
+    _check(str(inter.conv_tp.irreps_in1) == node_feats and str(inter.conv_tp.irreps_in2) == edge_attrs,
+           f"interaction {t} conv_tp inputs")
+    _check(edge_attrs == str(o3.Irreps.spherical_harmonics(max_ell)), f"interaction {t} edge_attrs_irreps")
+    _check(str(inter.linear.irreps_in) == irreps_mid and str(inter.linear.irreps_out) == target,
+           f"interaction {t} linear irreps")
+    _check(str(inter.skip_tp.irreps_in2) == node_attrs_irreps, f"interaction {t} skip_tp species irreps")
+    if residual:
+        _check(str(inter.skip_tp.irreps_in1) == node_feats and str(inter.skip_tp.irreps_out) == hidden,
+               f"interaction {t} skip_tp irreps (residual)")
+    else:
+        _check(str(inter.skip_tp.irreps_in1) == target and str(inter.skip_tp.irreps_out) == target,
+               f"interaction {t} skip_tp irreps (non-residual)")
+
+    # The conv TP's weights come per edge from the radial MLP, one block per instruction in
+    # instruction order; every instruction must be a weighted "uvu" path (mace-torch's
+    # tp_out_irreps_with_instructions builds only those).
+    tp = inter.conv_tp
+    _check(not tp.internal_weights and not tp.shared_weights, f"interaction {t} conv_tp weights are external")
+    instructions = []
+    for ins in tp.instructions:
+        _check(ins.connection_mode == "uvu" and ins.has_weight, f"interaction {t} conv_tp instruction {ins}")
+        instructions.append({"i_in1": ins.i_in1, "i_in2": ins.i_in2, "i_out": ins.i_out,
+                             "path_weight": _finite(float(ins.path_weight), f"interaction {t} path weight")})
+
+    mlp = inter.conv_tp_weights
+    if not isinstance(mlp, nn.FullyConnectedNet):
+        _refuse(f"interaction {t}: conv_tp_weights is a {type(mlp).__name__}, not an e3nn FullyConnectedNet")
+    widths = [int(h) for h in mlp.hs]
+    layers = [getattr(mlp, f"layer{k}") for k in range(len(widths) - 1)]
+    _check(widths[0] == num_bessel and widths[-1] == tp.weight_numel, f"interaction {t} radial MLP widths {widths}")
+    # e3nn's _Layer scales by var_in / var_out, which FullyConnectedNet leaves at 1 unless asked;
+    # the contract has no room for other values, so refuse rather than mis-evaluate.
+    for k, layer in enumerate(layers):
+        if layer.var_in != 1 or layer.var_out != 1:
+            _refuse(f"interaction {t}: radial MLP layer {k} has variance_in/out {layer.var_in}/{layer.var_out}")
+        _check((layer.act is None) == (k == len(layers) - 1), f"interaction {t} radial MLP activations")
+    if len(layers) > 1:
+        _, radial_cst = _act_constant(layers[0].act, f"interaction {t} radial MLP")
+    else:
+        radial_cst = 1.0  # a single linear layer: no activation, the constant is never used
+
+    avg = float(inter.avg_num_neighbors)
+    if not (math.isfinite(avg) and avg > 0):
+        raise ValueError(f"mace_to_fastmlip: interaction {t} avg_num_neighbors = {avg}")
+
+    return residual, {
+        "class": cls,
+        "node_feats_irreps": node_feats,
+        "edge_attrs_irreps": edge_attrs,
+        "edge_feats_irreps": _irreps_str(inter.edge_feats_irreps),
+        "target_irreps": target,
+        "hidden_irreps": hidden,
+        "irreps_mid": irreps_mid,
+        "skip_tp_irreps_out": str(inter.skip_tp.irreps_out),
+        "conv_tp_weight_numel": int(tp.weight_numel),
+        "conv_tp_instructions": instructions,
+        "radial_mlp": widths,
+        "radial_mlp_cst": radial_cst,
+        "avg_num_neighbors": avg,
+    }
+
+
+def _product_hyperparameters(t, prod, residual, num_elements):
+    from e3nn import o3
+    from mace.modules.symmetric_contraction import SymmetricContraction
+
+    sc = prod.symmetric_contractions
+    if not isinstance(sc, SymmetricContraction) or not isinstance(prod.linear, o3.Linear):
+        _refuse(f"product {t} is built from {type(sc).__module__}.{type(sc).__name__} "
+                f"(cuEquivariance or unknown), not mace-torch's SymmetricContraction")
+    correlations = {int(c.correlation) for c in sc.contractions}
+    _check(len(correlations) == 1, f"product {t} has per-irrep correlations {sorted(correlations)}")
+    correlation = correlations.pop()
+    if not 1 <= correlation <= MAX_CORRELATION:
+        _refuse(f"product {t} has correlation {correlation}")
+    for o, c in enumerate(sc.contractions):
+        _check(len(c.weights) == correlation - 1 and tuple(c.weights_max.shape[:1]) == (num_elements,),
+               f"product {t} contraction {o} weights")
+    irreps_in = str(sc.irreps_in)
+    irreps_out = str(sc.irreps_out)
+    _check(str(prod.linear.irreps_in) == irreps_out and str(prod.linear.irreps_out) == irreps_out,
+           f"product {t} linear irreps")
+    return {
+        "correlation": correlation,
+        "irreps_in": irreps_in,
+        "irreps_out": irreps_out,
+        # mace-torch keeps use_sc=True on every layer after the first, but only residual
+        # interactions return a self-connection (the non-residual block returns None and
+        # EquivariantProductBasisBlock then adds nothing): written is whether one is added.
+        "use_sc": bool(prod.use_sc) and residual,
+    }
+
+
+def _readout_hyperparameters(t, readout, num_heads):
+    from e3nn import nn, o3
+    from mace.modules.blocks import LinearReadoutBlock, NonLinearReadoutBlock
+
+    heads_out = f"{num_heads}x0e"
+    cls = type(readout).__name__
+    if type(readout) is LinearReadoutBlock:  # pylint: disable=unidiomatic-typecheck
+        if not isinstance(readout.linear, o3.Linear):
+            _refuse(f"readout {t}: linear is not an e3nn Linear")
+        _check(str(readout.linear.irreps_out) == heads_out, f"readout {t} output irreps")
+        return {"class": cls, "irreps_in": str(readout.linear.irreps_in), "irreps_out": heads_out}
+    if type(readout) is NonLinearReadoutBlock:  # pylint: disable=unidiomatic-typecheck
+        if not isinstance(readout.linear_1, o3.Linear) or not isinstance(readout.linear_2, o3.Linear):
+            _refuse(f"readout {t}: linear_1/linear_2 are not e3nn Linear modules")
+        mlp = str(readout.linear_1.irreps_out)
+        _check(_irreps_str(readout.hidden_irreps) == mlp and str(readout.linear_2.irreps_in) == mlp,
+               f"readout {t} MLP irreps")
+        _check(str(readout.linear_2.irreps_out) == heads_out, f"readout {t} output irreps")
+        act = readout.non_linearity
+        _check(isinstance(act, nn.Activation) and len(act.acts) == len(o3.Irreps(mlp)),
+               f"readout {t} activation")
+        if any(ir.l != 0 or ir.p != 1 for _, ir in o3.Irreps(mlp)):
+            _refuse(f"readout {t}: MLP irreps {mlp} are not all even scalars")
+        gates = {_act_constant(a, f"readout {t} gate") for a in act.acts}
+        _check(len(gates) == 1, f"readout {t} gates {gates}")
+        gate, gate_cst = gates.pop()
+        # mask_head (mace/modules/irreps_tools.py) gives head h the hidden units
+        # [h*M, (h+1)*M), M = dim/num_heads; models saved before heads lack the attribute.
+        readout_heads = int(getattr(readout, "num_heads", 1))
+        _check(readout_heads == num_heads, f"readout {t} num_heads {readout_heads} vs {num_heads} heads")
+        _check(o3.Irreps(mlp).dim % num_heads == 0, f"readout {t} MLP width vs heads")
+        return {"class": cls, "irreps_in": str(readout.linear_1.irreps_in), "mlp_irreps": mlp, "gate": gate,
+                "gate_cst": gate_cst, "num_heads": readout_heads, "irreps_out": heads_out}
+    _refuse(f"readout {t} is a {cls}")
+    return None  # not reached
+
+
+def _hidden_irreps_supported(irreps_text):
+    """Cx0e, Cx0e+Cx1o or Cx0e+Cx1o+Cx2e: one multiplicity, l = 0..L with parity (-1)^l."""
+    from e3nn import o3
+
+    irreps = o3.Irreps(irreps_text)
+    if len(irreps) == 0 or len(irreps) > MAX_HIDDEN_L + 1:
+        return False
+    mul = irreps[0].mul
+    return all(m == mul and ir.l == l and ir.p == (-1) ** l for l, (m, ir) in enumerate(irreps))
+
+
+def inspect(model):
+    """The metadata fields of `model` (species, r_max, dtype, hyperparameters), or
+    UnsupportedModelError. Does not touch the tensors beyond reading a few buffers."""
+    import ase.data
+    import torch
+    from e3nn import o3
+    from mace.modules.blocks import AtomicEnergiesBlock, RadialEmbeddingBlock
+    from mace.modules.radial import BesselBasis, PolynomialCutoff, ZBLBasis
+
+    if isinstance(model, torch.jit.ScriptModule):
+        _refuse("the model is TorchScript-compiled (a *_compiled.model); convert the plain "
+                "torch.save'd module that mace's run_train writes next to it")
+    cls = type(model).__name__
+    if cls not in ("MACE", "ScaleShiftMACE") or not type(model).__module__.startswith("mace."):
+        _refuse(f"the model is a {type(model).__module__}.{cls}")
+
+    float_dtypes = {v.dtype for v in model.state_dict().values() if v.is_floating_point()}
+    if float_dtypes - {torch.float32, torch.float64} or len(float_dtypes) != 1:
+        _refuse(f"the model's floating tensors have dtypes {sorted(str(d) for d in float_dtypes)} "
+                f"(one of float32, float64 expected)")
+    model_dtype = "float64" if float_dtypes == {torch.float64} else "float32"
+
+    atomic_numbers = [int(z) for z in model.atomic_numbers.tolist()]
+    if len(set(atomic_numbers)) != len(atomic_numbers) or not all(1 <= z <= 118 for z in atomic_numbers):
+        raise ValueError(f"mace_to_fastmlip: the model's atomic_numbers {atomic_numbers} are not distinct "
+                         f"elements")
+    species = [{"Z": z, "symbol": ase.data.chemical_symbols[z]} for z in atomic_numbers]
+    num_elements = len(atomic_numbers)
+    node_attrs_irreps = f"{num_elements}x0e"
+
+    heads = [str(h) for h in getattr(model, "heads", None) or ["Default"]]
+    if len(set(heads)) != len(heads):
+        raise ValueError(f"mace_to_fastmlip: the model's head names {heads} repeat")
+
+    # Radial embedding: Bessel x polynomial envelope, nothing else.
+    radial = model.radial_embedding
+    _check(isinstance(radial, RadialEmbeddingBlock), "radial_embedding")
+    if not isinstance(radial.bessel_fn, BesselBasis):
+        _refuse(f"the radial basis is {type(radial.bessel_fn).__name__}")
+    if hasattr(radial, "distance_transform"):
+        _refuse(f"the radial basis has a {type(radial.distance_transform).__name__} distance transform")
+    _check(isinstance(radial.cutoff_fn, PolynomialCutoff), "cutoff_fn")
+    r_max = _finite(float(model.r_max), "r_max")
+    _check(float(radial.bessel_fn.r_max) == r_max and float(radial.cutoff_fn.r_max) == r_max,
+           "r_max of the model, the Bessel basis and the cutoff agree")
+    num_bessel = int(radial.bessel_fn.bessel_weights.shape[0])
+    p = int(radial.cutoff_fn.p)
+
+    sh = model.spherical_harmonics
+    _check(isinstance(sh, o3.SphericalHarmonics) and sh.normalize and sh.normalization == "component",
+           "spherical harmonics normalize=True, normalization='component'")
+    max_ell = int(sh._lmax)  # pylint: disable=protected-access
+    _check(str(sh.irreps_out) == str(o3.Irreps.spherical_harmonics(max_ell)), "spherical harmonics irreps")
+    if not 1 <= max_ell <= MAX_ELL:
+        _refuse(f"the spherical harmonics have max_ell {max_ell}")
+
+    num_interactions = len(model.interactions)
+    _check(num_interactions == int(model.num_interactions) == len(model.products) == len(model.readouts),
+           "interaction, product and readout counts")
+    if not 1 <= num_interactions <= MAX_INTERACTIONS:
+        _refuse(f"the model has {num_interactions} interactions")
+
+    if not isinstance(model.node_embedding.linear, o3.Linear):
+        _refuse("the node embedding is not an e3nn Linear")
+    _check(str(model.node_embedding.linear.irreps_in) == node_attrs_irreps, "node embedding input irreps")
+
+    interactions, products, readouts = [], [], []
+    features = str(model.node_embedding.linear.irreps_out)
+    for t in range(num_interactions):
+        inter = model.interactions[t]
+        residual, hp = _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irreps)
+        _check(hp["node_feats_irreps"] == features, f"interaction {t} input is the previous layer's output")
+        if not _hidden_irreps_supported(hp["hidden_irreps"]):
+            _refuse(f"interaction {t} has hidden irreps {hp['hidden_irreps']}")
+        product = _product_hyperparameters(t, model.products[t], residual, num_elements)
+        _check(product["irreps_in"] == hp["target_irreps"] and product["irreps_out"] == hp["hidden_irreps"],
+               f"product {t} irreps follow interaction {t}")
+        readout = _readout_hyperparameters(t, model.readouts[t], len(heads))
+        _check(readout["irreps_in"] == product["irreps_out"], f"readout {t} input irreps")
+        interactions.append(hp)
+        products.append(product)
+        readouts.append(readout)
+        features = product["irreps_out"]
+
+    _check(isinstance(model.atomic_energies_fn, AtomicEnergiesBlock), "atomic_energies_fn")
+    e0_shape = tuple(model.atomic_energies_fn.atomic_energies.shape)
+    _check(e0_shape in {(num_elements,), (len(heads), num_elements)} and (len(e0_shape) == 2 or len(heads) == 1),
+           f"atomic_energies shape {e0_shape} for {len(heads)} heads and {num_elements} elements")
+    if cls == "ScaleShiftMACE":
+        for name in ("scale", "shift"):
+            n = getattr(model.scale_shift, name).numel()
+            _check(n == len(heads) or (n == 1 and len(heads) == 1), f"scale_shift.{name} has {n} values")
+
+    zbl = None
+    # MACE.forward adds the pair energy when the attribute pair_repulsion exists.
+    _check(hasattr(model, "pair_repulsion") == hasattr(model, "pair_repulsion_fn"), "pair_repulsion flag and module")
+    if hasattr(model, "pair_repulsion"):
+        fn = model.pair_repulsion_fn
+        if type(fn) is not ZBLBasis:  # pylint: disable=unidiomatic-typecheck
+            _refuse(f"the pair repulsion is a {type(fn).__name__}")
+        radii = fn.covalent_radii.tolist()
+        zbl = {
+            "p": int(fn.p),
+            "a_exp": float(fn.a_exp),
+            "a_prefactor": float(fn.a_prefactor),
+            "c": [float(x) for x in fn.c.tolist()],
+            # Also in the tensor pair_repulsion_fn.covalent_radii (indexed by Z); here per species.
+            "covalent_radii": [float(radii[z]) for z in atomic_numbers],
+            "screening_exponents": ZBL_SCREENING_EXPONENTS,
+            "bohr_radius": ZBL_BOHR_RADIUS,
+            "coulomb_constant": ZBL_COULOMB_CONSTANT,
+        }
+
+    hyperparameters = {
+        "model_class": cls,
+        "num_elements": num_elements,
+        "r_max": r_max,
+        "num_bessel": num_bessel,
+        "num_polynomial_cutoff": p,
+        "radial_type": "bessel",
+        "distance_transform": "None",
+        "max_ell": max_ell,
+        "num_interactions": num_interactions,
+        "heads": heads,
+        "interactions": interactions,
+        "products": products,
+        "readouts": readouts,
+        "zbl": zbl,
+    }
+    return {"species": species, "r_max": r_max, "dtype": model_dtype, "hyperparameters": hyperparameters}
+
+
+def _tensors(model):
+    """state_dict entries as little-endian numpy arrays: floats as float64, integers as int64."""
+    import torch
+
+    out = {}
+    for name, value in model.state_dict().items():
+        v = value.detach().cpu()
+        if v.is_floating_point():
+            a = v.to(torch.float64).numpy().astype("<f8")  # float32 -> float64 is exact
+        elif v.dtype == torch.bool or v.is_complex():
+            raise ValueError(f"mace_to_fastmlip: state_dict entry '{name}' has dtype {v.dtype}")
+        else:
+            a = v.numpy().astype("<i8")
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            raise ValueError(f"mace_to_fastmlip: state_dict entry '{name}' has non-finite values")
+        out[name] = a.copy(order="C")  # (np.ascontiguousarray would turn a 0-d scalar into shape [1])
+    return out
+
+
+_SAFETENSORS_DTYPES = {np.dtype("<f8"): "F64", np.dtype("<i8"): "I64"}
+
+
+def _write_container(f, tensors, metadata):
+    """The safetensors container of docs/potential-format.md, written here rather than with
+    safetensors.numpy.save_file because that writer emits the __metadata__ keys in hash-map
+    order, which changes from run to run; this one is a pure function of its input. Tensors go
+    by decreasing element size, then name (all are 8 bytes wide here, so by name), and the
+    header is padded with spaces so that the buffer starts at a multiple of 8."""
+    order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
+    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
+    offset = 0
+    for name in order:
+        a = tensors[name]
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+    text += b" " * (-len(text) % 8)
+    f.write(struct.pack("<Q", len(text)))
+    f.write(text)
+    for name in order:
+        f.write(tensors[name].tobytes(order="C"))
+
+
+def _verify(path, tensors, metadata):
+    """Read the file back with the safetensors package: the container is what we meant."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="np") as f:
+        if f.metadata() != metadata or set(f.keys()) != set(tensors):
+            raise RuntimeError(f"mace_to_fastmlip: {path}: read-back metadata or tensor names differ")
+        for name, a in tensors.items():
+            b = f.get_tensor(name)
+            if b.dtype != a.dtype or b.shape != a.shape or b.tobytes() != a.tobytes():
+                raise RuntimeError(f"mace_to_fastmlip: {path}: read-back tensor '{name}' differs")
+
+
+def _check_finite_json(obj, where="metadata"):
+    if isinstance(obj, float):
+        _finite(obj, where)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_finite_json(v, f"{where}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _check_finite_json(v, f"{where}[{i}]")
+
+
+def _versions():
+    import e3nn
+    import mace
+    import torch
+
+    return f"mace-torch {mace.__version__}, e3nn {e3nn.__version__}, torch {torch.__version__}"
+
+
+def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_name=None,
+            provenance=None):
+    """Write `model` (an in-memory mace-torch MACE / ScaleShiftMACE) to `path`.
+
+    head: for a multi-head model, the head recorded as `default_head` (a reader may still
+        pick another); must be one of the model's heads. Without it, the head named
+        "default" (any case, as mace's ASE calculator chooses) if there is one, else none.
+    dtype: "auto" records the model's own precision; "float32"/"float64" record that
+        instead (the tensors are stored as F64 either way).
+    source_sha256, source_name: provenance of a converted file (set by convert_file).
+    provenance: extra free-form provenance keys (strings or numbers).
+
+    Returns the fastmlip metadata object that was written. Raises UnsupportedModelError for a
+    model outside SUPPORTED.
+    """
+    info = inspect(model)
+    hyper = info["hyperparameters"]
+    heads = hyper["heads"]
+    if head is not None:
+        if head not in heads:
+            raise ValueError(f"mace_to_fastmlip: the model has no head '{head}'; its heads are {heads}")
+        default_head = head
+    else:
+        named_default = [h for h in heads if h.lower() == "default"]
+        default_head = heads[0] if len(heads) == 1 else (named_default[0] if len(named_default) == 1 else None)
+    hyper["default_head"] = default_head
+
+    if dtype not in ("auto", "float32", "float64"):
+        raise ValueError(f"mace_to_fastmlip: dtype '{dtype}' is not auto, float32 or float64")
+    prov = {"writer": WRITER, "converted_with": _versions()}
+    if source_sha256 is not None:
+        prov["source_sha256"] = source_sha256
+    if source_name is not None:
+        prov["source_name"] = source_name
+    for k, v in (provenance or {}).items():
+        if k in prov:
+            raise ValueError(f"mace_to_fastmlip: provenance key '{k}' is set by the converter")
+        prov[k] = v
+
+    meta = {
+        "model": "mace",
+        "species": info["species"],
+        "cutoffs": {"r_max": info["r_max"]},
+        "units": "metal",
+        "dtype": info["dtype"] if dtype == "auto" else dtype,
+        "hyperparameters": hyper,
+        "provenance": prov,
+    }
+    _check_finite_json(meta)
+    header = {
+        "format": "fastmlip-potential",
+        "format_version": "1",
+        # sorted keys and fixed separators: the same model gives the same bytes.
+        "fastmlip": json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False),
+    }
+    tensors = _tensors(model)
+
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as f:
+            _write_container(f, tensors, header)
+            f.flush()
+            os.fsync(f.fileno())
+        _verify(tmp, tensors, header)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a potential is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return meta
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_model(path):
+    """torch.load a mace-torch .model on the CPU (it is a pickle: only load files you trust)."""
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except TypeError:  # torch without the weights_only argument
+        return torch.load(path, map_location="cpu")
+
+
+def convert_file(model_path, out_path, *, head=None, dtype="auto"):
+    """Convert the mace-torch .model file at `model_path`; provenance records its SHA-256."""
+    digest = sha256_of(model_path)
+    model = load_model(model_path)
+    return convert(model, out_path, head=head, dtype=dtype, source_sha256=digest,
+                   source_name=os.path.basename(model_path))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="mace_to_fastmlip.py",
+        description="Convert a mace-torch .model (torch.save of a MACE or ScaleShiftMACE) to a fastmlip "
+                    "potential file (docs/mace-potential.md).",
+        epilog=SUPPORTED[0].upper() + SUPPORTED[1:] + ".")
+    parser.add_argument("model", help="the mace-torch .model file (a pickle: only convert files you trust)")
+    parser.add_argument("-o", "--output", required=True, help="the .safetensors file to write")
+    parser.add_argument("--head", default=None,
+                        help="for a multi-head model, the head to record as the default (all heads are kept)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "float64"),
+                        help="precision recorded in the metadata (default: the model's own); tensors are F64")
+    args = parser.parse_args(argv)
+    try:
+        meta = convert_file(args.model, args.output, head=args.head, dtype=args.dtype)
+    except UnsupportedModelError as e:
+        print(f"mace_to_fastmlip: {args.model}: unsupported model: {e}", file=sys.stderr)
+        return EXIT_UNSUPPORTED
+    except (ValueError, OSError) as e:
+        print(f"mace_to_fastmlip: {args.model}: {e}", file=sys.stderr)
+        return 1
+    hp = meta["hyperparameters"]
+    print(f"wrote {args.output}: {hp['model_class']}, {hp['num_interactions']} interactions, "
+          f"species {[s['symbol'] for s in meta['species']]}, r_max {meta['cutoffs']['r_max']}, "
+          f"heads {hp['heads']} (default {hp['default_head']}), dtype {meta['dtype']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
