@@ -54,13 +54,23 @@ std::vector<std::string> slab100(double a, int n, int layers) {
           "create_atoms 1 region film"};
 }
 
-// (111) film: z along [111]; one lattice spacing along z holds three close-packed planes.
-// The rotated lattice puts atoms on the periodic x/y box edges, where round-off drops some of
-// them; a small origin shift moves every atom off the edges.
+// (111) film: z along [111], x along [1-10], y along [11-2]. Each (111) plane is a hexagonal
+// net of spacing a/sqrt(2); planes are a/sqrt(3) apart, stacked ABC.
+//
+// The box must be a whole number of periods of that crystal along x and y, or atoms meet their
+// periodic images. LAMMPS' lattice spacings for a rotated lattice are not those periods but the
+// extents of the rotated cubic cell: x a*sqrt(2) (two periods of (a/2)[1-10]), y 4a/sqrt(6)
+// (4/3 of a period of (a/2)[11-2], a*sqrt(6)/2), z a*sqrt(3) (one period of a[111], three
+// planes). So y takes 1.5 spacings (two periods): a 2 x 1.5 box is 4 x 4 rows, 16 atoms per
+// plane, 48 per lattice spacing along z. (A box of 1 spacing along y, 4/3 of a period, put
+// atoms near the y boundary about 1.5 A from periodic images of others.)
+//
+// The rotated lattice also puts atoms on the periodic x/y box edges, where round-off drops some
+// of them; the origin shift (in lattice spacings) moves every atom off the edges.
 std::vector<std::string> slab111(double a, int layers) {
   return {"lattice fcc " + fmt(a) + " orient x 1 -1 0 orient y 1 1 -2 orient z 1 1 1 origin 0.05 0.05 0.05",
-          "region box block 0 2 0 1 0 " + std::to_string(layers + 2), "create_box 2 box",
-          "region film block 0 2 0 1 -0.1667 " + fmt(layers - 0.1667), "create_atoms 1 region film"};
+          "region box block 0 2 0 1.5 0 " + std::to_string(layers + 2), "create_box 2 box",
+          "region film block 0 2 0 1.5 -0.1667 " + fmt(layers - 0.1667), "create_atoms 1 region film"};
 }
 
 void set_composition(Frame& f, double x_ni, Rng& rng) {
