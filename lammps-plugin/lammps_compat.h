@@ -7,6 +7,7 @@
 #error "LAMMPS_VERSION_NUMBER must be defined (yyyymmdd); cmake/FastmlipLammps.cmake does this"
 #endif
 
+#include "comm.h"
 #include "neighbor.h"
 #include "pair.h"
 #if LAMMPS_VERSION_NUMBER < 20220324
@@ -27,6 +28,36 @@ inline void request_full_ghost_list(LAMMPS_NS::Pair* pair, LAMMPS_NS::Neighbor* 
   neighbor->requests[irequest]->half = 0;
   neighbor->requests[irequest]->full = 1;
   neighbor->requests[irequest]->ghost = 1;
+#endif
+}
+
+/// Requests a full neighbor list of local atoms (neighbors may be ghosts).
+inline void request_full_list(LAMMPS_NS::Pair* pair, LAMMPS_NS::Neighbor* neighbor, int instance_me) {
+#if LAMMPS_VERSION_NUMBER >= 20220324
+  (void)instance_me;
+  neighbor->add_request(pair, LAMMPS_NS::NeighConst::REQ_FULL);
+#else
+  const int irequest = neighbor->request(pair, instance_me);
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+#endif
+}
+
+/// Forward / reverse communication of a pair style's per-atom data (pack_forward_comm and
+/// friends, pair->comm_forward / comm_reverse values per atom). LAMMPS 24 Mar 2022 renamed
+/// forward_comm_pair(Pair*) to forward_comm(Pair*) (lammps/lammps#3148).
+inline void forward_comm(LAMMPS_NS::Comm* comm, LAMMPS_NS::Pair* pair) {
+#if LAMMPS_VERSION_NUMBER >= 20220324
+  comm->forward_comm(pair);
+#else
+  comm->forward_comm_pair(pair);
+#endif
+}
+inline void reverse_comm(LAMMPS_NS::Comm* comm, LAMMPS_NS::Pair* pair) {
+#if LAMMPS_VERSION_NUMBER >= 20220324
+  comm->reverse_comm(pair);
+#else
+  comm->reverse_comm_pair(pair);
 #endif
 }
 

@@ -3,6 +3,8 @@
 // which checks the LAMMPS version and registers every style this package provides.
 #include "error.h"
 #include "fastmlip_command.h"
+#include "pair_fastmlip_mace.h"
+#include "pair_fastmlip_mace_kokkos.h"
 #include "lammps.h"
 #include "lammps_compat.h"
 #include "lammpsplugin.h"
@@ -19,6 +21,11 @@ using namespace LAMMPS_NS;
 
 namespace {
 Command* fastmlip_command_creator(LAMMPS* lmp) { return new FastmlipCommand(lmp); }
+Pair* pair_fastmlip_mace_creator(LAMMPS* lmp) { return new PairFastmlipMace(lmp); }
+#ifdef LMP_KOKKOS
+Pair* pair_fastmlip_mace_kk_device_creator(LAMMPS* lmp) { return new PairFastmlipMaceKokkos<LMPDeviceType>(lmp); }
+Pair* pair_fastmlip_mace_kk_host_creator(LAMMPS* lmp) { return new PairFastmlipMaceKokkos<LMPHostType>(lmp); }
+#endif
 }  // namespace
 
 // Default visibility: the plugin is built with hidden symbols so that the core's names never
@@ -41,4 +48,24 @@ extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* l
   plugin.info = "fastmlip command: 'fastmlip info' reports the plugin build";
   plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&fastmlip_command_creator);
   register_style(&plugin, lmp);
+
+  plugin.style = "pair";
+  plugin.name = "fastmlip/mace";
+  plugin.info = "MACE potentials from fastmlip potential files (docs/pair_fastmlip_mace.md)";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_mace_creator);
+  register_style(&plugin, lmp);
+
+#ifdef LMP_KOKKOS
+  // The KOKKOS variant under the names the KOKKOS package gives its own styles (PairStyle(x/kk),
+  // x/kk/device, x/kk/host): with `-sf kk`, `pair_style fastmlip/mace` resolves to fastmlip/mace/kk.
+  plugin.name = "fastmlip/mace/kk";
+  plugin.info = "MACE potentials, KOKKOS variant (docs/pair_fastmlip_mace.md)";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_mace_kk_device_creator);
+  register_style(&plugin, lmp);
+  plugin.name = "fastmlip/mace/kk/device";
+  register_style(&plugin, lmp);
+  plugin.name = "fastmlip/mace/kk/host";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_mace_kk_host_creator);
+  register_style(&plugin, lmp);
+#endif
 }

@@ -58,8 +58,10 @@ def load_configs(path):
     """ASE frames -> mace Configurations with the reference energy and forces under explicit
     keys (so that ASE's SinglePointCalculator handling does not matter), and the frames left
     out: those with two atoms closer than MIN_DISTANCE. (The slab111 frames of the dataset
-    written by fastmlip-cuni-dataset at the time of writing have atoms 1.3 A apart, energies
-    near -1 eV/atom and forces up to 57 eV/A: a broken surface cell, not physics to learn.)"""
+    written by fastmlip-cuni-dataset before commit 7a62a8c had atoms 1.3 A apart, energies near
+    -1 eV/atom and forces up to 57 eV/A: a broken surface cell, not physics to learn. The shipped
+    potential was trained on that file, without them; the fixed generator's slab111 frames are
+    physical and pass this filter.)"""
     configs, dropped = [], []
     keys = mace_data.KeySpecification(info_keys={"energy": "REF_energy"}, arrays_keys={"forces": "REF_forces"})
     for index, atoms in enumerate(ase.io.read(path, ":")):

@@ -45,8 +45,7 @@ std::string with_style(const std::string& pair_style, const std::string& name) {
 /// setup() of pair_cases.hpp without the -sf kk suffix: KOKKOS then needs the kk atom and run
 /// styles named too.
 void setup_explicit(Lammps& lmp, const Case& c) {
-  lmp.commands("units metal\natom_style atomic/kk\natom_modify map array\n");
-  lmp.commands(c.input);
+  create_system(lmp, c, "units metal\natom_style atomic/kk\natom_modify map array\n");
   lmp.command("run_style verlet/kk");
   potential(lmp, c);
 }

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// What the pair-style tests share: an in-process LAMMPS instance with the plugin loaded (one
+// per test, on MPI_COMM_WORLD), reading back energies, virials and forces by atom id, a
+// scratch directory common to all ranks, and a check that an action ends in a LAMMPS error
+// whose message says what it must.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exceptions.h"
+#include "input.h"
+#include "lammps.h"
+#include "library.h"
+
+namespace fastmlip_test {
+
+inline int rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+inline int nprocs() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+/// A path in a scratch directory shared by all ranks (restart, data and damaged files).
+inline std::string scratch(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fastmlip-pair-tests-" + std::to_string(nprocs()));
+  if (rank() == 0) {
+    fs::create_directories(dir);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return (dir / name).string();
+}
+
+/// LAMMPS' metal-units conversion from eV/A^3 to bar (force->nktv2p), to turn the pressure
+/// computes back into virials in eV.
+constexpr double kNktv2pMetal = 1.6021765e6;
+
+class Lammps {
+ public:
+  explicit Lammps(const std::vector<std::string>& extra_args = {}, MPI_Comm comm = MPI_COMM_WORLD) {
+    std::vector<std::string> args = {"lmp", "-nocite", "-log", "none", "-screen", "none", "-echo", "none"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    m_lmp = std::make_unique<LAMMPS_NS::LAMMPS>(static_cast<int>(argv.size()), argv.data(), comm);
+    command(std::string("plugin load ") + FASTMLIP_PLUGIN_PATH);
+  }
+  void command(const std::string& cmd) { m_lmp->input->one(cmd); }
+  void commands(const std::string& text) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" \t") != std::string::npos) {
+        command(line);
+      }
+    }
+  }
+  void* handle() { return m_lmp.get(); }
+  double thermo(const char* keyword) { return lammps_get_thermo(m_lmp.get(), keyword); }
+  /// A global vector compute's first `n` values.
+  std::vector<double> compute_vector(const char* id, int n) {
+    const auto* p = static_cast<double*>(lammps_extract_compute(m_lmp.get(), id, 0, 1));
+    return std::vector<double>(p, p + n);
+  }
+  double compute_scalar(const char* id) {
+    return *static_cast<double*>(lammps_extract_compute(m_lmp.get(), id, 0, 0));
+  }
+  /// A per-atom double vector ("f", "x") of all atoms, ordered by atom id (ids 1..N).
+  std::vector<double> gather(const char* name, int count) {
+    const auto natoms = static_cast<std::size_t>(lammps_get_natoms(m_lmp.get()));
+    std::vector<double> out(natoms * count);
+    lammps_gather_atoms(m_lmp.get(), const_cast<char*>(name), 1, count, out.data());
+    return out;
+  }
+  /// A per-atom vector compute of all atoms, ordered by atom id, gathered from every rank.
+  std::vector<double> gather_compute(const char* id) {
+    void* h = m_lmp.get();
+    const auto natoms = static_cast<std::size_t>(lammps_get_natoms(h));
+    const int nlocal = *static_cast<int*>(lammps_extract_global(h, "nlocal"));
+    const auto* tag = static_cast<const int*>(lammps_extract_atom(h, "id"));
+    const auto* values = static_cast<const double*>(lammps_extract_compute(h, id, 1, 1));
+    std::vector<double> mine(natoms, 0.0), all(natoms, 0.0);
+    for (int i = 0; i < nlocal; ++i) {
+      mine[tag[i] - 1] = values[i];
+    }
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(natoms), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+  }
+  void scatter(const char* name, int count, std::vector<double>& values) {
+    lammps_scatter_atoms(m_lmp.get(), const_cast<char*>(name), 1, count, values.data());
+  }
+
+ private:
+  std::unique_ptr<LAMMPS_NS::LAMMPS> m_lmp;
+};
+
+/// Runs `body` and expects a LAMMPS error whose message contains every one of `needles`.
+inline void expect_lammps_error(const std::function<void()>& body, const std::vector<std::string>& needles,
+                                const std::string& what) {
+  try {
+    body();
+    ADD_FAILURE() << what << ": no error";
+  } catch (const LAMMPS_NS::LAMMPSException& e) {
+    for (const auto& n : needles) {
+      EXPECT_NE(e.message.find(n), std::string::npos) << what << ": message '" << e.message << "' lacks '" << n << "'";
+    }
+  }
+}
+
+}  // namespace fastmlip_test
