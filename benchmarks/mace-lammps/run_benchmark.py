@@ -1,0 +1,815 @@
+# SPDX-License-Identifier: MIT
+"""MACE in LAMMPS (issue 5): pair_style fastmlip/mace against mace-torch's ASE calculator, with
+LAMMPS' SNAP for context, on random fcc Cu50Ni50 (a = 3.568 A) of 500, 4000 and 32000 atoms.
+
+Run from the repository root in the reference venv (tests/reference/setup-venv.sh), after
+scripts/setup.sh has built build/bin/lmp and build/lib/fastmlipplugin.so:
+
+    .venv/bin/python benchmarks/mace-lammps/run_benchmark.py \
+        --json benchmarks/mace-lammps/results-2026-11-23.json
+
+It prints a markdown summary on stdout and writes every measurement (per-step times, loads,
+LAMMPS' timing breakdown, memory) to the JSON file.
+
+What is measured, and why that way:
+
+- Models: tests/reference/data/mace/mp_small and mp_medium (ScaleShiftMACE, 2 interactions,
+  r_max 6, hidden 128x0e resp. 128x0e+128x1o). mace-torch runs the very same models, rebuilt
+  with make_mace_fixtures.build_model (same seed and calibration as the committed files); the
+  script checks that LAMMPS' step-0 energy equals mace-torch's on the 500-atom structure.
+- fastmlip: `build/bin/lmp -in in.bench.lmp`, NVE at 1 fs. The thermo column `cpu` is printed
+  every step, so each step's wall time is known; the setup force evaluation (before step 0) and
+  the first `--warmup` steps are dropped, and atom-steps/s = atoms / median step time. One rank,
+  Kokkos Serial (one thread), float64 and float32.
+- mace-torch: MACECalculator(models=<the model>) in ASE's VelocityVerlet at 1 fs, torch with one
+  thread; each MD step is one calculator call, which builds its neighbour list (matscipy) and,
+  in mace-torch 0.3.13, always computes the stress as well (one more gradient in the same
+  backward pass). The initial force evaluation is the warm-up; atom-steps/s = atoms / median
+  step time. float64, and float32 (default_dtype="float32": the calculator converts the model).
+  Each configuration runs in its own process, under a memory watchdog; sizes whose time or
+  memory, extrapolated linearly from the smaller size, exceed --max-config-seconds or
+  --memory-limit-gb are recorded as not run, with the estimate.
+- Memory per atom: peak resident set size at the end of the run minus the peak just before the
+  first force evaluation (model loaded, structure built), divided by the atoms. For LAMMPS both
+  come from `info memory` (getrusage) in the same process, for mace-torch from getrusage in
+  the worker. So both figures hold the neighbour list, per-atom and per-edge buffers and (for
+  mace-torch) autograd's graph, and neither the libraries nor the model weights.
+- Scaling: 1 and 2 MPI ranks at 4000 atoms, back to back (mpirun -np 1 and -np 2), efficiency
+  = rate(2 ranks) / (2 x rate(1 rank)).
+- SNAP: LAMMPS' Cu_Zuo_JPCA2020 (2J = 8, 4.1 A cutoff) on the same positions, every atom Cu.
+- Profile (--profile): `timer full` breakdown of LAMMPS (Pair / Neigh / Comm / Other; the
+  plugin's per-layer exchange of node features happens inside the pair style, so it counts as
+  Pair time) and a `perf record` flat profile of one serial and one 2-rank run, grouped by
+  symbol.
+
+The machine is usually shared: the load average is recorded before and after every run.
+Timings never go into tests; this script is the only place they are produced.
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+TEMPLATE = HERE / "in.bench.lmp"
+MACE_DATA = REPO / "tests" / "reference" / "data" / "mace"
+sys.path.insert(0, str(REPO / "tests" / "reference"))
+
+LATTICE = 3.568  # Vegard's law for Cu50Ni50 (Cu 3.615 A, Ni 3.52 A)
+RATTLE = 0.05  # A, Gaussian, so that no force vanishes by symmetry
+STRUCTURE_SEED = 20261123
+CU, NI = 29, 28
+MASS = {CU: 63.546, NI: 58.693}
+SCHEMA = "fastmlip-bench-mace-lammps 1"
+
+
+def fixtures():
+    """tests/reference/make_mace_fixtures.py, imported (it sets torch's default dtype to float64
+    and one thread, as the fixtures were made)."""
+    import make_mace_fixtures  # pylint: disable=import-outside-toplevel
+    return make_mace_fixtures
+
+
+# ---------------------------------------------------------------------------------------------
+# Structures
+
+
+def structure(cells):
+    """Random fcc Cu50Ni50 of cells^3 conventional cells: (numbers, positions, box edge)."""
+    pos, cell = fixtures()._fcc_sites(LATTICE, (cells, cells, cells))
+    rng = np.random.default_rng(STRUCTURE_SEED + cells)
+    numbers = rng.permutation(np.array([CU, NI] * (len(pos) // 2)))
+    pos = pos + rng.normal(0.0, RATTLE, pos.shape)
+    return numbers, pos, float(cell[0, 0])
+
+
+def write_data(path, numbers, pos, edge, pure_cu=False):
+    """A LAMMPS data file: types 1 = Cu, 2 = Ni; with pure_cu one type, Cu, at every site."""
+    types = np.ones(len(numbers), dtype=int) if pure_cu else np.where(numbers == CU, 1, 2)
+    masses = [MASS[CU]] if pure_cu else [MASS[CU], MASS[NI]]
+    lines = [f"fcc Cu{'' if pure_cu else '50Ni50'} (benchmarks/mace-lammps)", "",
+             f"{len(numbers)} atoms", f"{len(masses)} atom types", "",
+             f"0 {edge!r} xlo xhi", f"0 {edge!r} ylo yhi", f"0 {edge!r} zlo zhi", "", "Masses", ""]
+    lines += [f"{t + 1} {m}" for t, m in enumerate(masses)]
+    lines += ["", "Atoms # atomic", ""]
+    lines += [f"{i + 1} {t} {p[0]!r} {p[1]!r} {p[2]!r}" for i, (t, p) in enumerate(zip(types, pos))]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def edges_per_atom(numbers, pos, edge, r_max):
+    from matscipy.neighbours import neighbour_list  # pylint: disable=import-outside-toplevel
+    import ase  # pylint: disable=import-outside-toplevel
+    atoms = ase.Atoms(numbers=numbers, positions=pos, cell=np.eye(3) * edge, pbc=True)
+    return len(neighbour_list("i", atoms, r_max)) / len(numbers)
+
+
+# ---------------------------------------------------------------------------------------------
+# LAMMPS
+
+
+def load():
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def parse_log(text):
+    out = {}
+    m = re.search(r"^LAMMPS \((.+)\)", text, re.M)
+    out["lammps_version"] = m.group(1) if m else None
+    rss = [float(x) for x in re.findall(r"Maximum resident set size: ([0-9.eE+]+) Mbyte", text)]
+    out["rss_before_mb"], out["rss_after_mb"] = (rss + [None, None])[:2]
+    m = re.search(r"Per MPI rank memory allocation \(min/avg/max\) = ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) Mbytes",
+                  text)
+    out["lammps_memory_mb"] = float(m.group(3)) if m else None
+    steps, cpu, pe = [], [], []
+    block = re.search(r"^\s*Step\s+CPU\s+PotEng\s*\n(.*?)^Loop time", text, re.M | re.S)
+    if block:
+        for line in block.group(1).splitlines():
+            f = line.split()
+            if len(f) == 3 and re.fullmatch(r"-?\d+", f[0]):
+                steps.append(int(f[0]))
+                cpu.append(float(f[1]))
+                pe.append(float(f[2]))
+    out["thermo_steps"], out["thermo_cpu"] = steps, cpu
+    out["pe0"] = pe[0] if pe else None
+    m = re.search(r"Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms", text)
+    if m:
+        out.update(loop_time_s=float(m.group(1)), procs=int(m.group(2)), loop_steps=int(m.group(3)),
+                   natoms=int(m.group(4)))
+    breakdown = {}
+    for sec in ("Pair", "Neigh", "Comm", "Output", "Modify", "Other"):
+        m = re.search(rf"^{sec}\s*\|\s*([0-9.eE+-]+)\s*\|\s*([0-9.eE+-]+)\s*\|\s*([0-9.eE+-]+)\s*\|\s*"
+                      rf"([0-9.eE+-]+)\s*\|\s*([0-9.eE+-]+)", text, re.M)
+        if m:
+            breakdown[sec] = {"min_s": float(m.group(1)), "avg_s": float(m.group(2)),
+                              "max_s": float(m.group(3)), "varavg_pct": float(m.group(4)),
+                              "total_pct": float(m.group(5))}
+        else:
+            m = re.search(rf"^{sec}\s*\|\s*([0-9.eE+-]+)\s*\|[^|]*\|[^|]*\|[^|]*\|\s*([0-9.eE+-]+)", text, re.M)
+            if m:
+                breakdown[sec] = {"avg_s": float(m.group(1)), "total_pct": float(m.group(2))}
+    out["breakdown"] = breakdown
+    m = re.search(r"([0-9.]+)% CPU use with", text)
+    out["cpu_use_pct"] = float(m.group(1)) if m else None
+    m = re.search(r"Ave neighs/atom = ([0-9.eE+-]+)", text)
+    out["lammps_neighs_per_atom"] = float(m.group(1)) if m else None
+    return out
+
+
+def run_lammps(args, work, name, data, pstyle, pcoeff, steps, ranks=1, timer="normal", timeout=600, perf=False):
+    """One `run steps` of in.bench.lmp; per-step times from the thermo 'cpu' column. With perf,
+    every rank runs under `perf record` (99 Hz, well under 1% overhead) and the flat profile
+    (symbols with >= 0.5% of the samples) is kept."""
+    log = work / f"{name}.log"
+    prefix = []
+    if perf:
+        wrapper = work / "perf-rank.sh"
+        wrapper.write_text("#!/bin/sh\nexec perf record -q -F 99 -o \"$PERF_OUT.${OMPI_COMM_WORLD_RANK:-0}\" -- \"$@\"\n")
+        wrapper.chmod(0o755)
+        prefix = [str(wrapper)]
+    cmd = [str(args.lmp), "-in", str(TEMPLATE), "-log", str(log), "-screen", "none",
+           "-var", "plugin", str(args.plugin), "-var", "data", str(data), "-var", "pstyle", pstyle,
+           "-var", "pcoeff", pcoeff, "-var", "steps", str(steps), "-var", "timer", timer]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PERF_OUT=str(work / f"{name}.perf"))
+    if ranks > 1:
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-x", "PERF_OUT",
+               "-np", str(ranks)] + prefix + cmd
+    else:
+        cmd = prefix + cmd
+    rec = {"name": name, "ranks": ranks, "steps": steps, "command": " ".join(cmd), "load_before": load(),
+           "started": now()}
+    t0 = time.perf_counter()
+    code, _, stderr, killed, peak = run_watched(cmd, env, timeout, args.memory_limit_gb * 1024)
+    rec["returncode"], rec["stderr_tail"], rec["watchdog_peak_rss_mb"] = code, stderr[-2000:], peak
+    if killed:
+        rec["status"] = killed
+    rec["wall_s"] = round(time.perf_counter() - t0, 2)
+    rec["load_after"] = load()
+    text = log.read_text(errors="replace") if log.exists() else ""
+    rec.update(parse_log(text))
+    if rec.get("returncode") != 0 or "loop_time_s" not in rec:
+        rec.setdefault("status", f"failed (exit {rec.get('returncode')})")
+        rec["log_tail"] = text[-3000:]
+        return rec
+    cpu = rec.pop("thermo_cpu")
+    rec.pop("thermo_steps")
+    dt = np.diff(cpu)
+    timed = dt[args.warmup:] if len(dt) > args.warmup else dt
+    rec["step_times_s"] = [round(float(x), 6) for x in dt]
+    rec["timed_steps"] = len(timed)
+    rec["median_step_s"] = float(np.median(timed))
+    rec["atom_steps_per_s"] = rec["natoms"] / rec["median_step_s"]
+    rec["mean_atom_steps_per_s"] = rec["natoms"] * len(timed) / float(np.sum(timed))
+    if rec["rss_before_mb"] is not None and rec["rss_after_mb"] is not None:
+        rec["memory_per_atom_kb"] = (rec["rss_after_mb"] - rec["rss_before_mb"]) * 1024.0 / rec["natoms"]
+    if rec.get("cpu_use_pct"):
+        rec["cpu_atom_steps_per_s"] = rec["natoms"] * rec["loop_steps"] / (
+            rec["loop_time_s"] * rec["cpu_use_pct"] / 100.0)
+    if perf:
+        rec["perf"] = {}
+        for r in range(ranks):
+            rec["perf"][f"rank{r}"] = perf_top(work / f"{name}.perf.{r}")
+    rec["status"] = "ok"
+    return rec
+
+
+def perf_top(path, limit=25):
+    if not path.exists():
+        return []
+    rep = subprocess.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "--sort", "dso,symbol",
+                          "--percent-limit", "0.5"], capture_output=True, text=True, timeout=600, check=False)
+    rows = []
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+(\S+)\s+\[.\]\s+(.*?)\s*$", line)
+        if m:
+            rows.append({"pct": float(m.group(1)), "dso": m.group(2), "symbol": m.group(3)[:240]})
+    path.unlink()
+    return rows[:limit]
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def plan_steps(args, natoms, rate):
+    """(steps for `run`, estimated seconds) for a target timed duration; rate in atom-steps/s."""
+    step_s = natoms / rate
+    timed = int(min(args.max_timed, max(args.min_timed, round(args.target_seconds / step_s))))
+    steps = args.warmup + timed
+    return steps, (steps + 1) * step_s  # +1: the setup force evaluation
+
+
+# ---------------------------------------------------------------------------------------------
+# mace-torch worker (a separate process per configuration)
+
+
+def torch_worker(spec):
+    """Runs in its own process: ASE VelocityVerlet with MACECalculator; prints one JSON line."""
+    F = fixtures()
+    import ase  # pylint: disable=import-outside-toplevel
+    import torch  # pylint: disable=import-outside-toplevel
+    from ase import units  # pylint: disable=import-outside-toplevel
+    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution  # pylint: disable=import-outside-toplevel
+    from ase.md.verlet import VelocityVerlet  # pylint: disable=import-outside-toplevel
+    from mace.calculators import MACECalculator  # pylint: disable=import-outside-toplevel
+
+    torch.set_num_threads(1)
+    cfg = next(c for c in F.MODELS if c["name"] == spec["model"])
+    model = F.build_model(cfg)  # float64, calibrated: the model in tests/reference/data/mace
+    numbers, pos, edge = structure(spec["cells"])
+    atoms = ase.Atoms(numbers=numbers, positions=pos, cell=np.eye(3) * edge, pbc=True)
+    calc = MACECalculator(models=model, device="cpu", default_dtype=spec["dtype"])
+    atoms.calc = calc
+    MaxwellBoltzmannDistribution(atoms, temperature_K=600.0, rng=np.random.default_rng(1))
+    out = {"torch_threads": torch.get_num_threads(), "natoms": len(atoms),
+           "rss_before_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    stamps, cpu_stamps = [], []
+    dyn = VelocityVerlet(atoms, timestep=1.0 * units.fs)
+    dyn.attach(lambda: (stamps.append(time.perf_counter()), cpu_stamps.append(time.process_time())), interval=1)
+    t0 = time.perf_counter()
+    energy0 = []
+
+    def first():  # the initial evaluation, before step 0's observer call
+        if not energy0:
+            energy0.append(atoms.get_potential_energy())
+
+    dyn.attach(first, interval=1)
+    dyn.run(spec["steps"])
+    out["rss_after_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    out["first_eval_s"] = stamps[0] - t0
+    dt = np.diff(stamps)
+    out["step_times_s"] = [round(float(x), 6) for x in dt]
+    out["timed_steps"] = len(dt)
+    out["median_step_s"] = float(np.median(dt))
+    out["atom_steps_per_s"] = len(atoms) / out["median_step_s"]
+    out["cpu_step_times_s"] = [round(float(x), 6) for x in np.diff(cpu_stamps)]
+    out["cpu_atom_steps_per_s"] = len(atoms) / float(np.median(np.diff(cpu_stamps)))
+    out["memory_per_atom_kb"] = (out["rss_after_mb"] - out["rss_before_mb"]) * 1024.0 / len(atoms)
+    out["energy0"] = float(energy0[0])
+    out["num_edges"] = int(calc._atoms_to_batch(atoms)["edge_index"].shape[1])  # pylint: disable=protected-access
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def run_watched(cmd, env, timeout, limit_mb):
+    """Runs cmd; kills it (and its children) when the resident memory of the process tree
+    exceeds limit_mb or the wall time exceeds timeout. Returns (returncode, stdout, stderr,
+    why-killed or None, peak tree RSS in MB as polled every 0.2 s)."""
+    import psutil  # pylint: disable=import-outside-toplevel
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = {"peak": 0.0, "why": None}
+
+    def tree_rss():
+        total = 0
+        try:
+            root = psutil.Process(proc.pid)
+            for p in [root] + root.children(recursive=True):
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        return total / 2 ** 20
+
+    def kill_tree():
+        try:
+            root = psutil.Process(proc.pid)
+            for p in root.children(recursive=True) + [root]:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+
+    def watch():
+        t0 = time.monotonic()
+        while proc.poll() is None:
+            r = tree_rss()
+            state["peak"] = max(state["peak"], r)
+            if r > limit_mb:
+                state["why"] = (f"not run: resident memory reached {r / 1024:.1f} GB, over the "
+                                f"{limit_mb / 1024:.0f} GB limit (--memory-limit-gb); stopped")
+                kill_tree()
+                return
+            if time.monotonic() - t0 > timeout:
+                state["why"] = f"not run: timed out after {timeout} s; stopped"
+                kill_tree()
+                return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    stdout, stderr = proc.communicate()
+    watcher.join()
+    return proc.returncode, stdout, stderr, state["why"], round(state["peak"], 1)
+
+
+def run_torch(args, model, cells, dtype, steps, timeout):
+    spec = {"model": model, "cells": cells, "dtype": dtype, "steps": steps}
+    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--torch-worker", json.dumps(spec)]
+    rec = {"name": f"mace-torch-{model}-{dtype}-{4 * cells ** 3}", "model": model, "dtype": dtype,
+           "natoms": 4 * cells ** 3, "steps": steps, "command": " ".join(cmd[:-1]) + f" '{json.dumps(spec)}'",
+           "load_before": load(), "started": now()}
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    t0 = time.perf_counter()
+    code, stdout, stderr, killed, peak = run_watched(cmd, env, timeout, args.memory_limit_gb * 1024)
+    rec["wall_s"] = round(time.perf_counter() - t0, 2)
+    rec["load_after"] = load()
+    rec["watchdog_peak_rss_mb"] = peak
+    result = [line[7:] for line in stdout.splitlines() if line.startswith("RESULT ")]
+    if killed:
+        rec["status"] = killed
+    elif code != 0 or not result:
+        rec["status"] = f"failed (exit {code})"
+        rec["stderr_tail"] = stderr[-3000:]
+    else:
+        rec.update(json.loads(result[0]))
+        rec["status"] = "ok"
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine and software
+
+
+def mem_total_gb():
+    for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) / 1024 ** 2
+    return float("nan")
+
+
+def machine():
+    cpu = {}
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if ":" in line:
+            k, v = (s.strip() for s in line.split(":", 1))
+            if k in ("model name", "cpu MHz", "flags") and k not in cpu:
+                cpu[k] = v
+    flags = set(cpu.get("flags", "").split())
+    return {"cpu_model": cpu.get("model name"), "cpu_mhz": cpu.get("cpu MHz"), "cores": os.cpu_count(),
+            "simd": [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f") if f in flags],
+            "memory_gb": round(mem_total_gb(), 1), "kernel": platform.release(),
+            "os": pathlib.Path("/etc/debian_version").read_text().strip() if pathlib.Path("/etc/debian_version").exists()
+            else platform.platform()}
+
+
+def software(args):
+    import ase  # pylint: disable=import-outside-toplevel
+    import e3nn  # pylint: disable=import-outside-toplevel
+    import mace  # pylint: disable=import-outside-toplevel
+    import torch  # pylint: disable=import-outside-toplevel
+
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
+
+    cache = {}
+    cache_file = pathlib.Path(args.plugin).resolve().parents[1] / "CMakeCache.txt"
+    if cache_file.exists():
+        for line in cache_file.read_text().splitlines():
+            m = re.match(r"(CMAKE_BUILD_TYPE|CMAKE_CXX_FLAGS|CMAKE_CXX_FLAGS_RELEASE|CMAKE_CXX_COMPILER|"
+                         r"FASTMLIP_\w+):\w+=(.*)", line)
+            if m:
+                cache[m.group(1)] = m.group(2)
+    import hashlib  # pylint: disable=import-outside-toplevel
+    plugin = pathlib.Path(args.plugin)
+    return {"fastmlip_commit": git("rev-parse", "HEAD"),
+            "plugin": {"path": str(plugin), "sha256": hashlib.sha256(plugin.read_bytes()).hexdigest(),
+                       "mtime": datetime.datetime.fromtimestamp(plugin.stat().st_mtime, datetime.timezone.utc)
+                       .strftime("%Y-%m-%d %H:%M:%S UTC")},
+            "fastmlip_worktree_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "build": cache, "mace-torch": mace.__version__, "e3nn": e3nn.__version__,
+            "torch": torch.__version__, "ase": ase.__version__, "numpy": np.__version__,
+            "mpirun": subprocess.run(["mpirun", "--version"], capture_output=True, text=True,
+                                     check=False).stdout.splitlines()[0]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary
+
+
+def fmt_rate(rec, key="atom_steps_per_s"):
+    if rec is None:
+        return "-"
+    if rec.get("status") != "ok":
+        est = rec.get("estimated_" + key)
+        return f"not run (~{est:.3g})" if est else "not run"
+    return f"{rec[key]:.3g}" if rec.get(key) else "-"
+
+
+def fmt_mem(rec):
+    if rec is None or rec.get("status") != "ok" or rec.get("memory_per_atom_kb") is None:
+        return "-"
+    return f"{rec['memory_per_atom_kb']:.0f}"
+
+
+def summary(res):
+    """Markdown tables: wall-clock medians, and rates per CPU-second (robust to other load)."""
+    def find(lst, **kw):
+        return next((r for r in lst if all(r.get(k) == v for k, v in kw.items())), None)
+
+    def rate(rec, key):
+        if rec is None:
+            return None
+        if rec.get("status") == "ok":
+            return rec.get(key)
+        return rec.get("estimated_" + key)
+
+    out = []
+    for key, title in (("atom_steps_per_s", "atom-steps/s, wall clock, median step"),
+                       ("cpu_atom_steps_per_s", "atom-steps per CPU-second")):
+        out += [f"{title}:", "",
+                "| model | atoms | fastmlip f64 | fastmlip f32 | mace-torch f64 | mace-torch f32 | ratio f64 | ratio f32 |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for model in res["settings"]["models"]:
+            for n in res["settings"]["natoms"]:
+                fm = {p: find(res["fastmlip"], model=model, precision=p, natoms=n) for p in ("float64", "float32")}
+                mt = {p: find(res["mace_torch"], model=model, dtype=p, natoms=n) for p in ("float64", "float32")}
+                ratios = []
+                for p in ("float64", "float32"):
+                    a, b = rate(fm[p], key), rate(mt[p], key)
+                    ok = fm[p] is not None and mt[p] is not None and fm[p].get("status") == mt[p].get("status") == "ok"
+                    ratios.append(f"{a / b:.2f}x" if ok and a and b else (f"(~{a / b:.2f}x)" if a and b else "-"))
+                out.append(f"| {model} | {n} | {fmt_rate(fm['float64'], key)} | {fmt_rate(fm['float32'], key)} | "
+                           f"{fmt_rate(mt['float64'], key)} | {fmt_rate(mt['float32'], key)} | {ratios[0]} | "
+                           f"{ratios[1]} |")
+        out.append("")
+    out += ["memory per atom (KB, peak RSS added by the run / atoms):", "",
+            "| model | atoms | fastmlip f64 | fastmlip f32 | mace-torch f64 | mace-torch f32 |", "|---|---:|---:|---:|---:|---:|"]
+    for model in res["settings"]["models"]:
+        for n in res["settings"]["natoms"]:
+            out.append(f"| {model} | {n} | " + " | ".join(
+                fmt_mem(find(res["fastmlip"], model=model, precision=p, natoms=n)) for p in ("float64", "float32"))
+                + " | " + " | ".join(fmt_mem(find(res["mace_torch"], model=model, dtype=p, natoms=n))
+                                     for p in ("float64", "float32")) + " |")
+    out += ["", "| scaling | atoms | 1 rank | 2 ranks | efficiency (wall) | efficiency (CPU) | load |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for s in res["scaling"]:
+        if s["efficiency"] is None:
+            out.append(f"| {s['model']} {s['precision']} | {s['natoms']} | {s['status']} | | | | |")
+        else:
+            cpu = f"{100 * s['cpu_efficiency']:.0f}%" if s.get("cpu_efficiency") else "-"
+            out.append(f"| {s['model']} {s['precision']} | {s['natoms']} | {s['rate_1']:.3g} | {s['rate_2']:.3g} | "
+                       f"{100 * s['efficiency']:.0f}% | {cpu} | {s['load']} |")
+    out += ["", "| SNAP Cu (2J = 8) | atom-steps/s | per CPU-second | KB/atom |", "|---|---:|---:|---:|"]
+    for r in res["snap"]:
+        out.append(f"| {r['natoms']} | {fmt_rate(r)} | {fmt_rate(r, 'cpu_atom_steps_per_s')} | {fmt_mem(r)} |")
+    for c in res.get("energy_checks", []):
+        out.append(f"\nenergy check {c['model']} {c['natoms']}: LAMMPS {c['lammps_pe0_eV']} eV, mace-torch "
+                   f"{c['mace_torch_energy0_eV']} eV, |diff|/atom {c['abs_diff_per_atom_eV']:.2e} eV")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Runner:
+    """Runs the configurations in priority order. Each one's wall time (and, for mace-torch, peak
+    memory) is estimated from the same configuration at the next smaller size, linearly in
+    atoms; a configuration over --max-config-seconds, over what is left of --budget-minutes or
+    (mace-torch) over --memory-limit-gb is recorded as not run, with the estimate."""
+
+    def __init__(self, args, res, work, data, data_cu, log_fn):
+        self.args, self.res, self.work, self.data, self.data_cu, self.log = args, res, work, data, data_cu, log_fn
+        self.t0 = time.time()
+        self.prev = {}  # (kind, model, precision) -> last ok record
+
+    def refuse(self, est_s):
+        left = self.args.budget_minutes * 60 - (time.time() - self.t0)
+        if est_s > self.args.max_config_seconds:
+            return f"estimated {est_s:.0f} s, over --max-config-seconds {self.args.max_config_seconds:.0f}"
+        if est_s > left:
+            return f"estimated {est_s:.0f} s, over the {max(left, 0):.0f} s left of --budget-minutes " \
+                   f"{self.args.budget_minutes:.0f}"
+        return None
+
+    def lammps(self, kind, model, prec, cells):
+        natoms = 4 * cells ** 3
+        if kind == "snap":
+            pstyle, pcoeff, data = "snap", self.snap_coeff(), self.data_cu[cells]
+            name, first = f"snap-cu-{natoms}", 20
+        else:
+            pstyle = f"fastmlip/mace precision {prec}"
+            pcoeff = f"* * {MACE_DATA / (model + '.safetensors')} Cu Ni"
+            data, name, first = self.data[cells], f"fastmlip-{model}-{prec}-{natoms}", self.args.first_steps
+        key = (kind, model, prec)
+        prev = self.prev.get(key)
+        base = {"name": name, "model": model, "precision": prec, "natoms": natoms, "ranks": 1}
+        if prev is None:
+            steps, timeout, est = self.args.warmup + first, int(1.5 * self.args.max_config_seconds), None
+        else:
+            rate = prev["atom_steps_per_s"] * self.args.size_slowdown
+            steps, est = plan_steps(self.args, natoms, rate)
+            timeout = int(min(3 * est + 120, 1.5 * self.args.max_config_seconds + 120))
+            why = self.refuse(est)
+            why = [f"{why} ({steps} steps at {rate:.3g} atom-steps/s, scaled from {prev['natoms']} atoms)"] \
+                if why else []
+            est_mb = None
+            if prev.get("memory_per_atom_kb") is not None and prev.get("rss_before_mb") is not None:
+                est_mb = prev["rss_before_mb"] + prev["memory_per_atom_kb"] * natoms / 1024.0
+                if est_mb > self.args.memory_limit_gb * 1024:
+                    why.append(f"estimated peak {est_mb / 1024:.1f} GB ({prev['memory_per_atom_kb']:.0f} KB per atom "
+                               f"measured at {prev['natoms']} atoms), over --memory-limit-gb "
+                               f"{self.args.memory_limit_gb:.0f} (the machine has {mem_total_gb():.0f} GB, shared)")
+            if why:
+                rec = dict(base, status="not run: " + "; ".join(why), estimated_peak_rss_mb=est_mb,
+                           estimated_atom_steps_per_s=prev["atom_steps_per_s"],
+                           estimated_cpu_atom_steps_per_s=prev.get("cpu_atom_steps_per_s"))
+                return self.store(kind, rec)
+        rec = run_lammps(self.args, self.work, name, data, pstyle, pcoeff, steps, timeout=timeout,
+                         perf=kind == "fastmlip" and not self.args.no_perf)
+        rec.update({k: v for k, v in base.items() if k != "name"})
+        rec["estimated_wall_s"] = est
+        if rec["status"] == "ok":
+            self.prev[key] = rec
+        return self.store(kind, rec)
+
+    def scaling(self, model, prec, cells):
+        natoms = 4 * cells ** 3
+        serial = next((r for r in self.res["fastmlip"] if (r.get("model"), r.get("precision"), r.get("natoms"),
+                                                             r.get("status")) == (model, prec, natoms, "ok")), None)
+        entry = {"name": f"scaling-{model}-{prec}-{natoms}", "model": model, "precision": prec, "natoms": natoms,
+                 "rate_1": None, "rate_2": None, "efficiency": None, "cpu_efficiency": None}
+        if serial is None:
+            entry["status"] = "not run: no serial run at this size to compare with"
+            return self.store("scaling", entry)
+        est = 0.6 * serial["wall_s"]
+        why = self.refuse(est)
+        if why:
+            entry["status"] = f"not run: {why}"
+            return self.store("scaling", entry)
+        rec = run_lammps(self.args, self.work, f"fastmlip-{model}-{prec}-{natoms}-np2", self.data[cells],
+                         f"fastmlip/mace precision {prec}", f"* * {MACE_DATA / (model + '.safetensors')} Cu Ni",
+                         serial["steps"], ranks=2, timeout=int(2 * serial["wall_s"] + 120),
+                         perf=not self.args.no_perf)
+        entry.update(serial_run=serial["name"], run=rec, status=rec["status"],
+                     load=f"{serial['load_before'][0]}/{serial['load_after'][0]} (1 rank), "
+                          f"{rec['load_before'][0]}/{rec['load_after'][0]} (2 ranks)")
+        if rec["status"] == "ok":
+            entry.update(rate_1=serial["atom_steps_per_s"], rate_2=rec["atom_steps_per_s"])
+            entry["efficiency"] = entry["rate_2"] / (2 * entry["rate_1"])
+            if serial.get("cpu_atom_steps_per_s") and rec.get("cpu_atom_steps_per_s"):
+                entry["cpu_efficiency"] = rec["cpu_atom_steps_per_s"] / (2 * serial["cpu_atom_steps_per_s"])
+        return self.store("scaling", entry)
+
+    def torch(self, model, dtype, cells):
+        natoms = 4 * cells ** 3
+        key = ("torch", model, dtype)
+        prev = self.prev.get(key)
+        steps = self.args.torch_steps
+        name = f"mace-torch-{model}-{dtype}-{natoms}"
+        timeout = int(1.5 * self.args.max_config_seconds)
+        if prev is not None:
+            step_s = prev["median_step_s"] * natoms / prev["natoms"]
+            est = (steps + 1) * step_s + 30
+            est_mb = prev["rss_before_mb"] + prev["memory_per_atom_kb"] * natoms / 1024.0
+            why = [w for w in [self.refuse(est)] if w]
+            if est_mb > self.args.memory_limit_gb * 1024:
+                why.append(f"estimated peak {est_mb / 1024:.1f} GB ({prev['memory_per_atom_kb']:.0f} KB per atom "
+                           f"measured at {prev['natoms']} atoms), over --memory-limit-gb "
+                           f"{self.args.memory_limit_gb:.0f} (the machine has {mem_total_gb():.0f} GB, shared)")
+            if why:
+                rec = {"name": name, "model": model, "dtype": dtype, "natoms": natoms,
+                       "status": "not run: " + "; ".join(why),
+                       "estimated_atom_steps_per_s": natoms / step_s,
+                       "estimated_cpu_atom_steps_per_s": prev.get("cpu_atom_steps_per_s"),
+                       "estimated_peak_rss_mb": round(est_mb)}
+                return self.store("mace_torch", rec)
+            timeout = int(2 * est + 120)
+        rec = run_torch(self.args, model, cells, dtype, steps, timeout)
+        if rec["status"] == "ok":
+            self.prev[key] = rec
+        return self.store("mace_torch", rec)
+
+    def snap_coeff(self):
+        d = pathlib.Path(self.args.snap_dir) if self.args.snap_dir else next(
+            pathlib.Path.home().glob(".cache/fastmlip/lammps/current/lammps-*/potentials"))
+        self.res["settings"]["snap"] = {"potential": "Cu_Zuo_JPCA2020 (linear SNAP, 2J = 8, rcutfac 4.1)",
+                                        "dir": str(d), "structure": "the Cu50Ni50 positions, every atom Cu"}
+        return f"* * {d / 'Cu_Zuo_JPCA2020.snapcoeff'} {d / 'Cu_Zuo_JPCA2020.snapparam'} Cu"
+
+    def store(self, kind, rec):
+        self.res[{"fastmlip": "fastmlip", "snap": "snap", "scaling": "scaling",
+                  "mace_torch": "mace_torch"}[kind]].append(rec)
+        self.log(rec)
+        return rec
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    p.add_argument("--torch-worker", help=argparse.SUPPRESS)
+    p.add_argument("--lmp", default=str(REPO / "build" / "bin" / "lmp"))
+    p.add_argument("--plugin", default=str(REPO / "build" / "lib" / "fastmlipplugin.so"))
+    p.add_argument("--snap-dir", default=None, help="directory with Cu_Zuo_JPCA2020.snap{coeff,param} "
+                   "(default: the LAMMPS source tree under ~/.cache/fastmlip/lammps/current)")
+    p.add_argument("--cells", default="5,10,20", help="fcc conventional cells per edge (4 n^3 atoms)")
+    p.add_argument("--models", default="mp_small,mp_medium")
+    p.add_argument("--precisions", default="float64,float32")
+    p.add_argument("--torch-dtypes", default="float64,float32")
+    p.add_argument("--scaling-precisions", default="float64")
+    p.add_argument("--scaling-cells", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=0,
+                   help="LAMMPS steps dropped besides the setup evaluation (which is never timed)")
+    p.add_argument("--first-steps", type=int, default=3, help="timed LAMMPS steps at the smallest size")
+    p.add_argument("--min-timed", type=int, default=3)
+    p.add_argument("--max-timed", type=int, default=50)
+    p.add_argument("--target-seconds", type=float, default=20.0, help="timed seconds per LAMMPS run")
+    p.add_argument("--size-slowdown", type=float, default=1.0,
+                   help="rate assumed at the next size, relative to the last one (planning only)")
+    p.add_argument("--torch-steps", type=int, default=3, help="timed ASE MD steps (after the initial evaluation)")
+    p.add_argument("--memory-limit-gb", type=float, default=12.0,
+                   help="largest resident memory a configuration may use (estimated beforehand, enforced)")
+    p.add_argument("--max-config-seconds", type=float, default=900.0,
+                   help="longest wall time one configuration may take (estimated beforehand, enforced at 1.5x)")
+    p.add_argument("--budget-minutes", type=float, default=50.0, help="for the whole run")
+    p.add_argument("--no-perf", action="store_true", help="do not run fastmlip under perf record")
+    p.add_argument("--skip", default="", help="comma list of: fastmlip,torch,snap,scaling")
+    p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--update", action="store_true",
+                   help="re-run into an existing --json: records of the same name are replaced (the old ones "
+                        "move to 'superseded'); the rest is kept")
+    args = p.parse_args()
+
+    if args.torch_worker:
+        torch_worker(json.loads(args.torch_worker))
+        return
+
+    if args.update:
+        if not args.json or not pathlib.Path(args.json).exists():
+            p.error("--update needs an existing --json file")
+        pathlib.Path(args.json + ".orig").write_text(pathlib.Path(args.json).read_text())
+    skip = set(filter(None, args.skip.split(",")))
+    sizes = sorted(int(x) for x in args.cells.split(","))
+    models = args.models.split(",")
+    precisions = args.precisions.split(",")
+    dtypes = args.torch_dtypes.split(",")
+    res = {"schema": SCHEMA, "generated_by": "benchmarks/mace-lammps/run_benchmark.py",
+           "command": " ".join([".venv/bin/python", "benchmarks/mace-lammps/run_benchmark.py"] + sys.argv[1:]),
+           "started": now(), "machine": machine(), "software": software(args),
+           "settings": {"models": models, "natoms": [4 * c ** 3 for c in sizes], "lattice_A": LATTICE,
+                        "rattle_A": RATTLE, "structure_seed": STRUCTURE_SEED, "timestep_fs": 1.0,
+                        "temperature_start_K": 600.0, "neighbor_skin_A": 1.0, "warmup_steps": args.warmup,
+                        "torch_threads": 1, "kokkos": "Serial (one thread)", "torch_steps": args.torch_steps,
+                        "memory_limit_gb": args.memory_limit_gb,
+                        "max_config_seconds": args.max_config_seconds, "budget_minutes": args.budget_minutes},
+           "structures": {}, "fastmlip": [], "scaling": [], "mace_torch": [], "snap": []}
+
+    def merged():
+        if args.update:
+            return merge(json.loads(pathlib.Path(args.json + ".orig").read_text()),
+                         dict({"finished": None, "total_wall_s": None}, **res))
+        return res
+
+    def log_fn(rec):
+        ok = rec.get("status") == "ok"
+        if "run" in rec:
+            rec = dict(rec, load_before=rec["run"]["load_before"], load_after=rec["run"]["load_after"],
+                       wall_s=rec["run"]["wall_s"])
+        if "efficiency" in rec:
+            what = f"efficiency {rec['efficiency']:.2f}" if rec["efficiency"] is not None else rec["status"]
+        else:
+            what = f"{rec['atom_steps_per_s']:.4g} atom-steps/s" if ok else rec.get("status")
+            if ok and rec.get("cpu_atom_steps_per_s"):
+                what += f" ({rec['cpu_atom_steps_per_s']:.4g} per CPU-second)"
+        mem = f", {rec['memory_per_atom_kb']:.1f} KB/atom" if rec.get("memory_per_atom_kb") is not None else ""
+        print(f"[{now()}] {rec['name']}: {what}{mem} (load {rec.get('load_before')} -> {rec.get('load_after')}, "
+              f"{rec.get('wall_s', 0)} s)", file=sys.stderr, flush=True)
+        if args.json:  # partial results survive an interrupted run
+            write_json(args.json, merged())
+
+    with tempfile.TemporaryDirectory(prefix="fastmlip-mace-bench-") as tmp:
+        work = pathlib.Path(tmp)
+        data, data_cu = {}, {}
+        for c in sorted(set(sizes) | {args.scaling_cells}):
+            numbers, pos, edge = structure(c)
+            data[c], data_cu[c] = work / f"cuni-{c}.data", work / f"cu-{c}.data"
+            write_data(data[c], numbers, pos, edge)
+            write_data(data_cu[c], numbers, pos, edge, pure_cu=True)
+            res["structures"][str(len(numbers))] = {
+                "cells": c, "box_A": edge, "cu": int((numbers == CU).sum()), "ni": int((numbers == NI).sum()),
+                "edges_per_atom_r6": round(edges_per_atom(numbers, pos, edge, 6.0), 2)}
+        print(f"structures: {res['structures']}", file=sys.stderr, flush=True)
+
+        run = Runner(args, res, work, data, data_cu, log_fn)
+        # Priority order: float64 before float32, fastmlip next to its peer, then the scaling
+        # figure at its size, then the larger sizes.
+        for c in sizes:
+            if "snap" not in skip:  # cheap, so first
+                run.lammps("snap", "Cu_Zuo_JPCA2020", None, c)
+            for prec_index, prec in enumerate(precisions):
+                for model in models:
+                    if "fastmlip" not in skip:
+                        run.lammps("fastmlip", model, prec, c)
+                    if c == args.scaling_cells and "scaling" not in skip and prec in args.scaling_precisions.split(","):
+                        run.scaling(model, prec, c)
+                    if "torch" not in skip and prec_index < len(dtypes):
+                        run.torch(model, dtypes[prec_index], c)
+            for dtype in dtypes[len(precisions):]:
+                for model in models:
+                    if "torch" not in skip:
+                        run.torch(model, dtype, c)
+
+    # LAMMPS' step-0 energy against mace-torch's on the same structure (float64).
+    res["energy_checks"] = []
+    for r in res["fastmlip"]:
+        for t in res["mace_torch"]:
+            if r.get("status") == "ok" and t.get("status") == "ok" and r["precision"] == t["dtype"] == "float64" \
+                    and (r["model"], r["natoms"]) == (t["model"], t["natoms"]):
+                res["energy_checks"].append({"model": r["model"], "natoms": r["natoms"], "lammps_pe0_eV": r["pe0"],
+                                             "mace_torch_energy0_eV": t["energy0"],
+                                             "abs_diff_per_atom_eV": abs(r["pe0"] - t["energy0"]) / r["natoms"]})
+    res["finished"] = now()
+    res["total_wall_s"] = round(time.time() - run.t0, 1)
+    res = merged()
+    if args.json:
+        write_json(args.json, res)
+        if args.update:
+            pathlib.Path(args.json + ".orig").unlink()
+    print(summary(res))
+
+
+def merge(old, new):
+    """old with new's records replacing those of the same name (kept under 'superseded')."""
+    old.setdefault("superseded", [])
+    old.setdefault("reruns", []).append({k: new[k] for k in ("command", "started", "finished", "total_wall_s")})
+    for kind in ("fastmlip", "scaling", "mace_torch", "snap"):
+        for rec in new[kind]:
+            for i, o in enumerate(old[kind]):
+                if o["name"] == rec["name"]:
+                    old["superseded"].append(dict(o, superseded_by_run_started=new["started"]))
+                    old[kind][i] = rec
+                    break
+            else:
+                old[kind].append(rec)
+    old["energy_checks"] = []
+    for r in old["fastmlip"]:
+        for t in old["mace_torch"]:
+            if r.get("status") == "ok" and t.get("status") == "ok" and r["precision"] == t["dtype"] == "float64" \
+                    and (r["model"], r["natoms"]) == (t["model"], t["natoms"]):
+                old["energy_checks"].append({"model": r["model"], "natoms": r["natoms"], "lammps_pe0_eV": r["pe0"],
+                                             "mace_torch_energy0_eV": t["energy0"],
+                                             "abs_diff_per_atom_eV": abs(r["pe0"] - t["energy0"]) / r["natoms"]})
+    return old
+
+
+def write_json(path, res):
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    main()
