@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <unistd.h>
 
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
@@ -342,10 +343,19 @@ io::PotentialFile edited(const io::PotentialFile& pot, const std::string& name,
   return out;
 }
 
+// One file per test and process: ctest runs the tests of this binary in parallel processes,
+// and a shared name let one test read the file another had just written.
+std::string bad_file_path() {
+  return ::testing::TempDir() + "fastmlip_mace_bad_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + std::to_string(getpid()) +
+         ".safetensors";
+}
+
 std::string load_error(const io::PotentialFile& pot, const std::string& head = "") {
-  const std::string path = ::testing::TempDir() + "fastmlip_mace_bad.safetensors";
+  const std::string path = bad_file_path();
   io::write_potential_file(path, pot);
   const auto back = io::read_potential_file(path);
+  std::remove(path.c_str());
   models::MaceOptions opt;
   opt.head = head;
   try {
@@ -361,7 +371,7 @@ std::string load_error(const io::PotentialFile& pot, const std::string& head = "
 TEST(MaceModel, LoaderRefusesInconsistentFiles) {
   const auto v = variants()[0];
   const auto pot = make_mace_potential(v.cfg, 5);
-  const std::string path = ::testing::TempDir() + "fastmlip_mace_bad.safetensors";
+  const std::string path = bad_file_path();
   EXPECT_EQ(load_error(pot), "<loaded>");
 
   auto msg = load_error(edited(pot, "interactions.1.linear.weight"));
