@@ -130,15 +130,17 @@ void PairFastmlipMace::allocate() {
   }
 }
 
-// pair_style fastmlip/mace [precision float64|float32] [head NAME]
+// pair_style fastmlip/mace [precision float64|float32] [head NAME] [radial exact|spline H]
 void PairFastmlipMace::settings(int narg, char** arg) {
+  static const char* usage = "usage: pair_style fastmlip/mace [precision float64|float32] [head NAME] "
+                             "[radial exact|spline <knot spacing in A>]";
   m_precision = "float64";
   m_head.clear();
+  m_radial_spacing = 0.0;
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) {
-      error->all(FLERR, "pair_style fastmlip/mace: keyword '{}' needs a value; usage: pair_style fastmlip/mace "
-                        "[precision float64|float32] [head NAME]", key);
+      error->all(FLERR, "pair_style fastmlip/mace: keyword '{}' needs a value; {}", key, usage);
     }
     const std::string value = arg[i + 1];
     if (key == "precision") {
@@ -148,9 +150,28 @@ void PairFastmlipMace::settings(int narg, char** arg) {
       m_precision = value;
     } else if (key == "head") {
       m_head = value;
+    } else if (key == "radial") {
+      if (value == "exact") {
+        m_radial_spacing = 0.0;
+      } else if (value == "spline") {
+        if (i + 2 >= narg) {
+          error->all(FLERR, "pair_style fastmlip/mace: 'radial spline' needs a knot spacing in Angstrom "
+                            "(0.005 reproduces the exact radial functions to ~1e-8 relative); {}", usage);
+        }
+        const std::string h = arg[i + 2];
+        char* end = nullptr;
+        const double spacing = std::strtod(h.c_str(), &end);
+        if (end == h.c_str() || *end != '\0' || !(spacing >= 1e-5) || !(spacing <= 0.1)) {
+          error->all(FLERR, "pair_style fastmlip/mace: the radial spline spacing must be a length in Angstrom "
+                            "between 1e-5 and 0.1, not '{}'", h);
+        }
+        m_radial_spacing = spacing;
+        ++i;  // the spacing was a third word
+      } else {
+        error->all(FLERR, "pair_style fastmlip/mace: radial must be 'exact' or 'spline <spacing>', not '{}'", value);
+      }
     } else {
-      error->all(FLERR, "pair_style fastmlip/mace: unknown keyword '{}'; usage: pair_style fastmlip/mace "
-                        "[precision float64|float32] [head NAME]", key);
+      error->all(FLERR, "pair_style fastmlip/mace: unknown keyword '{}'; {}", key, usage);
     }
   }
 }
@@ -178,11 +199,23 @@ void PairFastmlipMace::coeff(int narg, char** arg) {
     }
     MaceOptions options;
     options.head = m_head;
+    options.radial_spacing = m_radial_spacing;
     m_backend = std::make_unique<Backend>();
     if (m_precision == "float32") {
       m_backend->model_f = std::make_unique<MaceModel<ModelSpace, float>>(file, options);
     } else {
       m_backend->model_d = std::make_unique<MaceModel<ModelSpace, double>>(file, options);
+    }
+    // Say how well the tables reproduce the model: users judge the trade from this line.
+    const auto& tables =
+        m_backend->model_d ? m_backend->model_d->radial_tables() : m_backend->model_f->radial_tables();
+    for (const auto& t : tables) {
+      if (comm->me == 0) {
+        utils::logmesg(lmp, "fastmlip/mace: layer {} radial spline: {} knots {:.6g} A apart, {:.1f} MB; "
+                            "max error {:.2e} (R, max |R| {:.3g}), {:.2e} (dR/dr, max |dR/dr| {:.3g} 1/A)\n",
+                       t.layer, t.knots, t.spacing, t.bytes / 1048576.0, t.max_error_value, t.max_abs_value,
+                       t.max_error_derivative, t.max_abs_derivative);
+      }
     }
   } catch (const fastmlip::Error& e) {
     error->all(FLERR, "pair_coeff for fastmlip/mace: {}", e.what());

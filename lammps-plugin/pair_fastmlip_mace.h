@@ -47,6 +47,7 @@ class PairFastmlipMace : public Pair {
   std::unique_ptr<Backend> m_backend;
   std::string m_precision = "float64";
   std::string m_head;
+  double m_radial_spacing = 0.0;  ///< 0: exact radial MLP; else the spline's knot spacing (A)
   std::vector<int> m_type_species;  // [ntypes + 1]: model species index of each LAMMPS type
   double m_cutoff = 0.0;
   CommRows m_comm;

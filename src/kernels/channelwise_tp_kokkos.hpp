@@ -31,36 +31,16 @@ class ChannelwiseTPKokkos {
                        std::to_string(Limits::kMaxEdgeAttr));
     }
     // Per-channel input layout: irreps1 entries one after another, (2 l1 + 1) each.
-    std::vector<int> local_in_of_entry(tp.irreps1.size(), 0);
-    int in_per_channel = 0;
-    for (std::size_t i = 0; i < tp.irreps1.size(); ++i) {
-      local_in_of_entry[i] = in_per_channel;
-      in_per_channel += tp.irreps1[i].ir.dim();
-    }
-    if (in_per_channel > Limits::kMaxInPerChannel) {
-      throw InputError("ChannelwiseTPKokkos: node irreps " + tp.irreps1.str() + " have " + std::to_string(in_per_channel) +
-                       " components per channel; this build supports up to " + std::to_string(Limits::kMaxInPerChannel));
-    }
+    m_entries1 = entries(tp.irreps1, "fastmlip::channelwise_tp::entries1");
+    m_entries_out = entries(tp.irreps_out, "fastmlip::channelwise_tp::entries_out");
     Kokkos::View<impl::TPInstructionDev*, ExecSpace> ins("fastmlip::channelwise_tp::instructions", tp.instructions.size());
     Kokkos::View<impl::TPEntryDev<T>*, ExecSpace> cg("fastmlip::channelwise_tp::cg", tp.cg.size());
     auto h_ins = Kokkos::create_mirror_view(ins);
     auto h_cg = Kokkos::create_mirror_view(cg);
-    int local_out = 0, max_mul = 0, m_size = 0;
-    std::vector<bool> out_seen(tp.irreps_out.size(), false);
     for (std::size_t q = 0; q < tp.instructions.size(); ++q) {
       const auto& I = tp.instructions[q];
-      if (out_seen[I.out]) {
-        // The accumulator layout assumes one instruction per output entry, which
-        // ChannelwiseTP::mace guarantees; a hand-made descriptor might not.
-        throw InputError("ChannelwiseTPKokkos: output entry " + std::to_string(I.out) + " has several instructions");
-      }
-      out_seen[I.out] = true;
-      h_ins(q) = impl::TPInstructionDev{I.mul, 2 * I.l1 + 1, 2 * I.l2 + 1, 2 * I.l3 + 1, I.offset1, I.offset2,
-                                        I.offset_out, I.offset_weight, I.cg_begin, I.cg_end, local_out,
-                                        local_in_of_entry[I.i1], m_size};
-      local_out += 2 * I.l3 + 1;
-      m_size += (2 * I.l1 + 1) * (2 * I.l3 + 1);
-      max_mul = std::max(max_mul, I.mul);
+      h_ins(q) = impl::TPInstructionDev{I.mul,      2 * I.l1 + 1,  2 * I.l2 + 1,    2 * I.l3 + 1, I.offset1,
+                                        I.offset2, I.offset_out, I.offset_weight, I.cg_begin,   I.cg_end};
     }
     for (std::size_t z = 0; z < tp.cg.size(); ++z) {
       h_cg(z) = impl::TPEntryDev<T>{tp.cg[z].i1, tp.cg[z].i2, tp.cg[z].i3, static_cast<T>(tp.cg[z].value)};
@@ -70,11 +50,7 @@ class ChannelwiseTPKokkos {
     m_f.m_ins = ins;
     m_f.m_cg = cg;
     m_f.m_num_ins = static_cast<int>(tp.instructions.size());
-    m_f.m_max_mul = max_mul;
-    m_f.m_out_per_channel = local_out;
-    m_f.m_in_per_channel = in_per_channel;
     m_f.m_dim2 = tp.dim2();
-    m_f.m_m_size = m_size;
   }
 
   const ChannelwiseTP& descriptor() const noexcept { return m_tp; }
@@ -91,9 +67,15 @@ class ChannelwiseTPKokkos {
     f.m_Y = Y;
     f.m_w = w;
     f.m_out = out;
-    Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForward> policy(g.num_nodes, Kokkos::AUTO);
-    policy.set_scratch_size(0, Kokkos::PerTeam(f.forward_shmem_bytes()));
-    Kokkos::parallel_for("fastmlip::channelwise_tp::forward", policy, f);
+    const int N = g.num_nodes;
+    Matrix xT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::xT"), N, m_tp.dim1());
+    Matrix outT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::outT"), N, m_tp.dim_out());
+    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
+    f.m_xT = xT;
+    f.m_outT = outT;
+    Kokkos::parallel_for("fastmlip::channelwise_tp::forward",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(0, N), f);
+    transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::out_from_ir_mul", m_entries_out, outT, out);
   }
 
   /// Gradients of sum(out * grad_out) with respect to x, Y and w.
@@ -115,16 +97,44 @@ class ChannelwiseTPKokkos {
     f.m_grad_x = grad_x;
     f.m_grad_Y = grad_Y;
     f.m_grad_w = grad_w;
-    Kokkos::deep_copy(grad_x, T(0));  // irreps1 entries that no path reads get zero gradient
+    // ir_mul copies: the reverse kernels' loops over channels then run over contiguous memory.
+    const int N = g.num_nodes;
+    Matrix xT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::xT"), N, m_tp.dim1());
+    Matrix gT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::gT"), N, m_tp.dim_out());
+    Matrix gxT("fastmlip::channelwise_tp::grad_xT", N, m_tp.dim1());  // zero: entries no path reads
+    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
+    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::grad_out_to_ir_mul", m_entries_out, grad_out, gT);
+    f.m_xT = xT;
+    f.m_gT = gT;
+    f.m_grad_xT = gxT;
     Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_sender",
-                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseSender>(g.num_nodes, Kokkos::AUTO), f);
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseSender>(0, N), f);
     Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_edge",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseEdge>(0, g.num_edges), f);
+    transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::grad_x_from_ir_mul", m_entries1, gxT, grad_x);
   }
 
  private:
+  using Transpose = impl::IrMulTranspose<ExecSpace, T>;
+  static Kokkos::View<const impl::IrrepEntryDev*, ExecSpace> entries(const Irreps& irreps, const char* label) {
+    std::vector<impl::IrrepEntryDev> v;
+    int offset = 0;
+    for (std::size_t k = 0; k < irreps.size(); ++k) {
+      v.push_back({offset, irreps[k].mul, irreps[k].ir.dim()});
+      offset += irreps[k].mul * irreps[k].ir.dim();
+    }
+    return impl::upload<ExecSpace>(v, label);
+  }
+  template <class Tag>
+  static void transpose(const char* label, Kokkos::View<const impl::IrrepEntryDev*, ExecSpace> entries, ConstMatrix src,
+                        Matrix dst) {
+    Transpose t{entries, src, dst};
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Tag>(0, src.extent(0)), t);
+  }
+
   ChannelwiseTP m_tp;
   Functor m_f;
+  Kokkos::View<const impl::IrrepEntryDev*, ExecSpace> m_entries1, m_entries_out;
 };
 
 }  // namespace fastmlip::kernels

@@ -2,6 +2,7 @@
 #pragma once
 /// \file Kokkos backend of the equivariant linear map (linear.hpp).
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -33,15 +34,9 @@ class LinearKokkos {
     }
     Kokkos::deep_copy(ins, h_ins);
     m_f.m_ins = ins;
-    m_f.m_out_cols = columns(lin.irreps_out, "fastmlip::linear::out_columns");
-    m_f.m_in_cols = columns(lin.irreps_in, "fastmlip::linear::in_columns");
-    std::vector<int> by_out, by_in;
-    for (std::size_t q = 0; q < I.size(); ++q) {
-      by_out.push_back(I[q].out);
-      by_in.push_back(I[q].in);
+    for (const auto& q : I) {
+      m_f.m_max_mul = std::max({m_f.m_max_mul, q.mul_in, q.mul_out});
     }
-    csr(by_out, static_cast<int>(lin.irreps_out.size()), m_f.m_out_ins_ptr, m_f.m_out_ins);
-    csr(by_in, static_cast<int>(lin.irreps_in.size()), m_f.m_in_ins_ptr, m_f.m_in_ins);
     std::vector<int> weight_ins(lin.weight_numel);
     for (std::size_t q = 0; q < I.size(); ++q) {
       for (int k = 0; k < I[q].mul_in * I[q].mul_out; ++k) {
@@ -60,8 +55,7 @@ class LinearKokkos {
     impl::check_shape("LinearKokkos", "compute", "out", out, x.extent(0), m_lin.irreps_out.dim());
     auto f = bind(W, set, x);
     f.m_out = out;
-    Kokkos::parallel_for("fastmlip::linear::forward",
-                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForward>(x.extent(0), Kokkos::AUTO), f);
+    launch<typename Functor::TagForward>("fastmlip::linear::forward", f, set, static_cast<int>(x.extent(0)));
   }
 
   void reverse(ConstMatrix W, Sets set, ConstMatrix x, ConstMatrix grad_out, Matrix grad_x) const {
@@ -71,8 +65,7 @@ class LinearKokkos {
     auto f = bind(W, set, x);
     f.m_grad_out = grad_out;
     f.m_grad_x = grad_x;
-    Kokkos::parallel_for("fastmlip::linear::reverse",
-                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverse>(x.extent(0), Kokkos::AUTO), f);
+    launch<typename Functor::TagReverse>("fastmlip::linear::reverse", f, set, static_cast<int>(x.extent(0)));
   }
 
   void reverse_weights(ConstMatrix W, Sets set, ConstMatrix x, ConstMatrix grad_out, Matrix grad_W) const {
@@ -103,38 +96,52 @@ class LinearKokkos {
     f.m_x = x;
     return f;
   }
-  static Kokkos::View<const impl::LinearColumn*, ExecSpace> columns(const Irreps& irreps, const char* label) {
-    Kokkos::View<impl::LinearColumn*, ExecSpace> cols(std::string(label), irreps.dim());
-    auto h = Kokkos::create_mirror_view(cols);
-    int c = 0;
-    for (std::size_t e = 0; e < irreps.size(); ++e) {
-      for (int u = 0; u < irreps[e].mul; ++u) {
-        for (int m = 0; m < irreps[e].ir.dim(); ++m) {
-          h(c++) = {static_cast<int>(e), u, m};
-        }
+  /// Tiles of at most kTile nodes that share a weight set, and the node order they index.
+  void set_tiles(Functor& f, const Sets& set, int nodes) const {
+    std::vector<int> order;
+    std::vector<int> bounds{0};  // group boundaries in `order`
+    if (m_lin.num_sets > 1) {
+      std::vector<int> count(m_lin.num_sets + 1, 0);
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), set);
+      for (int n = 0; n < nodes; ++n) {
+        ++count[h(n) + 1];
+      }
+      for (int g = 0; g < m_lin.num_sets; ++g) {
+        count[g + 1] += count[g];
+      }
+      bounds.assign(count.begin() + 1, count.end());
+      bounds.insert(bounds.begin(), 0);
+      order.resize(nodes);
+      for (int n = 0; n < nodes; ++n) {
+        order[count[h(n)]++] = n;
+      }
+    } else {
+      bounds.push_back(nodes);
+    }
+    std::vector<int> tiles;
+    for (std::size_t g = 0; g + 1 < bounds.size(); ++g) {
+      for (int b = bounds[g]; b < bounds[g + 1]; b += Functor::kTile) {
+        tiles.insert(tiles.end(), {static_cast<int>(g), b, std::min(b + Functor::kTile, bounds[g + 1])});
       }
     }
-    Kokkos::deep_copy(cols, h);
-    return cols;
-  }
-  // Instruction ids grouped by entry (in instruction order within an entry).
-  static void csr(const std::vector<int>& entry_of_ins, int entries, Kokkos::View<const int*, ExecSpace>& ptr,
-                  Kokkos::View<const int*, ExecSpace>& ids) {
-    std::vector<int> p(entries + 1, 0), list;
-    for (int e : entry_of_ins) {
-      ++p[e + 1];
+    Kokkos::View<int* [3], ExecSpace> t("fastmlip::linear::tiles", tiles.size() / 3);
+    auto ht = Kokkos::create_mirror_view(t);
+    for (std::size_t k = 0; k < tiles.size(); ++k) {
+      ht.data()[k] = tiles[k];
     }
-    for (int e = 0; e < entries; ++e) {
-      p[e + 1] += p[e];
-      for (std::size_t q = 0; q < entry_of_ins.size(); ++q) {
-        if (entry_of_ins[q] == e) {
-          list.push_back(static_cast<int>(q));
-        }
-      }
-    }
-    ptr = impl::upload<ExecSpace>(p, "fastmlip::linear::entry_ptr");
-    ids = impl::upload<ExecSpace>(list, "fastmlip::linear::entry_instructions");
+    Kokkos::deep_copy(t, ht);
+    f.m_tiles = t;
+    f.m_order = order.empty() ? Kokkos::View<const int*, ExecSpace>() : impl::upload<ExecSpace>(order, "fastmlip::linear::order");
   }
+
+  template <class Tag>
+  void launch(const char* label, Functor& f, const Sets& set, int nodes) const {
+    set_tiles(f, set, nodes);
+    Kokkos::TeamPolicy<ExecSpace, Tag> policy(static_cast<int>(f.m_tiles.extent(0)), Kokkos::AUTO);
+    policy.set_scratch_size(0, Kokkos::PerTeam(f.tile_shmem_bytes()));
+    Kokkos::parallel_for(label, policy, f);
+  }
+
   void check_call(const char* fn, const ConstMatrix& W, const Sets& set, const ConstMatrix& x) const {
     impl::check_shape("LinearKokkos", fn, "W", W, m_lin.num_sets, m_lin.weight_numel);
     impl::check_shape("LinearKokkos", fn, "x", x, x.extent(0), m_lin.irreps_in.dim());

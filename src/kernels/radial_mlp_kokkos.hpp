@@ -49,6 +49,7 @@ class RadialMLPKokkos {
       }
     }
     m_hidden_total = z;
+    m_f.m_hidden_total = z;
     m_f.m_W = impl::upload<ExecSpace>(W, "fastmlip::radial_mlp::weights");
     m_f.m_widths = impl::upload<ExecSpace>(mlp.widths, "fastmlip::radial_mlp::widths");
     m_f.m_w_offset = impl::upload<ExecSpace>(w_off, "fastmlip::radial_mlp::weight_offsets");
@@ -80,8 +81,10 @@ class RadialMLPKokkos {
     f.m_in = in;
     f.m_grad_out = grad_out;
     f.m_grad_in = grad_in;
-    Kokkos::parallel_for("fastmlip::radial_mlp::reverse",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, in.extent(0)), f);
+    const int tiles = static_cast<int>((in.extent(0) + Functor::kTile - 1) / Functor::kTile);
+    Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseTile> policy(tiles, Kokkos::AUTO);
+    policy.set_scratch_size(0, Kokkos::PerTeam(f.reverse_tile_shmem_bytes()));
+    Kokkos::parallel_for("fastmlip::radial_mlp::reverse", policy, f);
   }
 
   /// Gradient with respect to the (unscaled, e3nn-layout) weights of every layer; for T = Dual

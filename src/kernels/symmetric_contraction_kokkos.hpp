@@ -78,11 +78,17 @@ class SymmetricContractionKokkos {
   /// Sets the element weights (mace-torch layout, see SymmetricContraction::fold).
   void set_weights(const std::vector<std::vector<std::vector<double>>>& W, int num_elements) {
     const auto coef = m_sc.fold(W, num_elements);
+    // Channels padded with zeros to whole blocks: the kernels read a block's coefficients
+    // without a bounds test.
+    constexpr int B = Functor::kChannelBlock;
+    const int padded = (m_sc.channels + B - 1) / B * B;
     Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> d("fastmlip::symmetric_contraction::coef", num_elements,
-                                                         m_sc.entries.size(), m_sc.channels);
+                                                         m_sc.entries.size(), padded);
     auto h = Kokkos::create_mirror_view(d);
+    const std::size_t G = m_sc.entries.size(), C = m_sc.channels;
     for (std::size_t i = 0; i < coef.size(); ++i) {
-      h.data()[i] = static_cast<T>(coef[i]);
+      const std::size_t c = i % C, g = (i / C) % G, el = i / (C * G);
+      h(el, g, c) = static_cast<T>(coef[i]);
     }
     Kokkos::deep_copy(d, h);
     m_f.m_coef = d;

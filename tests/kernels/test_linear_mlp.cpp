@@ -213,6 +213,52 @@ TYPED_TEST(RadialMLPTyped, ReverseMatchesFiniteDifferences) {
   }
 }
 
+// The input gradient is computed in tiles of edges with grad_out staged in column chunks: an
+// output wider than several chunks (MACE's weight_numel is 512-1536) and edge counts that
+// leave partial tiles.
+TYPED_TEST(RadialMLPTyped, ReverseOfAWideOutputMatchesFiniteDifferences) {
+  using T = TypeParam;
+  RadialMLP mlp;
+  mlp.widths = {8, 17, 11, 151};
+  mlp.act_cst = 1.679177;
+  test::Uniform w(77);
+  for (int l = 0; l < 3; ++l) {
+    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
+    for (double& x : mlp.weights.back()) {
+      x = w(-1.5, 1.5);
+    }
+  }
+  RadialMLPKokkos<Exec, T> k(mlp);
+  for (int edges : {1, 13, 45}) {
+    test::Uniform u(edges);
+    std::vector<double> x(edges * mlp.width_in()), g(edges * mlp.width_out());
+    for (auto* v : {&x, &g}) {
+      for (double& a : *v) {
+        a = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+    }
+    auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), edges, mlp.width_in());
+    k.reverse(matrix<T>(x, edges, mlp.width_in()), matrix<T>(g, edges, mlp.width_out()), gx);
+    auto loss = [&](const std::vector<double>& xx) {
+      std::vector<double> out(g.size());
+      reference::compute_radial_mlp(mlp, edges, xx.data(), out.data());
+      double s = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        s += out[i] * g[i];
+      }
+      return s;
+    };
+    const double h = 1e-5, tol = std::is_same_v<T, double> ? 1e-7 : 1e-3;
+    for (std::size_t i = 0; i < x.size(); i += 3) {
+      auto p = x, m = x;
+      p[i] += h;
+      m[i] -= h;
+      const double fd = (loss(p) - loss(m)) / (2 * h);
+      EXPECT_NEAR(gx.data()[i], fd, tol * std::max(1.0, std::abs(fd))) << edges << " edges, input " << i;
+    }
+  }
+}
+
 TEST(LinearAndMLP, BadInputIsAClearError) {
   const auto lin = EquivariantLinear::element_skip(Irreps::parse("2x0e"), 2, Irreps::parse("2x0e"));
   EXPECT_THROW(lin.weights_from_e3nn(std::vector<double>(3)), InputError);

@@ -102,6 +102,76 @@ TEST(MaceModel, EdgeGradientsMatchFiniteDifferences) {
   }
 }
 
+// MaceOptions::radial_spacing: every layer's R(r) from a cubic Hermite table. Its energy is
+// within the measured table error of the exact model's, and its gradients are the exact
+// derivatives of its own energy (what makes NVE conserve energy with a table).
+TEST(MaceModel, RadialSplineIsCloseToExactAndItsGradientsAreItsOwn) {
+  for (const auto& v : variants()) {
+    models::MaceOptions opt;
+    opt.head = v.head;
+    Model<double> exact(make_mace_potential(v.cfg, 5), opt);
+    opt.radial_spacing = 0.005;
+    Model<double> spline(make_mace_potential(v.cfg, 5), opt);
+    ASSERT_EQ(static_cast<int>(spline.radial_tables().size()), spline.num_layers()) << v.name;
+    EXPECT_TRUE(exact.radial_tables().empty());
+    for (const auto& t : spline.radial_tables()) {
+      EXPECT_LE(t.spacing, 0.005) << v.name;
+      EXPECT_GT(t.max_error_value, 0.0) << v.name;  // measured, not assumed
+      EXPECT_LT(t.max_error_value, 1e-6 * t.max_abs_value) << v.name << " layer " << t.layer;
+      EXPECT_LT(t.max_error_derivative, 1e-4 * t.max_abs_derivative) << v.name << " layer " << t.layer;
+    }
+    const auto s = cluster(9, 3);
+    auto g = folded_graph<double>(s, v.cfg.r_max);
+    models::MaceResult<double> re, rs;
+    exact.compute(g.view(), nullptr, true, re);
+    spline.compute(g.view(), nullptr, true, rs);
+    EXPECT_NE(rs.energy, re.energy) << v.name << ": the table changed nothing";
+    EXPECT_NEAR(rs.energy, re.energy, 1e-6 * std::max(1.0, std::abs(re.energy))) << v.name;
+    double scale = 1e-300;
+    for (double x : re.edge_gradient) {
+      scale = std::max(scale, std::abs(x));
+    }
+    for (std::size_t k = 0; k < re.edge_gradient.size(); ++k) {
+      EXPECT_NEAR(rs.edge_gradient[k], re.edge_gradient[k], 1e-5 * scale) << v.name << " component " << k;
+    }
+    const double h = 1e-5;
+    for (std::size_t k = 0; k < g.vectors.size(); k += 7) {
+      auto gp = g, gm = g;
+      gp.vectors[k] += h;
+      gm.vectors[k] -= h;
+      const double fd = (energy_of(spline, gp) - energy_of(spline, gm)) / (2 * h);
+      EXPECT_NEAR(rs.edge_gradient[k], fd, 1e-6 * std::max(1.0, std::abs(fd))) << v.name << " component " << k;
+    }
+  }
+}
+
+TEST(MaceModel, RadialSplineRefusesBadSpacingsAndTooCloseAtoms) {
+  const auto v = variants()[0];
+  for (double bad : {-0.01, 1e-7, std::nan("")}) {
+    models::MaceOptions opt;
+    opt.radial_spacing = bad;
+    EXPECT_THROW(Model<double>(make_mace_potential(v.cfg, 5), opt), InputError) << bad;
+  }
+  models::MaceOptions opt;
+  opt.radial_spacing = 0.01;
+  Model<double> m(make_mace_potential(v.cfg, 5), opt);
+  auto s = cluster(5, 4);
+  auto g = folded_graph<double>(s, v.cfg.r_max);
+  ASSERT_GT(g.num_edges(), 0);
+  const double d = std::sqrt(g.vectors[0] * g.vectors[0] + g.vectors[1] * g.vectors[1] + g.vectors[2] * g.vectors[2]);
+  for (int k = 0; k < 3; ++k) {
+    g.vectors[k] *= 0.03 / d;  // edge 0 now 0.03 A long, below the tables' 0.05 A
+  }
+  models::MaceResult<double> r;
+  try {
+    m.compute(g.view(), nullptr, true, r);
+    ADD_FAILURE() << "an edge below the radial tables was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("edge 0 "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("radial tables"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MaceModel, EnergyIsRotationInvariantAndGradientsRotate) {
   const auto R = rotation_from_euler(0.7, -1.1, 2.4);
   for (const auto& v : variants()) {

@@ -121,4 +121,25 @@ inline void expect_lammps_error(const std::function<void()>& body, const std::ve
   }
 }
 
+/// The gtest main of the MPI test executables: every rank runs every test (each LAMMPS call is
+/// collective), one rank reports, and the exit status is the worst of all ranks. `finalize`
+/// runs after the tests and before MPI_Finalize (the Kokkos tests finalize Kokkos there).
+inline int run_mpi_tests(int argc, char** argv, const std::function<void()>& finalize = {}) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (rank() != 0) {
+    // One rank reports; every rank still evaluates every expectation.
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int rc = RUN_ALL_TESTS();
+  int worst = rc;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (finalize) {
+    finalize();
+  }
+  MPI_Finalize();
+  return worst;
+}
+
 }  // namespace fastmlip_test

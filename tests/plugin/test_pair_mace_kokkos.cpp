@@ -157,18 +157,6 @@ TEST(PairMaceKokkosBadInput, KkStyleWithoutKokkosActive) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (rank() != 0) {
-    // One rank reports; every rank still evaluates every expectation.
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  int worst = rc;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   // The first `-k on` instance initialized Kokkos; LAMMPS leaves finalizing it to its caller.
-  lammps_kokkos_finalize();
-  MPI_Finalize();
-  return worst;
+  return fastmlip_test::run_mpi_tests(argc, argv, [] { lammps_kokkos_finalize(); });
 }

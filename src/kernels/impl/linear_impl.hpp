@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// \file Kokkos functors of the equivariant linear map: one team per node, one thread per
-/// output (forward) or input (reverse) column; weight gradients per weight, summing the nodes
-/// of its set in a fixed order.
+/// \file Kokkos functors of the equivariant linear map. Forward and reverse are tiled: a team
+/// takes up to kTile nodes of one weight set and, path by path, multiplies their rows as one
+/// small GEMM, (nodes x m) rows by mul_in x mul_out weights, with the rows staged in team
+/// scratch as [channel][row] so each weight is loaded once per tile and the inner loop over
+/// rows vectorises. (One node at a time, every weight streamed through the cache per node and
+/// accessed with a stride of mul_out; that took 30% of a MACE step.) Weight gradients: per
+/// weight, summing the nodes of its set in a fixed order.
 #include <Kokkos_Core.hpp>
 
 namespace fastmlip::kernels::impl {
@@ -11,23 +15,18 @@ struct LinearInsDev {
   int mul_in, mul_out, dim, offset_in, offset_out, offset_weight;
   double path_weight;
 };
-/// Which entry, channel and m a column of a feature vector is.
-struct LinearColumn {
-  int entry, mul, m;
-};
 
 template <class ExecSpace, class T>
 struct LinearFunctor {
   struct TagForward {};
   struct TagReverse {};
   struct TagReverseWeights {};
+  static constexpr int kTile = 16;  ///< nodes per team
+  static constexpr int kRows = 32;  ///< (node, m) rows per GEMM block: the accumulators of a thread
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
   Kokkos::View<const LinearInsDev*, ExecSpace> m_ins;
-  Kokkos::View<const LinearColumn*, ExecSpace> m_out_cols, m_in_cols;
-  Kokkos::View<const int*, ExecSpace> m_out_ins_ptr, m_out_ins;  // instructions per out entry
-  Kokkos::View<const int*, ExecSpace> m_in_ins_ptr, m_in_ins;    // instructions per in entry
   Kokkos::View<const int*, ExecSpace> m_weight_ins;              // instruction of each weight index
   int m_dim_in = 0, m_dim_out = 0, m_weight_numel = 0;
   ConstMatrix m_W;  // [sets, weight_numel]
@@ -35,45 +34,75 @@ struct LinearFunctor {
   Kokkos::View<const int*, ExecSpace> m_group_ptr, m_group_nodes;
   ConstMatrix m_x, m_grad_out;
   Matrix m_out, m_grad_x, m_grad_W;
+  /// Tiles: [tiles][3] = weight set, first and one-past-last position in m_order, which lists
+  /// the nodes grouped by set (empty: identity order, one set).
+  Kokkos::View<const int* [3], ExecSpace> m_tiles;
+  Kokkos::View<const int*, ExecSpace> m_order;
+  int m_max_mul = 0;  ///< largest mul_in or mul_out of any instruction (scratch rows)
 
   KOKKOS_INLINE_FUNCTION int set_of(int n) const { return m_set.extent(0) ? m_set(n) : 0; }
+  KOKKOS_INLINE_FUNCTION int node_at(int pos) const { return m_order.extent(0) ? m_order(pos) : pos; }
 
-  KOKKOS_INLINE_FUNCTION void operator()(TagForward, const typename Kokkos::TeamPolicy<ExecSpace, TagForward>::member_type& team) const {
-    const int n = team.league_rank();
+  std::size_t tile_shmem_bytes() const { return sizeof(T) * static_cast<std::size_t>(m_max_mul) * kRows + 64; }
+
+  /// One tile, every path. Forward: out[n, o + v d + m] = sum_paths pw sum_u W[u, v] x[n, i + u d + m].
+  /// Reverse (the transpose): grad_x[n, i + u d + m] = sum_paths pw sum_v W[u, v] g[n, o + v d + m].
+  template <bool Reverse, class Member>
+  KOKKOS_INLINE_FUNCTION void tile(const Member& team) const {
+    const int s = m_tiles(team.league_rank(), 0), b = m_tiles(team.league_rank(), 1);
+    const int count = m_tiles(team.league_rank(), 2) - b;
+    const ConstMatrix in = Reverse ? m_grad_out : m_x;
+    const Matrix out = Reverse ? m_grad_x : m_out;
+    const int width = static_cast<int>(out.extent(1));
+    T* X = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_mul * kRows));
     const auto self = *this;
-    const int s = set_of(n);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m_dim_out), [=](int col) {
-      const LinearColumn c = self.m_out_cols(col);
-      T acc = 0;
-      for (int p = self.m_out_ins_ptr(c.entry); p < self.m_out_ins_ptr(c.entry + 1); ++p) {
-        const LinearInsDev I = self.m_ins(self.m_out_ins(p));
-        T dot = 0;
-        for (int u = 0; u < I.mul_in; ++u) {
-          dot += self.m_W(s, I.offset_weight + u * I.mul_out + c.mul) * self.m_x(n, I.offset_in + u * I.dim + c.m);
-        }
-        acc += static_cast<T>(I.path_weight) * dot;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * width),
+                         [=](int k) { out(self.node_at(b + k / width), k % width) = T(0); });
+    team.team_barrier();
+    for (int q = 0; q < static_cast<int>(m_ins.extent(0)); ++q) {
+      const LinearInsDev I = m_ins(q);
+      const int d = I.dim;
+      const int mul_from = Reverse ? I.mul_out : I.mul_in, mul_to = Reverse ? I.mul_in : I.mul_out;
+      const int off_from = Reverse ? I.offset_out : I.offset_in, off_to = Reverse ? I.offset_in : I.offset_out;
+      const T pw = static_cast<T>(I.path_weight);
+      for (int r0 = 0; r0 < count * d; r0 += kRows) {
+        const int nr = count * d - r0 < kRows ? count * d - r0 : kRows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mul_from), [=](int a) {
+          for (int r = 0; r < kRows; ++r) {
+            const int row = r0 + r;
+            X[a * kRows + r] = r < nr ? in(self.node_at(b + row / d), off_from + a * d + row % d) : T(0);
+          }
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mul_to), [=](int c) {
+          T acc[kRows];
+          for (int r = 0; r < kRows; ++r) {
+            acc[r] = T(0);
+          }
+          for (int a = 0; a < mul_from; ++a) {
+            // W[u, v] at u * mul_out + v: forward a = u, c = v; reverse a = v, c = u.
+            const T w = Reverse ? self.m_W(s, I.offset_weight + c * I.mul_out + a)
+                                : self.m_W(s, I.offset_weight + a * I.mul_out + c);
+            const T* row = X + a * kRows;
+            for (int r = 0; r < kRows; ++r) {
+              acc[r] += row[r] * w;
+            }
+          }
+          for (int r = 0; r < nr; ++r) {
+            const int row = r0 + r;
+            out(self.node_at(b + row / d), off_to + c * d + row % d) += pw * acc[r];
+          }
+        });
+        team.team_barrier();
       }
-      self.m_out(n, col) = acc;
-    });
+    }
   }
 
+  KOKKOS_INLINE_FUNCTION void operator()(TagForward, const typename Kokkos::TeamPolicy<ExecSpace, TagForward>::member_type& team) const {
+    tile<false>(team);
+  }
   KOKKOS_INLINE_FUNCTION void operator()(TagReverse, const typename Kokkos::TeamPolicy<ExecSpace, TagReverse>::member_type& team) const {
-    const int n = team.league_rank();
-    const auto self = *this;
-    const int s = set_of(n);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m_dim_in), [=](int col) {
-      const LinearColumn c = self.m_in_cols(col);
-      T acc = 0;
-      for (int p = self.m_in_ins_ptr(c.entry); p < self.m_in_ins_ptr(c.entry + 1); ++p) {
-        const LinearInsDev I = self.m_ins(self.m_in_ins(p));
-        T dot = 0;
-        for (int v = 0; v < I.mul_out; ++v) {
-          dot += self.m_W(s, I.offset_weight + c.mul * I.mul_out + v) * self.m_grad_out(n, I.offset_out + v * I.dim + c.m);
-        }
-        acc += static_cast<T>(I.path_weight) * dot;
-      }
-      self.m_grad_x(n, col) = acc;
-    });
+    tile<true>(team);
   }
 
   // Index j over sets x weight_numel.

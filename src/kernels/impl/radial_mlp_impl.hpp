@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// \file Kokkos functors of the radial MLP. Forward: a tiled GEMM per team (see TagForwardTile).
-/// Reverse: one thread per edge recomputes the hidden activations (hidden widths are small),
-/// keeping every layer's pre-activation, in a caller-provided buffer when the weight gradient
-/// is wanted, which is then a plain sum over edges.
+/// Input gradient (TagReverseTile): the same tiling, recomputing the tile's hidden layers in
+/// team scratch (hidden widths are small) and then running the transposed GEMMs backwards.
+/// With the weight gradient (TagReverse): one thread per edge recomputes the hidden
+/// activations and keeps every layer's pre-activation and its gradient in caller-provided
+/// buffers; the weight gradient is then a plain sum over edges.
 #include <Kokkos_Core.hpp>
 
 #include "core/kokkos_compat.hpp"
@@ -29,6 +31,7 @@ struct RadialMLPFunctor {
   /// blocks spill the accumulators and stop the tile loop from vectorising.
   static constexpr int kColBlock = 1;
   struct TagForwardTile {};
+  struct TagReverseTile {};
   struct TagReverse {};
   struct TagReverseWeights {};
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -181,6 +184,125 @@ struct RadialMLPFunctor {
   }
 
   std::size_t tile_shmem_bytes() const { return 2 * sizeof(T) * static_cast<std::size_t>(m_max_width) * kTile + 64; }
+
+  static constexpr int kChunk = 64;  ///< output columns of grad_out staged at a time in the reverse
+  int m_hidden_total = 0;            ///< sum of the hidden widths
+  std::size_t reverse_tile_shmem_bytes() const {
+    const std::size_t rows = 2 * static_cast<std::size_t>(m_max_width) + m_hidden_total + kChunk;
+    return sizeof(T) * rows * kTile + 4 * 64;
+  }
+
+  // out = sum over tile edges t, rows i: in[i][t] W[i, j] or its transpose, as in the forward:
+  // out[c][t] (+)= sum_a in[a][t] * (transposed ? W[c * b + a] : W[a * b + c]), c < n_out.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION static void tile_gemm_transposed(const Member& team, const T* in, int a_begin, int a_end,
+                                                          const T* W, int b, T* out, int n_out, bool accumulate) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_out), [=](int c) {
+      T acc[kTile];
+      for (int t = 0; t < kTile; ++t) {
+        acc[t] = accumulate ? out[c * kTile + t] : T(0);
+      }
+      const T* w = W + static_cast<std::size_t>(c) * b;
+      for (int a = a_begin; a < a_end; ++a) {
+        const T* row = in + (a - a_begin) * kTile;
+        const T wv = w[a];
+        for (int t = 0; t < kTile; ++t) {
+          acc[t] += row[t] * wv;
+        }
+      }
+      for (int t = 0; t < kTile; ++t) {
+        out[c * kTile + t] = acc[t];
+      }
+    });
+  }
+
+  // grad_in of a tile of kTile edges: the forward recomputed into scratch (pre-activations of
+  // every hidden layer kept as [unit][edge]), then delta = grad_out W_L^T and, layer by layer
+  // backwards, delta = (delta * cst silu'(z)) W_l^T; every GEMM loads each weight once per
+  // tile. grad_out is staged kChunk columns at a time, so scratch does not grow with the
+  // output width (MACE's weight_numel, up to thousands).
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseTile,
+                                         const typename Kokkos::TeamPolicy<ExecSpace, TagReverseTile>::member_type& team) const {
+    const int E = static_cast<int>(m_in.extent(0));
+    const int e0 = team.league_rank() * kTile;
+    const int count = E - e0 < kTile ? E - e0 : kTile;
+    T* A = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
+    T* B = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
+    T* Z = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * (m_hidden_total > 0 ? m_hidden_total : 1) * kTile));
+    T* G = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * kChunk * kTile));
+    const auto self = *this;
+    const int n0 = m_widths(0);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0), [=](int i) {
+      for (int t = 0; t < kTile; ++t) {
+        A[i * kTile + t] = t < count ? self.m_in(e0 + t, i) : T(0);
+      }
+    });
+    team.team_barrier();
+    // Forward through the hidden layers: Z_l = h_l W_l, h_l+1 = cst silu(Z_l).
+    for (int l = 0; l + 1 < m_layers; ++l) {
+      const int a = m_widths(l), b = m_widths(l + 1);
+      const T* W = &m_W(m_w_offset(l));
+      T* z = Z + m_z_offset(l) * kTile;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, b), [=](int j) {
+        T acc[kTile];
+        for (int t = 0; t < kTile; ++t) {
+          acc[t] = T(0);
+        }
+        for (int i = 0; i < a; ++i) {
+          const T* row = A + i * kTile;
+          const T w = W[i * b + j];
+          for (int t = 0; t < kTile; ++t) {
+            acc[t] += row[t] * w;
+          }
+        }
+        for (int t = 0; t < kTile; ++t) {
+          z[j * kTile + t] = acc[t];
+          B[j * kTile + t] = self.m_cst * silu(acc[t]);
+        }
+      });
+      team.team_barrier();
+      T* tmp = A;
+      A = B;
+      B = tmp;
+    }
+    // Last layer: D[i][t] = sum_j grad_out[t, j] W_L[i, j], in chunks of columns j.
+    {
+      const int l = m_layers - 1;
+      const int a = m_widths(l), b = m_widths(l + 1);
+      const T* W = &m_W(m_w_offset(l));
+      for (int j0 = 0; j0 < b; j0 += kChunk) {
+        const int nj = b - j0 < kChunk ? b - j0 : kChunk;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nj), [=](int j) {
+          for (int t = 0; t < kTile; ++t) {
+            G[j * kTile + t] = t < count ? self.m_grad_out(e0 + t, j0 + j) : T(0);
+          }
+        });
+        team.team_barrier();
+        tile_gemm_transposed(team, G, j0, j0 + nj, W, b, B, a, j0 > 0);
+        team.team_barrier();
+      }
+    }
+    // Hidden layers backwards: D_l = (D * cst silu'(Z_l)) W_l^T.
+    for (int l = m_layers - 2; l >= 0; --l) {
+      const int a = m_widths(l), b = m_widths(l + 1);
+      const T* W = &m_W(m_w_offset(l));
+      const T* z = Z + m_z_offset(l) * kTile;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, b * kTile), [=](int k) {
+        B[k] *= self.m_cst * silu_derivative(z[k]);
+      });
+      team.team_barrier();
+      tile_gemm_transposed(team, B, 0, b, W, b, A, a, false);
+      team.team_barrier();
+      T* tmp = A;
+      A = B;
+      B = tmp;
+    }
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0), [=](int i) {
+      for (int t = 0; t < count; ++t) {
+        self.m_grad_in(e0 + t, i) = B[i * kTile + t];
+      }
+    });
+  }
 
   // One weight W_l[i, j] (pre-scaled): sum over edges of input_l[e, i] * dL/dz_l[e, j].
   KOKKOS_INLINE_FUNCTION void operator()(TagReverseWeights, int k) const {

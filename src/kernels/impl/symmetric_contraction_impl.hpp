@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// \file Kokkos functors of the symmetric contraction: one team per node, one thread per
-/// channel; all monomials of the channel from the prefix tree (one multiplication each), then
-/// the folded coefficients of the node's element. The reverse pass walks the tree backwards.
+/// \file Kokkos functors of the symmetric contraction: one team per node, one thread per block
+/// of kChannelBlock channels; all monomials of the block's channels from the prefix tree (one
+/// multiplication each), then the folded coefficients of the node's element. The reverse pass
+/// walks the tree backwards. Every array of a block is [index][channel in block], so the
+/// innermost loops run over channels with unit stride in the monomials and in the coefficient
+/// table ([element][entry][channel]): they vectorise, and each cache line of coefficients
+/// serves kChannelBlock channels instead of one.
 #include <Kokkos_Core.hpp>
 
 namespace fastmlip::kernels::impl {
@@ -31,6 +35,7 @@ struct SymmetricContractionFunctor {
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
   using Limits = SymmetricContractionLimits;
+  static constexpr int kChannelBlock = 4;  ///< m_coef's channel extent is padded to a multiple
 
   Kokkos::View<const SCMonomialDev*, ExecSpace> m_mono;
   Kokkos::View<const SCEntryDev*, ExecSpace> m_entries;
@@ -43,73 +48,124 @@ struct SymmetricContractionFunctor {
   Matrix m_out, m_grad_x;
   Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> m_grad_coef;
 
-  // All monomials of node n, channel c, into mono[0 .. num_mono).
-  KOKKOS_INLINE_FUNCTION void monomials(int n, int c, T* xl, T* mono) const {
+  // All monomials of node n, channels c0 .. c0+B-1, into mono[t * B + b]; channels past the
+  // last (a partial block) get zero inputs, hence zero monomials.
+  KOKKOS_INLINE_FUNCTION void monomials(int n, int c0, T* xl, T* mono) const {
+    constexpr int B = kChannelBlock;
     for (int i = 0; i < m_num_ell; ++i) {
-      xl[i] = m_x(n, m_ell_offset(i) + c * m_ell_stride(i));
+      for (int b = 0; b < B; ++b) {
+        xl[i * B + b] = c0 + b < m_channels ? m_x(n, m_ell_offset(i) + (c0 + b) * m_ell_stride(i)) : T(0);
+      }
     }
     for (int t = 0; t < m_num_mono; ++t) {
       const SCMonomialDev md = m_mono(t);
-      mono[t] = md.parent < 0 ? xl[md.last] : mono[md.parent] * xl[md.last];
+      const T* x = xl + md.last * B;
+      T* m = mono + t * B;
+      if (md.parent < 0) {
+        for (int b = 0; b < B; ++b) {
+          m[b] = x[b];
+        }
+      } else {
+        const T* p = mono + md.parent * B;
+        for (int b = 0; b < B; ++b) {
+          m[b] = p[b] * x[b];
+        }
+      }
     }
   }
 
+  KOKKOS_INLINE_FUNCTION int channel_blocks() const { return (m_channels + kChannelBlock - 1) / kChannelBlock; }
+
   KOKKOS_INLINE_FUNCTION void operator()(TagForward, const typename Kokkos::TeamPolicy<ExecSpace, TagForward>::member_type& team) const {
+    constexpr int B = kChannelBlock;
     const int n = team.league_rank();
     const auto self = *this;  // copies of the views, never `this`, inside the lambda
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m_channels), [=](int c) {
-      T xl[Limits::kMaxEll];
-      T mono[Limits::kMaxMonomials];
-      T acc[Limits::kMaxOutPerChannel];
-      self.monomials(n, c, xl, mono);
-      for (int j = 0; j < self.m_out_per_channel; ++j) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, channel_blocks()), [=](int cb) {
+      const int c0 = cb * B;
+      T xl[Limits::kMaxEll * B];
+      T mono[Limits::kMaxMonomials * B];
+      T acc[Limits::kMaxOutPerChannel * B];
+      self.monomials(n, c0, xl, mono);
+      for (int j = 0; j < self.m_out_per_channel * B; ++j) {
         acc[j] = T(0);
       }
       const int e = self.m_species(n);
       for (int g = 0; g < self.m_num_entries; ++g) {
         const SCEntryDev en = self.m_entries(g);
-        acc[en.local] += self.m_coef(e, g, c) * mono[en.monomial];
+        const T* coef = &self.m_coef(e, g, c0);
+        const T* m = mono + en.monomial * B;
+        T* a = acc + en.local * B;
+        for (int b = 0; b < B; ++b) {
+          a[b] += coef[b] * m[b];
+        }
       }
-      // Each output component of this channel once: entries of one `local` share out/stride.
+      // Each output component of these channels once: entries of one `local` share out/stride.
       for (int g = 0; g < self.m_num_entries; ++g) {
         const SCEntryDev en = self.m_entries(g);
-        self.m_out(n, en.out + c * en.stride) = acc[en.local];
+        for (int b = 0; b < B && c0 + b < self.m_channels; ++b) {
+          self.m_out(n, en.out + (c0 + b) * en.stride) = acc[en.local * B + b];
+        }
       }
     });
   }
 
   // grad_mono[t] = sum over entries on t of coef * grad_out; then back through the tree.
   KOKKOS_INLINE_FUNCTION void operator()(TagReverse, const typename Kokkos::TeamPolicy<ExecSpace, TagReverse>::member_type& team) const {
+    constexpr int B = kChannelBlock;
     const int n = team.league_rank();
     const auto self = *this;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m_channels), [=](int c) {
-      T xl[Limits::kMaxEll];
-      T gx[Limits::kMaxEll];
-      T mono[Limits::kMaxMonomials];
-      T gmono[Limits::kMaxMonomials];
-      self.monomials(n, c, xl, mono);
-      for (int t = 0; t < self.m_num_mono; ++t) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, channel_blocks()), [=](int cb) {
+      const int c0 = cb * B;
+      T xl[Limits::kMaxEll * B];
+      T gx[Limits::kMaxEll * B];
+      T mono[Limits::kMaxMonomials * B];
+      T gmono[Limits::kMaxMonomials * B];
+      T go[Limits::kMaxOutPerChannel * B];
+      self.monomials(n, c0, xl, mono);
+      for (int t = 0; t < self.m_num_mono * B; ++t) {
         gmono[t] = T(0);
       }
-      for (int i = 0; i < self.m_num_ell; ++i) {
+      for (int i = 0; i < self.m_num_ell * B; ++i) {
         gx[i] = T(0);
+      }
+      for (int g = 0; g < self.m_num_entries; ++g) {
+        const SCEntryDev en = self.m_entries(g);
+        for (int b = 0; b < B; ++b) {
+          go[en.local * B + b] = c0 + b < self.m_channels ? self.m_grad_out(n, en.out + (c0 + b) * en.stride) : T(0);
+        }
       }
       const int e = self.m_species(n);
       for (int g = 0; g < self.m_num_entries; ++g) {
         const SCEntryDev en = self.m_entries(g);
-        gmono[en.monomial] += self.m_coef(e, g, c) * self.m_grad_out(n, en.out + c * en.stride);
+        const T* coef = &self.m_coef(e, g, c0);
+        const T* o = go + en.local * B;
+        T* gm = gmono + en.monomial * B;
+        for (int b = 0; b < B; ++b) {
+          gm[b] += coef[b] * o[b];
+        }
       }
       for (int t = self.m_num_mono - 1; t >= 0; --t) {
         const SCMonomialDev md = self.m_mono(t);
+        const T* gm = gmono + t * B;
+        T* gxl = gx + md.last * B;
         if (md.parent < 0) {
-          gx[md.last] += gmono[t];
+          for (int b = 0; b < B; ++b) {
+            gxl[b] += gm[b];
+          }
         } else {
-          gx[md.last] += gmono[t] * mono[md.parent];
-          gmono[md.parent] += gmono[t] * xl[md.last];
+          const T* p = mono + md.parent * B;
+          const T* x = xl + md.last * B;
+          T* gp = gmono + md.parent * B;
+          for (int b = 0; b < B; ++b) {
+            gxl[b] += gm[b] * p[b];
+            gp[b] += gm[b] * x[b];
+          }
         }
       }
       for (int i = 0; i < self.m_num_ell; ++i) {
-        self.m_grad_x(n, self.m_ell_offset(i) + c * self.m_ell_stride(i)) = gx[i];
+        for (int b = 0; b < B && c0 + b < self.m_channels; ++b) {
+          self.m_grad_x(n, self.m_ell_offset(i) + (c0 + b) * self.m_ell_stride(i)) = gx[i * B + b];
+        }
       }
     });
   }
@@ -118,20 +174,27 @@ struct SymmetricContractionFunctor {
   // element, nodes in a fixed order, so the sum is reproducible.
   KOKKOS_INLINE_FUNCTION void operator()(TagReverseCoef,
                                          const typename Kokkos::TeamPolicy<ExecSpace, TagReverseCoef>::member_type& team) const {
+    constexpr int B = kChannelBlock;
     const int e = team.league_rank();
     const auto self = *this;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m_channels), [=](int c) {
-      T xl[Limits::kMaxEll];
-      T mono[Limits::kMaxMonomials];
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, channel_blocks()), [=](int cb) {
+      const int c0 = cb * B;
+      const int nb = self.m_channels - c0 < B ? self.m_channels - c0 : B;
+      T xl[Limits::kMaxEll * B];
+      T mono[Limits::kMaxMonomials * B];
       for (int g = 0; g < self.m_num_entries; ++g) {
-        self.m_grad_coef(e, g, c) = T(0);
+        for (int b = 0; b < nb; ++b) {
+          self.m_grad_coef(e, g, c0 + b) = T(0);
+        }
       }
       for (int p = self.m_element_ptr(e); p < self.m_element_ptr(e + 1); ++p) {
         const int n = self.m_element_nodes(p);
-        self.monomials(n, c, xl, mono);
+        self.monomials(n, c0, xl, mono);
         for (int g = 0; g < self.m_num_entries; ++g) {
           const SCEntryDev en = self.m_entries(g);
-          self.m_grad_coef(e, g, c) += self.m_grad_out(n, en.out + c * en.stride) * mono[en.monomial];
+          for (int b = 0; b < nb; ++b) {
+            self.m_grad_coef(e, g, c0 + b) += self.m_grad_out(n, en.out + (c0 + b) * en.stride) * mono[en.monomial * B + b];
+          }
         }
       }
     });

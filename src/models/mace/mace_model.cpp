@@ -33,6 +33,7 @@
 #include "kernels/linear_kokkos.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
+#include "kernels/radial_table_kokkos.hpp"
 #include "kernels/symmetric_contraction_kokkos.hpp"
 #include "math/spherical_harmonics.hpp"
 #include "models/mace/mace_spec.hpp"
@@ -85,11 +86,13 @@ struct MaceModel<ExecSpace, T>::Impl {
     std::optional<kernels::LinearKokkos<ExecSpace, T>> r2;
     kernels::ChannelwiseTPKokkos<ExecSpace, T> tp;
     kernels::RadialMLPKokkos<ExecSpace, T> mlp;
+    /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of bessel + mlp.
+    std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table;
     kernels::SymmetricContractionKokkos<ExecSpace, T> sc;
     Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
     bool add_sc;
 
-    Layer(const mace::MaceSpec& s, int t)
+    Layer(const mace::MaceSpec& s, int t, const MaceOptions& options, std::vector<MaceRadialTableInfo>& tables)
         : I(&s.interactions[t]),
           P(&s.products[t]),
           R(&s.readouts[t]),
@@ -108,6 +111,22 @@ struct MaceModel<ExecSpace, T>::Impl {
           W_r1(weights(R->w_linear_1, 1)),
           add_sc(I->residual && P->use_sc) {
       sc.set_weights(P->W, s.num_elements);
+      if (options.radial_spacing != 0.0) {
+        const auto tab = kernels::RadialTable::build(s.bessel, I->mlp, options.radial_spacing,
+                                                     MaceOptions::kRadialTableStart);
+        table.emplace(tab);
+        MaceRadialTableInfo info;
+        info.layer = t;
+        info.knots = tab.knots;
+        info.width = tab.width;
+        info.spacing = tab.h;
+        info.max_error_value = tab.max_error_value;
+        info.max_abs_value = tab.max_abs_value;
+        info.max_error_derivative = tab.max_error_derivative;
+        info.max_abs_derivative = tab.max_abs_derivative;
+        info.bytes = tab.data.size() * sizeof(T);
+        tables.push_back(info);
+      }
       if (R->nonlinear) {
         r2.emplace(R->linear_2);
         W_r2 = weights(R->w_linear_2, 1);
@@ -119,6 +138,8 @@ struct MaceModel<ExecSpace, T>::Impl {
   std::vector<Layer> layers;
   kernels::RadialBesselKokkos<ExecSpace, T> bessel;
   int sh_width;
+  std::vector<MaceRadialTableInfo> tables;
+  bool tabulated;  // every layer's R(r) from its table (no Bessel basis, no MLP)
 
   // Per-call state, valid during compute().
   int n_local = 0, n_total = 0, num_edges = 0;
@@ -135,17 +156,23 @@ struct MaceModel<ExecSpace, T>::Impl {
   // non-linear readout's pre-activation. The rest are scratch reused by every layer.
   std::vector<Buffer> x, h, m, z, gx;
   Buffer b_Y, b_B, b_r, b_R, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
-  Buffer g_out, g_act, g_tmp, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r;
+  Buffer g_out, g_act, g_tmp, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt;
 
   Impl(const io::PotentialFile& file, const MaceOptions& options)
       : spec(mace::load_mace_spec(file, options)),
         bessel(spec.bessel),
-        sh_width(sh_dim(spec.max_ell)) {
+        sh_width(sh_dim(spec.max_ell)),
+        tabulated(options.radial_spacing != 0.0) {
     const int n_layers = spec.num_interactions;
+    if (!(options.radial_spacing >= 0.0) || !std::isfinite(options.radial_spacing) ||
+        (options.radial_spacing > 0.0 && options.radial_spacing < 1e-5)) {
+      throw InputError(spec.source + ": the radial table spacing must be 0 (exact radial MLP) or at least 1e-5 A, got " +
+                       std::to_string(options.radial_spacing));
+    }
     layers.reserve(n_layers);
     for (int t = 0; t < n_layers; ++t) {
       try {
-        layers.emplace_back(spec, t);
+        layers.emplace_back(spec, t, options, tables);
       } catch (const UnsupportedError& e) {
         throw UnsupportedError(spec.source + ": layer " + std::to_string(t) + ": " + e.what());
       } catch (const InputError& e) {
@@ -213,6 +240,12 @@ struct MaceModel<ExecSpace, T>::Impl {
                          std::to_string(j) + " at distance " + std::to_string(std::sqrt(d2)) +
                          "; coincident atoms, a self-edge without an image shift, or a non-finite position");
       }
+      if (tabulated && d2 < MaceOptions::kRadialTableStart * MaceOptions::kRadialTableStart) {
+        throw InputError(fn + "edge " + std::to_string(e) + " joins nodes " + std::to_string(i) + " and " +
+                         std::to_string(j) + " at distance " + std::to_string(std::sqrt(d2)) +
+                         " A, below the radial tables' start (" + std::to_string(MaceOptions::kRadialTableStart) +
+                         " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms");
+      }
     }
   }
 
@@ -245,9 +278,11 @@ struct MaceModel<ExecSpace, T>::Impl {
       r(e) = static_cast<T>(std::sqrt(d2));
     }
     Y = b_Y.get(E, sh_width);
-    B = b_B.get(E, bessel.num_basis());
     compute_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), u.data(), Y.data());
-    bessel.compute(r, B);
+    if (!tabulated) {
+      B = b_B.get(E, bessel.num_basis());
+      bessel.compute(r, B);
+    }
   }
 
   /// Interaction t up to the contraction's input m[t] (and the residual sc into b_sc).
@@ -265,7 +300,7 @@ struct MaceModel<ExecSpace, T>::Impl {
       exchange->forward(ht.data(), d_in);
     }
     Matrix R = b_R.get(num_edges, Ly.tp.descriptor().weight_numel);
-    Ly.mlp.compute(B, R);
+    compute_radial(Ly, R);
     Matrix A = b_A.get(N, Ly.tp.descriptor().dim_out());
     Ly.tp.compute(graph_index, ht, Y, R, A);
     const Matrix A_local(A.data(), L, A.extent(1));
@@ -281,6 +316,15 @@ struct MaceModel<ExecSpace, T>::Impl {
       Matrix mpre = b_mpre.get(L, d_t);
       Ly.lin.compute(Ly.W_lin, Ints(), A_local, mpre);
       Ly.skip.compute(Ly.W_skip, species_local, mpre, mt);
+    }
+  }
+
+  /// R = the layer's radial function of every edge: its MLP on the Bessel basis, or its table.
+  void compute_radial(Layer& Ly, Matrix R) {
+    if (Ly.table) {
+      Ly.table->compute(r, R);
+    } else {
+      Ly.mlp.compute(B, R);
     }
   }
 
@@ -438,17 +482,25 @@ struct MaceModel<ExecSpace, T>::Impl {
     // The radial MLP output is recomputed rather than kept per layer: it is the largest
     // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
     Matrix R = b_R.get(E, wn);
-    Ly.mlp.compute(B, R);
+    compute_radial(Ly, R);
     Matrix gh = g_h.get(N, d_in), gYt = g_Yt.get(E, sh_width), gR = g_R.get(E, wn);
     Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, R, gA, gh, gYt, gR);
-    Matrix gBt = g_Bt.get(E, bessel.num_basis());
-    Ly.mlp.reverse(B, gR, gBt);
-    Matrix gY = g_Y.get(E, sh_width), gB = g_B.get(E, bessel.num_basis());
+    Matrix gY = g_Y.get(E, sh_width);
     for (std::size_t k = 0; k < static_cast<std::size_t>(E) * sh_width; ++k) {
       gY.data()[k] += gYt.data()[k];
     }
-    for (std::size_t k = 0; k < static_cast<std::size_t>(E) * bessel.num_basis(); ++k) {
-      gB.data()[k] += gBt.data()[k];
+    if (Ly.table) {
+      Vector grt(g_rt.get(E, 1).data(), E), gr(g_r.get(E, 1).data(), E);
+      Ly.table->reverse(r, gR, grt);
+      for (int e = 0; e < E; ++e) {
+        gr(e) += grt(e);
+      }
+    } else {
+      Matrix gBt = g_Bt.get(E, bessel.num_basis()), gB = g_B.get(E, bessel.num_basis());
+      Ly.mlp.reverse(B, gR, gBt);
+      for (std::size_t k = 0; k < static_cast<std::size_t>(E) * bessel.num_basis(); ++k) {
+        gB.data()[k] += gBt.data()[k];
+      }
     }
     if (t == 0) {
       return;  // x^0 depends on the species only
@@ -474,8 +526,11 @@ struct MaceModel<ExecSpace, T>::Impl {
     std::vector<T> gu(3 * static_cast<std::size_t>(E));
     reverse_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), u.data(), g_Y.get(E, sh_width).data(),
                                 gu.data());
+    // With tables, the layers have accumulated dE/dr into g_r already.
     Vector gr(g_r.get(E, 1).data(), E);
-    bessel.reverse(r, g_B.get(E, bessel.num_basis()), gr);
+    if (!tabulated) {
+      bessel.reverse(r, g_B.get(E, bessel.num_basis()), gr);
+    }
     out.assign(3 * static_cast<std::size_t>(E), T(0));
     for (int e = 0; e < E; ++e) {
       double gl = static_cast<double>(gr(e));
@@ -532,7 +587,11 @@ struct MaceModel<ExecSpace, T>::Impl {
     const T seed = static_cast<T>(spec.scale_shift ? spec.scale : 1.0);
     Kokkos::deep_copy(gx[T_].get(n_local, spec.interactions[T_ - 1].hidden.dim()), T(0));
     Kokkos::deep_copy(g_Y.get(num_edges, sh_width), T(0));
-    Kokkos::deep_copy(g_B.get(num_edges, bessel.num_basis()), T(0));
+    if (tabulated) {
+      Kokkos::deep_copy(g_r.get(num_edges, 1), T(0));
+    } else {
+      Kokkos::deep_copy(g_B.get(num_edges, bessel.num_basis()), T(0));
+    }
     for (int t = T_ - 1; t >= 0; --t) {
       reverse_readout(t, seed);
       reverse_product(t);
@@ -577,6 +636,10 @@ int MaceModel<ExecSpace, T>::species_index(int atomic_number) const {
 template <class ExecSpace, class T>
 int MaceModel<ExecSpace, T>::max_exchange_width() const {
   return m_impl->max_exchange_width();
+}
+template <class ExecSpace, class T>
+const std::vector<MaceRadialTableInfo>& MaceModel<ExecSpace, T>::radial_tables() const {
+  return m_impl->tables;
 }
 template <class ExecSpace, class T>
 void MaceModel<ExecSpace, T>::compute(const MaceGraph<T>& graph, FeatureExchange<T>* exchange, bool gradients,

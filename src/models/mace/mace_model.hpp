@@ -60,6 +60,26 @@ struct MaceOptions {
   /// Head of a multi-head model, by name; empty picks the only head, else the file's
   /// hyperparameters.default_head (the converter's choice), else refuses naming the heads.
   std::string head;
+  /// 0 (the default): evaluate each layer's radial MLP exactly, as mace-torch does. > 0: replace
+  /// it by a cubic Hermite table of R(r) with knots at most this far apart (A), built when
+  /// the model is constructed (kernels/radial_table.hpp). Several times faster; the error is
+  /// measured at build time (radial_tables()) and is O(spacing^4) in R.
+  double radial_spacing = 0.0;
+  /// Lower end of the radial tables (A): shorter edges are refused. Below the 0.1 A at which
+  /// the pair styles refuse close atoms.
+  static constexpr double kRadialTableStart = 0.05;
+};
+
+/// What a layer's radial table is and how well it reproduces the exact radial function,
+/// measured when it was built (kernels::RadialTable).
+struct MaceRadialTableInfo {
+  int layer = 0;
+  int knots = 0;
+  int width = 0;       ///< values per knot and r (the layer's weight_numel)
+  double spacing = 0;  ///< A
+  double max_error_value = 0, max_abs_value = 0;            ///< over all r and outputs
+  double max_error_derivative = 0, max_abs_derivative = 0;  ///< of dR/dr (1/A)
+  std::size_t bytes = 0;                                    ///< memory of the table
 };
 
 /// Results; sized by compute().
@@ -98,6 +118,8 @@ class MaceModel {
   /// The widest row (values per node) compute() ever passes to FeatureExchange::forward or
   /// reverse: a caller sizes its communication buffers from it before the first step.
   int max_exchange_width() const;
+  /// One entry per layer when options.radial_spacing > 0, else empty.
+  const std::vector<MaceRadialTableInfo>& radial_tables() const;
 
   /// Energies, and dE/d(edge vectors) when `gradients`. The calls to `exchange` depend only
   /// on the model and on `gradients`, never on the graph (zero nodes or edges included), so

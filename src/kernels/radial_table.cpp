@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+#include "kernels/radial_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/reference/radial_basis_ref.hpp"
+
+namespace fastmlip::kernels {
+
+void evaluate_radial_function(const RadialBesselParams& bessel, const RadialMLP& mlp, double r, double* value,
+                              double* derivative) {
+  // Forward mode: every activation carries its derivative with respect to r alongside.
+  const int N = bessel.num_basis();
+  std::vector<double> h(N), dh(N);
+  const double f = reference::envelope(bessel, r), df = reference::envelope_derivative(bessel, r);
+  for (int n = 0; n < N; ++n) {
+    const double w = bessel.frequencies[n];
+    const double s = std::sin(w * r), c = std::cos(w * r);
+    const double b = bessel.c() * s / r, db = bessel.c() * (w * c / r - s / (r * r));
+    h[n] = b * f;
+    dh[n] = db * f + b * df;
+  }
+  for (int l = 0; l < mlp.num_layers(); ++l) {
+    const int a = mlp.widths[l], b = mlp.widths[l + 1];
+    const double scale = 1.0 / std::sqrt(static_cast<double>(a));
+    const bool last = l + 1 == mlp.num_layers();
+    std::vector<double> z(b, 0.0), dz(b, 0.0);
+    for (int i = 0; i < a; ++i) {
+      const double* W = &mlp.weights[l][static_cast<std::size_t>(i) * b];
+      for (int j = 0; j < b; ++j) {
+        z[j] += h[i] * W[j];
+        dz[j] += dh[i] * W[j];
+      }
+    }
+    for (int j = 0; j < b; ++j) {
+      z[j] *= scale;
+      dz[j] *= scale;
+      if (!last) {
+        const double sg = 1.0 / (1.0 + std::exp(-z[j]));
+        const double act = z[j] * sg, dact = sg * (1.0 + z[j] * (1.0 - sg));
+        z[j] = mlp.act_cst * act;
+        dz[j] = mlp.act_cst * dact * dz[j];
+      }
+    }
+    h = std::move(z);
+    dh = std::move(dz);
+  }
+  std::copy(h.begin(), h.end(), value);
+  std::copy(dh.begin(), dh.end(), derivative);
+}
+
+void RadialTable::validate() const {
+  if (width < 1 || knots < 2 || knots > kMaxKnots) {
+    throw InputError("RadialTable: " + std::to_string(knots) + " knots of width " + std::to_string(width) +
+                     "; need 2.." + std::to_string(kMaxKnots) + " knots and width >= 1");
+  }
+  if (!(r_lo >= kMinRLo) || !(r_max > r_lo) || !std::isfinite(r_max) || !(h > 0)) {
+    throw InputError("RadialTable: need " + std::to_string(kMinRLo) + " <= r_lo < r_max and h > 0, got r_lo " +
+                     std::to_string(r_lo) + ", r_max " + std::to_string(r_max) + ", h " + std::to_string(h));
+  }
+  if (std::abs(r_lo + (knots - 1) * h - r_max) > 1e-9 * r_max) {
+    throw InputError("RadialTable: the knots do not end at r_max");
+  }
+  if (data.size() != 2 * static_cast<std::size_t>(knots) * width) {
+    throw InputError("RadialTable: data holds " + std::to_string(data.size()) + " values, expected 2 x " +
+                     std::to_string(knots) + " x " + std::to_string(width));
+  }
+}
+
+RadialTable RadialTable::build(const RadialBesselParams& bessel, const RadialMLP& mlp, double spacing, double r_lo) {
+  bessel.validate();
+  mlp.validate();
+  if (mlp.width_in() != bessel.num_basis()) {
+    throw InputError("RadialTable: the MLP takes " + std::to_string(mlp.width_in()) + " inputs but the basis has " +
+                     std::to_string(bessel.num_basis()) + " functions");
+  }
+  if (!(spacing > 0) || !std::isfinite(spacing)) {
+    throw InputError("RadialTable: the knot spacing must be a positive length in Angstrom, got " +
+                     std::to_string(spacing));
+  }
+  if (!(r_lo >= kMinRLo) || !(r_lo < bessel.r_max)) {
+    throw InputError("RadialTable: the table's lower end r_lo = " + std::to_string(r_lo) + " A must lie in [" +
+                     std::to_string(kMinRLo) + ", r_max = " + std::to_string(bessel.r_max) + ")");
+  }
+  const double intervals = std::ceil((bessel.r_max - r_lo) / spacing - 1e-9);
+  if (intervals + 1 > kMaxKnots) {
+    throw InputError("RadialTable: spacing " + std::to_string(spacing) + " A needs " +
+                     std::to_string(static_cast<long long>(intervals) + 1) + " knots on [" + std::to_string(r_lo) +
+                     ", " + std::to_string(bessel.r_max) + "]; at most " + std::to_string(kMaxKnots) +
+                     " are supported, so use a coarser spacing");
+  }
+  RadialTable t;
+  t.r_lo = r_lo;
+  t.r_max = bessel.r_max;
+  t.knots = static_cast<int>(intervals) + 1;
+  t.h = (t.r_max - t.r_lo) / (t.knots - 1);
+  t.width = mlp.width_out();
+  const std::size_t W = static_cast<std::size_t>(t.width);
+  t.data.assign(2 * static_cast<std::size_t>(t.knots) * W, 0.0);
+  std::vector<double> v(W), d(W);
+  for (int k = 0; k < t.knots; ++k) {
+    // The last knot is r_max itself, where R and R' are zero (the envelope and its first
+    // derivative vanish at u = 1 and the MLP maps 0 to 0), matching R = 0 beyond it.
+    const double r = k + 1 == t.knots ? t.r_max : t.r_lo + k * t.h;
+    evaluate_radial_function(bessel, mlp, r, v.data(), d.data());
+    for (std::size_t j = 0; j < W; ++j) {
+      t.data[(2 * static_cast<std::size_t>(k)) * W + j] = v[j];
+      t.data[(2 * static_cast<std::size_t>(k) + 1) * W + j] = t.h * d[j];
+    }
+  }
+  // Measure the interpolation error where each peaks: the leading error term of R is
+  // proportional to t^2 (1-t)^2 (largest at t = 1/2), that of R' to its derivative (largest
+  // at t = 1/2 -+ 1/sqrt(12)).
+  const double ts[3] = {0.5 - 1.0 / std::sqrt(12.0), 0.5, 0.5 + 1.0 / std::sqrt(12.0)};
+  for (int k = 0; k + 1 < t.knots; ++k) {
+    const double* y0 = &t.data[2 * static_cast<std::size_t>(k) * W];
+    const double* m0 = y0 + W;
+    const double* y1 = m0 + W;
+    const double* m1 = y1 + W;
+    for (double s : ts) {
+      const double r = t.r_lo + (k + s) * t.h;
+      evaluate_radial_function(bessel, mlp, r, v.data(), d.data());
+      const double s2 = s * s, s3 = s2 * s;
+      const double h00 = 2 * s3 - 3 * s2 + 1, h10 = s3 - 2 * s2 + s, h01 = -2 * s3 + 3 * s2, h11 = s3 - s2;
+      const double g00 = 6 * s2 - 6 * s, g10 = 3 * s2 - 4 * s + 1, g01 = -6 * s2 + 6 * s, g11 = 3 * s2 - 2 * s;
+      for (std::size_t j = 0; j < W; ++j) {
+        const double val = h00 * y0[j] + h10 * m0[j] + h01 * y1[j] + h11 * m1[j];
+        const double der = (g00 * y0[j] + g10 * m0[j] + g01 * y1[j] + g11 * m1[j]) / t.h;
+        t.max_error_value = std::max(t.max_error_value, std::abs(val - v[j]));
+        t.max_error_derivative = std::max(t.max_error_derivative, std::abs(der - d[j]));
+        t.max_abs_value = std::max(t.max_abs_value, std::abs(v[j]));
+        t.max_abs_derivative = std::max(t.max_abs_derivative, std::abs(d[j]));
+      }
+    }
+  }
+  t.validate();
+  return t;
+}
+
+}  // namespace fastmlip::kernels

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file MACE's radial function R(r) = MLP(Bessel(r) f_p(r / r_max)) tabulated as a cubic
+/// Hermite spline, for inference.
+///
+/// In MACE the radial MLP sees only the edge length, so its whole output row (weight_numel
+/// values, 512-1536 at MACE-MP shapes) is a smooth function of one scalar. Evaluating the MLP
+/// costs ~40k multiply-adds per edge forward and as many again in reverse; the spline costs
+/// 4 per output value. Knots r_k = r_lo + k h, k = 0..K, with r_K = r_max exactly; each knot
+/// stores R(r_k) and h R'(r_k), both exact (the MLP is differentiated in forward mode in
+/// double). On [r_k, r_k+1], t = (r - r_k) / h:
+///
+///   R(r)  = H00(t) R_k + H10(t) h R'_k + H01(t) R_k+1 + H11(t) h R'_k+1
+///   H00 = 2t^3 - 3t^2 + 1,  H10 = t^3 - 2t^2 + t,  H01 = -2t^3 + 3t^2,  H11 = t^3 - t^2
+///
+/// and dR/dr is the derivative of that cubic, so forces are the exact gradient of the
+/// tabulated energy (energy is conserved in NVE to the integrator's accuracy, not the
+/// table's). The spline is C1; its error is O(h^4) in R and O(h^3) in R'. build() measures
+/// both against the exact function at three points of every interval, including where each
+/// error peaks (t = 1/2 for R, t = 1/2 -+ 1/sqrt(12) for R').
+///
+/// Beyond r_max R is zero (the envelope cuts it off). Below r_lo the table is not defined:
+/// callers refuse such edges (the pair styles refuse atoms closer than 0.1 A anyway).
+#include <vector>
+
+#include "kernels/radial_basis.hpp"
+#include "kernels/radial_mlp.hpp"
+
+namespace fastmlip::kernels {
+
+struct RadialTable {
+  double r_lo = 0;    ///< first knot (A)
+  double r_max = 0;   ///< last knot (A); R = 0 beyond
+  double h = 0;       ///< knot spacing (A), (r_max - r_lo) / (knots - 1)
+  int knots = 0;      ///< K + 1
+  int width = 0;      ///< values per row (the MLP's output width)
+  /// [knots][2][width]: R(r_k), then h R'(r_k).
+  std::vector<double> data;
+
+  /// Interpolation error measured at build time, over [r_lo, r_max]: the largest absolute
+  /// error of any output value and of its derivative, and the largest |R| and |R'| there.
+  double max_error_value = 0, max_error_derivative = 0;
+  double max_abs_value = 0, max_abs_derivative = 0;
+
+  /// Lowest r_lo build() accepts: below it sin(wr)/r and its derivative lose digits to
+  /// cancellation.
+  static constexpr double kMinRLo = 1e-3;
+  /// Largest knot count: bounds the table's memory (2 x knots x width values).
+  static constexpr int kMaxKnots = 1 << 20;
+
+  /// Tabulates MLP(Bessel(r)) on [r_lo, bessel.r_max] with spacing at most `spacing` (the
+  /// spacing actually used divides the interval evenly). Throws InputError for spacing <= 0
+  /// or too fine (over kMaxKnots knots), or r_lo outside [kMinRLo, r_max).
+  static RadialTable build(const RadialBesselParams& bessel, const RadialMLP& mlp, double spacing, double r_lo);
+
+  /// Throws InputError if the sizes and bounds do not fit together.
+  void validate() const;
+};
+
+/// The exact radial function and its derivative at one r in (0, r_max), in double:
+/// value[j] = MLP(B(r))_j, derivative[j] = d/dr of it. Used to build tables and to test them.
+void evaluate_radial_function(const RadialBesselParams& bessel, const RadialMLP& mlp, double r, double* value,
+                              double* derivative);
+
+}  // namespace fastmlip::kernels
