@@ -440,6 +440,22 @@ def software(args):
 # Summary
 
 
+def pair_style(args, variant):
+    """`float64`, `float32`: the exact model; `float64/spline`, `float32/spline`: with its radial
+    functions tabulated (pair_style ... radial spline <--spline-spacing>)."""
+    precision, _, radial = variant.partition("/")
+    style = f"fastmlip/mace precision {precision}"
+    if radial == "spline":
+        style += f" radial spline {args.spline_spacing}"
+    elif radial:
+        raise SystemExit(f"unknown fastmlip variant {variant!r}: use float64, float32, float64/spline, float32/spline")
+    return style
+
+
+def dtype_of(variant):
+    return variant.partition("/")[0]
+
+
 def fmt_rate(rec, key="atom_steps_per_s"):
     if rec is None:
         return "-"
@@ -467,31 +483,29 @@ def summary(res):
             return rec.get(key)
         return rec.get("estimated_" + key)
 
+    variants = res["settings"].get("fastmlip_variants", ["float64", "float32"])
     out = []
     for key, title in (("atom_steps_per_s", "atom-steps/s, wall clock, median step"),
                        ("cpu_atom_steps_per_s", "atom-steps per CPU-second")):
-        out += [f"{title}:", "",
-                "| model | atoms | fastmlip f64 | fastmlip f32 | mace-torch f64 | mace-torch f32 | ratio f64 | ratio f32 |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        out += [f"{title} (mace-torch in the same dtype; ratio = fastmlip / mace-torch):", "",
+                "| model | atoms | fastmlip variant | fastmlip | mace-torch | ratio |", "|---|---:|---|---:|---:|---:|"]
         for model in res["settings"]["models"]:
             for n in res["settings"]["natoms"]:
-                fm = {p: find(res["fastmlip"], model=model, precision=p, natoms=n) for p in ("float64", "float32")}
-                mt = {p: find(res["mace_torch"], model=model, dtype=p, natoms=n) for p in ("float64", "float32")}
-                ratios = []
-                for p in ("float64", "float32"):
-                    a, b = rate(fm[p], key), rate(mt[p], key)
-                    ok = fm[p] is not None and mt[p] is not None and fm[p].get("status") == mt[p].get("status") == "ok"
-                    ratios.append(f"{a / b:.2f}x" if ok and a and b else (f"(~{a / b:.2f}x)" if a and b else "-"))
-                out.append(f"| {model} | {n} | {fmt_rate(fm['float64'], key)} | {fmt_rate(fm['float32'], key)} | "
-                           f"{fmt_rate(mt['float64'], key)} | {fmt_rate(mt['float32'], key)} | {ratios[0]} | "
-                           f"{ratios[1]} |")
+                for v in variants:
+                    fm = find(res["fastmlip"], model=model, precision=v, natoms=n)
+                    mt = find(res["mace_torch"], model=model, dtype=dtype_of(v), natoms=n)
+                    a, b = rate(fm, key), rate(mt, key)
+                    ok = fm is not None and mt is not None and fm.get("status") == mt.get("status") == "ok"
+                    ratio = f"{a / b:.2f}x" if ok and a and b else (f"(~{a / b:.2f}x)" if a and b else "-")
+                    out.append(f"| {model} | {n} | {v} | {fmt_rate(fm, key)} | {fmt_rate(mt, key)} | {ratio} |")
         out.append("")
     out += ["memory per atom (KB, peak RSS added by the run / atoms):", "",
-            "| model | atoms | fastmlip f64 | fastmlip f32 | mace-torch f64 | mace-torch f32 |", "|---|---:|---:|---:|---:|---:|"]
+            "| model | atoms | " + " | ".join(f"fastmlip {v}" for v in variants) + " | mace-torch f64 | mace-torch f32 |",
+            "|---|---:|" + "---:|" * (len(variants) + 2)]
     for model in res["settings"]["models"]:
         for n in res["settings"]["natoms"]:
             out.append(f"| {model} | {n} | " + " | ".join(
-                fmt_mem(find(res["fastmlip"], model=model, precision=p, natoms=n)) for p in ("float64", "float32"))
+                fmt_mem(find(res["fastmlip"], model=model, precision=v, natoms=n)) for v in variants)
                 + " | " + " | ".join(fmt_mem(find(res["mace_torch"], model=model, dtype=p, natoms=n))
                                      for p in ("float64", "float32")) + " |")
     out += ["", "| scaling | atoms | 1 rank | 2 ranks | efficiency (wall) | efficiency (CPU) | load |",
@@ -507,7 +521,7 @@ def summary(res):
     for r in res["snap"]:
         out.append(f"| {r['natoms']} | {fmt_rate(r)} | {fmt_rate(r, 'cpu_atom_steps_per_s')} | {fmt_mem(r)} |")
     for c in res.get("energy_checks", []):
-        out.append(f"\nenergy check {c['model']} {c['natoms']}: LAMMPS {c['lammps_pe0_eV']} eV, mace-torch "
+        out.append(f"\nenergy check {c['model']} {c.get('variant', 'float64')} {c['natoms']}: LAMMPS {c['lammps_pe0_eV']} eV, mace-torch "
                    f"{c['mace_torch_energy0_eV']} eV, |diff|/atom {c['abs_diff_per_atom_eV']:.2e} eV")
     return "\n".join(out)
 
@@ -541,9 +555,9 @@ class Runner:
             pstyle, pcoeff, data = "snap", self.snap_coeff(), self.data_cu[cells]
             name, first = f"snap-cu-{natoms}", 20
         else:
-            pstyle = f"fastmlip/mace precision {prec}"
+            pstyle = pair_style(self.args, prec)
             pcoeff = f"* * {MACE_DATA / (model + '.safetensors')} Cu Ni"
-            data, name, first = self.data[cells], f"fastmlip-{model}-{prec}-{natoms}", self.args.first_steps
+            data, name, first = self.data[cells], f"fastmlip-{model}-{prec.replace('/', '-')}-{natoms}", self.args.first_steps
         key = (kind, model, prec)
         prev = self.prev.get(key)
         base = {"name": name, "model": model, "precision": prec, "natoms": natoms, "ranks": 1}
@@ -580,7 +594,7 @@ class Runner:
         natoms = 4 * cells ** 3
         serial = next((r for r in self.res["fastmlip"] if (r.get("model"), r.get("precision"), r.get("natoms"),
                                                              r.get("status")) == (model, prec, natoms, "ok")), None)
-        entry = {"name": f"scaling-{model}-{prec}-{natoms}", "model": model, "precision": prec, "natoms": natoms,
+        entry = {"name": f"scaling-{model}-{prec.replace('/', '-')}-{natoms}", "model": model, "precision": prec, "natoms": natoms,
                  "rate_1": None, "rate_2": None, "efficiency": None, "cpu_efficiency": None}
         if serial is None:
             entry["status"] = "not run: no serial run at this size to compare with"
@@ -590,8 +604,8 @@ class Runner:
         if why:
             entry["status"] = f"not run: {why}"
             return self.store("scaling", entry)
-        rec = run_lammps(self.args, self.work, f"fastmlip-{model}-{prec}-{natoms}-np2", self.data[cells],
-                         f"fastmlip/mace precision {prec}", f"* * {MACE_DATA / (model + '.safetensors')} Cu Ni",
+        rec = run_lammps(self.args, self.work, f"fastmlip-{model}-{prec.replace('/', '-')}-{natoms}-np2", self.data[cells],
+                         pair_style(self.args, prec), f"* * {MACE_DATA / (model + '.safetensors')} Cu Ni",
                          serial["steps"], ranks=2, timeout=int(2 * serial["wall_s"] + 120),
                          perf=not self.args.no_perf)
         entry.update(serial_run=serial["name"], run=rec, status=rec["status"],
@@ -656,7 +670,9 @@ def main():
                    "(default: the LAMMPS source tree under ~/.cache/fastmlip/lammps/current)")
     p.add_argument("--cells", default="5,10,20", help="fcc conventional cells per edge (4 n^3 atoms)")
     p.add_argument("--models", default="mp_small,mp_medium")
-    p.add_argument("--precisions", default="float64,float32")
+    p.add_argument("--precisions", default="float64,float32,float64/spline,float32/spline",
+                   help="fastmlip variants: float64, float32, and either with /spline (radial spline)")
+    p.add_argument("--spline-spacing", type=float, default=0.005, help="knot spacing (A) of the /spline variants")
     p.add_argument("--torch-dtypes", default="float64,float32")
     p.add_argument("--scaling-precisions", default="float64")
     p.add_argument("--scaling-cells", type=int, default=10)
@@ -701,6 +717,7 @@ def main():
            "settings": {"models": models, "natoms": [4 * c ** 3 for c in sizes], "lattice_A": LATTICE,
                         "rattle_A": RATTLE, "structure_seed": STRUCTURE_SEED, "timestep_fs": 1.0,
                         "temperature_start_K": 600.0, "neighbor_skin_A": 1.0, "warmup_steps": args.warmup,
+                        "fastmlip_variants": precisions, "spline_spacing_A": args.spline_spacing,
                         "torch_threads": 1, "kokkos": "Serial (one thread)", "torch_steps": args.torch_steps,
                         "memory_limit_gb": args.memory_limit_gb,
                         "max_config_seconds": args.max_config_seconds, "budget_minutes": args.budget_minutes},
@@ -765,9 +782,10 @@ def main():
     res["energy_checks"] = []
     for r in res["fastmlip"]:
         for t in res["mace_torch"]:
-            if r.get("status") == "ok" and t.get("status") == "ok" and r["precision"] == t["dtype"] == "float64" \
+            if r.get("status") == "ok" and t.get("status") == "ok" and dtype_of(r["precision"]) == t["dtype"] == "float64" \
                     and (r["model"], r["natoms"]) == (t["model"], t["natoms"]):
-                res["energy_checks"].append({"model": r["model"], "natoms": r["natoms"], "lammps_pe0_eV": r["pe0"],
+                res["energy_checks"].append({"model": r["model"], "variant": r["precision"], "natoms": r["natoms"],
+                                             "lammps_pe0_eV": r["pe0"],
                                              "mace_torch_energy0_eV": t["energy0"],
                                              "abs_diff_per_atom_eV": abs(r["pe0"] - t["energy0"]) / r["natoms"]})
     res["finished"] = now()
@@ -796,9 +814,10 @@ def merge(old, new):
     old["energy_checks"] = []
     for r in old["fastmlip"]:
         for t in old["mace_torch"]:
-            if r.get("status") == "ok" and t.get("status") == "ok" and r["precision"] == t["dtype"] == "float64" \
+            if r.get("status") == "ok" and t.get("status") == "ok" and dtype_of(r["precision"]) == t["dtype"] == "float64" \
                     and (r["model"], r["natoms"]) == (t["model"], t["natoms"]):
-                old["energy_checks"].append({"model": r["model"], "natoms": r["natoms"], "lammps_pe0_eV": r["pe0"],
+                old["energy_checks"].append({"model": r["model"], "variant": r["precision"], "natoms": r["natoms"],
+                                             "lammps_pe0_eV": r["pe0"],
                                              "mace_torch_energy0_eV": t["energy0"],
                                              "abs_diff_per_atom_eV": abs(r["pe0"] - t["energy0"]) / r["natoms"]})
     return old

@@ -11,6 +11,7 @@
 #include "kernels/edge_index.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/impl/channelwise_tp_impl.hpp"
+#include "kernels/radial_table_kokkos.hpp"
 
 namespace fastmlip::kernels {
 
@@ -23,6 +24,8 @@ class ChannelwiseTPKokkos {
  public:
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+  using Vector = Kokkos::View<T*, ExecSpace>;
+  using ConstVector = Kokkos::View<const T*, ExecSpace>;
 
   explicit ChannelwiseTPKokkos(const ChannelwiseTP& tp) : m_tp(tp) {
     if (tp.dim2() > Limits::kMaxEdgeAttr) {
@@ -57,15 +60,73 @@ class ChannelwiseTPKokkos {
 
   /// out(n, :) = sum over edges into n of TP(x(sender), Y(e), w(e)).
   void compute(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, Matrix out) const {
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "w", w, g.num_edges, m_tp.weight_numel);
+    auto f = m_f;
+    f.m_w = w;
+    forward(f, g, x, Y, out);
+  }
+
+  /// As compute() with w[e, :] = table(r[e]), the table evaluated inside the kernel (no
+  /// [edges x weight_numel] array). Throws InputError for an edge below the table.
+  void compute(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, const RadialTableKokkos<ExecSpace, T>& table,
+               ConstVector r, Matrix out) const {
+    auto f = m_f;
+    bind_table(f, "compute", g, table, r);
+    forward(f, g, x, Y, out);
+  }
+
+  /// Gradients of sum(out * grad_out) with respect to x, Y and w.
+  void reverse(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, ConstMatrix grad_out,
+               Matrix grad_x, Matrix grad_Y, Matrix grad_w) const {
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "w", w, g.num_edges, m_tp.weight_numel);
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_w", grad_w, g.num_edges, m_tp.weight_numel);
+    auto f = m_f;
+    f.m_w = w;
+    f.m_grad_w = grad_w;
+    backward(f, g, x, Y, grad_out, grad_x, grad_Y);
+  }
+
+  /// As reverse() with tabulated weights: grad_r[e] = sum_j grad_w[e, j] dR_j/dr (r[e]) takes
+  /// the place of grad_w.
+  void reverse(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, const RadialTableKokkos<ExecSpace, T>& table,
+               ConstVector r, ConstMatrix grad_out, Matrix grad_x, Matrix grad_Y, Vector grad_r) const {
+    if (grad_r.extent(0) != static_cast<std::size_t>(g.num_edges)) {
+      throw InputError("ChannelwiseTPKokkos::reverse: grad_r has " + std::to_string(grad_r.extent(0)) +
+                       " entries for " + std::to_string(g.num_edges) + " edges");
+    }
+    auto f = m_f;
+    bind_table(f, "reverse", g, table, r);
+    f.m_grad_r = grad_r;
+    backward(f, g, x, Y, grad_out, grad_x, grad_Y);
+  }
+
+ private:
+  void bind_table(Functor& f, const char* fn, const EdgeIndex<ExecSpace>& g, const RadialTableKokkos<ExecSpace, T>& table,
+                  ConstVector r) const {
+    if (table.width() != m_tp.weight_numel || r.extent(0) != static_cast<std::size_t>(g.num_edges)) {
+      throw InputError(std::string("ChannelwiseTPKokkos::") + fn + ": the radial table gives " +
+                       std::to_string(table.width()) + " weights per edge for " + std::to_string(r.extent(0)) +
+                       " edges; expected " + std::to_string(m_tp.weight_numel) + " for " + std::to_string(g.num_edges));
+    }
+    for (const auto& I : m_tp.instructions) {
+      if (I.mul > impl::ChannelwiseTPLimits::kMaxTabulatedMul) {
+        throw InputError(std::string("ChannelwiseTPKokkos::") + fn + ": " + std::to_string(I.mul) +
+                         " channels per path; tabulated weights support up to " +
+                         std::to_string(impl::ChannelwiseTPLimits::kMaxTabulatedMul));
+      }
+    }
+    table.check(r);
+    f.m_table = table.table();
+    f.m_r = r;
+  }
+
+  void forward(Functor& f, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, Matrix out) const {
     impl::check_shape("ChannelwiseTPKokkos", "compute", "x", x, g.num_nodes, m_tp.dim1());
     impl::check_shape("ChannelwiseTPKokkos", "compute", "Y", Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "compute", "w", w, g.num_edges, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "compute", "out", out, g.num_nodes, m_tp.dim_out());
-    auto f = m_f;
     f.m_graph = g;
     f.m_x = x;
     f.m_Y = Y;
-    f.m_w = w;
     f.m_out = out;
     const int N = g.num_nodes;
     Matrix xT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::xT"), N, m_tp.dim1());
@@ -78,25 +139,19 @@ class ChannelwiseTPKokkos {
     transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::out_from_ir_mul", m_entries_out, outT, out);
   }
 
-  /// Gradients of sum(out * grad_out) with respect to x, Y and w.
-  void reverse(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, ConstMatrix grad_out,
-               Matrix grad_x, Matrix grad_Y, Matrix grad_w) const {
+  void backward(Functor& f, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix grad_out,
+                Matrix grad_x, Matrix grad_Y) const {
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "x", x, g.num_nodes, m_tp.dim1());
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "Y", Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "w", w, g.num_edges, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_out", grad_out, g.num_nodes, m_tp.dim_out());
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_w", grad_w, g.num_edges, m_tp.weight_numel);
-    auto f = m_f;
     f.m_graph = g;
     f.m_x = x;
     f.m_Y = Y;
-    f.m_w = w;
     f.m_grad_out = grad_out;
     f.m_grad_x = grad_x;
     f.m_grad_Y = grad_Y;
-    f.m_grad_w = grad_w;
     // ir_mul copies: the reverse kernels' loops over channels then run over contiguous memory.
     const int N = g.num_nodes;
     Matrix xT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::xT"), N, m_tp.dim1());
@@ -114,7 +169,6 @@ class ChannelwiseTPKokkos {
     transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::grad_x_from_ir_mul", m_entries1, gxT, grad_x);
   }
 
- private:
   using Transpose = impl::IrMulTranspose<ExecSpace, T>;
   static Kokkos::View<const impl::IrrepEntryDev*, ExecSpace> entries(const Irreps& irreps, const char* label) {
     std::vector<impl::IrrepEntryDev> v;

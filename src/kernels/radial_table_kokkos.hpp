@@ -27,15 +27,35 @@ class RadialTableKokkos {
   explicit RadialTableKokkos(const RadialTable& table) : m_table_r_lo(table.r_lo), m_width(table.width) {
     table.validate();
     std::vector<T> data(table.data.begin(), table.data.end());
-    m_f.m_data = impl::upload<ExecSpace>(data, "fastmlip::radial_table::data");
-    m_f.m_width = table.width;
-    m_f.m_knots = table.knots;
-    m_f.m_r_lo = table.r_lo;
-    m_f.m_r_max = table.r_max;
-    m_f.m_inv_h = 1.0 / table.h;
+    auto& t = m_f.m_table;
+    t.data = impl::upload<ExecSpace>(data, "fastmlip::radial_table::data");
+    t.width = table.width;
+    t.knots = table.knots;
+    t.r_lo = table.r_lo;
+    t.r_max = table.r_max;
+    t.inv_h = 1.0 / table.h;
   }
 
   int width() const { return m_width; }
+  /// What kernels that evaluate the table themselves need (ChannelwiseTPKokkos).
+  const impl::HermiteTable<ExecSpace, T>& table() const { return m_f.m_table; }
+
+  /// Throws InputError naming the first edge shorter than the table's lower end (or not a number).
+  void check(ConstVector r) const {
+    auto f = m_f;
+    f.m_r = r;
+    int first_bad = INT_MAX;
+    Kokkos::parallel_reduce("fastmlip::radial_table::check",
+                            Kokkos::RangePolicy<ExecSpace, typename Functor::TagCheck>(0, r.extent(0)), f,
+                            Kokkos::Min<int>(first_bad));
+    if (first_bad != INT_MAX) {
+      T bad;
+      Kokkos::deep_copy(bad, Kokkos::subview(r, first_bad));
+      throw InputError("RadialTableKokkos: edge " + std::to_string(first_bad) + " has length " +
+                       std::to_string(static_cast<double>(bad)) + " A, below the radial table's lower end " +
+                       std::to_string(m_table_r_lo) + " A; evaluate the radial MLP exactly for such close atoms");
+    }
+  }
 
   /// out[e, :] = R(r[e]). Throws InputError naming the first edge shorter than the table's
   /// lower end (or not a number).
@@ -66,22 +86,6 @@ class RadialTableKokkos {
   }
 
  private:
-  void check(ConstVector r) const {
-    auto f = m_f;
-    f.m_r = r;
-    int first_bad = INT_MAX;
-    Kokkos::parallel_reduce("fastmlip::radial_table::check",
-                            Kokkos::RangePolicy<ExecSpace, typename Functor::TagCheck>(0, r.extent(0)), f,
-                            Kokkos::Min<int>(first_bad));
-    if (first_bad != INT_MAX) {
-      T bad;
-      Kokkos::deep_copy(bad, Kokkos::subview(r, first_bad));
-      throw InputError("RadialTableKokkos: edge " + std::to_string(first_bad) + " has length " +
-                       std::to_string(static_cast<double>(bad)) + " A, below the radial table's lower end " +
-                       std::to_string(m_table_r_lo) + " A; evaluate the radial MLP exactly for such close atoms");
-    }
-  }
-
   double m_table_r_lo;
   int m_width;
   Functor m_f;

@@ -10,15 +10,21 @@
 /// receiver's row; the message of an edge never exists in memory (seed section 4.2).
 /// Reverse: sender-feature gradients gathered per sender over the transposed index, edge
 /// gradients (weights, harmonics) per edge. No atomics anywhere.
+/// Tabulated weights (inference with a radial table): each kernel evaluates an edge's weights
+/// from the table itself and the edge kernel contracts their gradient with dR/dr at once, so
+/// neither the [edges x weight_numel] weights nor their gradient ever exist in memory.
 #include <Kokkos_Core.hpp>
+#include <type_traits>
 
 #include "kernels/edge_index.hpp"
+#include "kernels/impl/radial_table_impl.hpp"
 
 namespace fastmlip::kernels::impl {
 
 /// Per-thread accumulator limits of the kernels, in one place.
 struct ChannelwiseTPLimits {
-  static constexpr int kMaxEdgeAttr = 64;  ///< dim of irreps2 (25 for l <= 4)
+  static constexpr int kMaxEdgeAttr = 64;    ///< dim of irreps2 (25 for l <= 4)
+  static constexpr int kMaxTabulatedMul = 512;  ///< channels of an instruction with tabulated weights
 };
 
 /// One irreps entry: where its block starts in a row, its multiplicity and 2l+1.
@@ -88,6 +94,32 @@ struct ChannelwiseTPFunctor {
   // x and grad_out in ir_mul order; out and grad_x accumulated in it.
   ConstMatrix m_xT, m_gT;
   Matrix m_outT, m_grad_xT;
+  // Tabulated weights: w[e, :] = R(m_r[e]) from m_table (no data: weights from m_w), and
+  // m_grad_r[e] = sum_j grad_w[e, j] dR_j/dr instead of m_grad_w.
+  HermiteTable<ExecSpace, T> m_table;
+  Kokkos::View<const T*, ExecSpace> m_r;
+  Kokkos::View<T*, ExecSpace> m_grad_r;
+  using Point = typename HermiteTable<ExecSpace, T>::Point;
+  static constexpr int kMaxTabMul = ChannelwiseTPLimits::kMaxTabulatedMul;
+
+  KOKKOS_INLINE_FUNCTION bool tabulated() const { return m_table.data.extent(0) > 0; }
+  /// Where edge e's length falls in the table (tables serve inference: float and double only).
+  KOKKOS_INLINE_FUNCTION Point edge_point(int e, bool derivative) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (tabulated()) {
+        return m_table.at(static_cast<double>(m_r(e)), derivative);
+      }
+    }
+    return Point{};
+  }
+  /// The instruction's weights of edge e: a row of m_w, or evaluated into buf from the table.
+  KOKKOS_INLINE_FUNCTION const T* weights(int e, const TPInstructionDev& I, const Point& p, T* buf) const {
+    if (!tabulated()) {
+      return &m_w(e, I.offset_weight);
+    }
+    m_table.values(p, I.offset_weight, I.mul, buf);
+    return buf;
+  }
 
   /// out[r]_k[u] = sum over r's incoming edges e (from s) of w_e[u] sum_ij C_ijk Y_e,j x[s]_i[u],
   /// accumulated in ir_mul order (m_outT) so the loop over channels u is contiguous; the
@@ -97,11 +129,13 @@ struct ChannelwiseTPFunctor {
     for (int k = 0; k < static_cast<int>(m_outT.extent(1)); ++k) {
       dst_row[k] = T(0);
     }
+    T wbuf[kMaxTabMul];
     for (int e = m_graph.receiver_ptr(r); e < m_graph.receiver_ptr(r + 1); ++e) {
       const int s = m_graph.sender(e);
+      const Point p = edge_point(e, false);
       for (int q = 0; q < m_num_ins; ++q) {
         const TPInstructionDev& I = m_ins(q);
-        const T* w = &m_w(e, I.offset_weight);
+        const T* w = weights(e, I, p, wbuf);
         for (int z = I.cg_begin; z < I.cg_end; ++z) {
           const auto& c = m_cg(z);
           const T cy = c.value * m_Y(e, I.offset2 + c.j);
@@ -118,12 +152,14 @@ struct ChannelwiseTPFunctor {
   /// grad_x[s] = sum over s's outgoing edges e (to r) of w_e[u] sum_jk C_ijk Y_e,j grad_out[r]_k[u],
   /// accumulated in ir_mul order so the loop over channels u is contiguous.
   KOKKOS_INLINE_FUNCTION void operator()(TagReverseSender, int s) const {
+    T wbuf[kMaxTabMul];
     for (int idx = m_graph.sender_ptr(s); idx < m_graph.sender_ptr(s + 1); ++idx) {
       const int e = m_graph.sender_edges(idx);
       const int r = m_graph.receiver(e);
+      const Point p = edge_point(e, false);
       for (int q = 0; q < m_num_ins; ++q) {
         const TPInstructionDev& I = m_ins(q);
-        const T* w = &m_w(e, I.offset_weight);
+        const T* w = weights(e, I, p, wbuf);
         for (int z = I.cg_begin; z < I.cg_end; ++z) {
           const auto& c = m_cg(z);
           const T cy = c.value * m_Y(e, I.offset2 + c.j);
@@ -146,10 +182,13 @@ struct ChannelwiseTPFunctor {
     for (int j = 0; j < m_dim2; ++j) {
       gy[j] = T(0);
     }
+    T wbuf[kMaxTabMul], gwbuf[kMaxTabMul];
+    const Point p = edge_point(e, true);
+    T gr = 0;
     for (int q = 0; q < m_num_ins; ++q) {
       const TPInstructionDev& I = m_ins(q);
-      const T* w = &m_w(e, I.offset_weight);
-      T* gw = &m_grad_w(e, I.offset_weight);
+      const T* w = weights(e, I, p, wbuf);
+      T* gw = tabulated() ? gwbuf : &m_grad_w(e, I.offset_weight);
       for (int u = 0; u < I.mul; ++u) {
         gw[u] = T(0);
       }
@@ -166,9 +205,15 @@ struct ChannelwiseTPFunctor {
         }
         gy[I.offset2 + c.j] += c.value * sum;
       }
+      if (tabulated()) {
+        gr += m_table.derivative_dot(p, I.offset_weight, I.mul, gw);
+      }
     }
     for (int j = 0; j < m_dim2; ++j) {
       m_grad_Y(e, j) = gy[j];
+    }
+    if (tabulated()) {
+      m_grad_r(e) = gr;
     }
   }
 };

@@ -299,10 +299,15 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (t > 0 && exchange != nullptr) {
       exchange->forward(ht.data(), d_in);
     }
-    Matrix R = b_R.get(num_edges, Ly.tp.descriptor().weight_numel);
-    compute_radial(Ly, R);
     Matrix A = b_A.get(N, Ly.tp.descriptor().dim_out());
-    Ly.tp.compute(graph_index, ht, Y, R, A);
+    if (Ly.table) {
+      // The TP evaluates R(r) from the table edge by edge: no [edges x weight_numel] array.
+      Ly.tp.compute(graph_index, ht, Y, *Ly.table, r, A);
+    } else {
+      Matrix R = b_R.get(num_edges, Ly.tp.descriptor().weight_numel);
+      Ly.mlp.compute(B, R);
+      Ly.tp.compute(graph_index, ht, Y, R, A);
+    }
     const Matrix A_local(A.data(), L, A.extent(1));
     const int d_t = Ly.I->target.dim();
     Matrix mt = m[t].get(L, d_t);
@@ -316,15 +321,6 @@ struct MaceModel<ExecSpace, T>::Impl {
       Matrix mpre = b_mpre.get(L, d_t);
       Ly.lin.compute(Ly.W_lin, Ints(), A_local, mpre);
       Ly.skip.compute(Ly.W_skip, species_local, mpre, mt);
-    }
-  }
-
-  /// R = the layer's radial function of every edge: its MLP on the Bessel basis, or its table.
-  void compute_radial(Layer& Ly, Matrix R) {
-    if (Ly.table) {
-      Ly.table->compute(r, R);
-    } else {
-      Ly.mlp.compute(B, R);
     }
   }
 
@@ -479,28 +475,29 @@ struct MaceModel<ExecSpace, T>::Impl {
     Matrix gA = g_A.get(N, d_mid);
     Ly.lin.reverse(Ly.W_lin, Ints(), b_A.get(L, d_mid), gm, Matrix(gA.data(), L, d_mid));
     std::fill(gA.data() + static_cast<std::size_t>(L) * d_mid, gA.data() + static_cast<std::size_t>(N) * d_mid, T(0));
-    // The radial MLP output is recomputed rather than kept per layer: it is the largest
-    // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
-    Matrix R = b_R.get(E, wn);
-    compute_radial(Ly, R);
-    Matrix gh = g_h.get(N, d_in), gYt = g_Yt.get(E, sh_width), gR = g_R.get(E, wn);
-    Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, R, gA, gh, gYt, gR);
-    Matrix gY = g_Y.get(E, sh_width);
-    for (std::size_t k = 0; k < static_cast<std::size_t>(E) * sh_width; ++k) {
-      gY.data()[k] += gYt.data()[k];
-    }
+    Matrix gh = g_h.get(N, d_in), gYt = g_Yt.get(E, sh_width);
     if (Ly.table) {
+      // dE/dr straight from the TP's edge kernel, contracted with dR/dr there.
       Vector grt(g_rt.get(E, 1).data(), E), gr(g_r.get(E, 1).data(), E);
-      Ly.table->reverse(r, gR, grt);
+      Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, *Ly.table, r, gA, gh, gYt, grt);
       for (int e = 0; e < E; ++e) {
         gr(e) += grt(e);
       }
     } else {
+      // The radial MLP output is recomputed rather than kept per layer: it is the largest
+      // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
+      Matrix R = b_R.get(E, wn), gR = g_R.get(E, wn);
+      Ly.mlp.compute(B, R);
+      Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, R, gA, gh, gYt, gR);
       Matrix gBt = g_Bt.get(E, bessel.num_basis()), gB = g_B.get(E, bessel.num_basis());
       Ly.mlp.reverse(B, gR, gBt);
       for (std::size_t k = 0; k < static_cast<std::size_t>(E) * bessel.num_basis(); ++k) {
         gB.data()[k] += gBt.data()[k];
       }
+    }
+    Matrix gY = g_Y.get(E, sh_width);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(E) * sh_width; ++k) {
+      gY.data()[k] += gYt.data()[k];
     }
     if (t == 0) {
       return;  // x^0 depends on the species only
