@@ -17,6 +17,9 @@ What is measured, and why that way:
   r_max 6, hidden 128x0e resp. 128x0e+128x1o). mace-torch runs the very same models, rebuilt
   with make_mace_fixtures.build_model (same seed and calibration as the committed files); the
   script checks that LAMMPS' step-0 energy equals mace-torch's on the 500-atom structure.
+- fastmlip variants (--precisions): float64 and float32 evaluate the model exactly; float64/spline
+  and float32/spline add `radial spline <--spline-spacing>` (each layer's radial functions
+  tabulated, docs/pair_fastmlip_mace.md). mace-torch runs in the variant's dtype.
 - fastmlip: `build/bin/lmp -in in.bench.lmp`, NVE at 1 fs. The thermo column `cpu` is printed
   every step, so each step's wall time is known; the setup force evaluation (before step 0) and
   the first `--warmup` steps are dropped, and atom-steps/s = atoms / median step time. One rank,

@@ -163,6 +163,30 @@ TEST(RadialMLP, MatchesE3nnFullyConnectedNet) {
   }
 }
 
+// sum(MLP(x) * g) by the reference: the loss whose gradients the tests difference.
+double mlp_loss(const RadialMLP& m, int edges, const std::vector<double>& x, const std::vector<double>& g) {
+  std::vector<double> out(g.size());
+  reference::compute_radial_mlp(m, edges, x.data(), out.data());
+  double s = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    s += out[i] * g[i];
+  }
+  return s;
+}
+
+// Random inputs and output gradients of `edges` rows, representable in T.
+template <class T>
+std::pair<std::vector<double>, std::vector<double>> random_rows(const RadialMLP& mlp, int edges, std::uint64_t seed) {
+  test::Uniform u(seed);
+  std::vector<double> x(edges * mlp.width_in()), g(edges * mlp.width_out());
+  for (auto* v : {&x, &g}) {
+    for (double& a : *v) {
+      a = static_cast<double>(static_cast<T>(u(-1, 1)));
+    }
+  }
+  return {x, g};
+}
+
 template <class T>
 class RadialMLPTyped : public ::testing::Test {};
 TYPED_TEST_SUITE(RadialMLPTyped, Dtypes);
@@ -174,25 +198,12 @@ TYPED_TEST(RadialMLPTyped, ReverseMatchesFiniteDifferences) {
   RadialMLPKokkos<Exec, T> k(mlp);
   for (int E : test::test_sizes()) {
     const int edges = std::min(E, 40);
-    test::Uniform u(E + 1);
-    std::vector<double> x(edges * mlp.width_in()), g(edges * mlp.width_out());
-    for (auto* v : {&x, &g}) {
-      for (double& a : *v) {
-        a = static_cast<double>(static_cast<T>(u(-1, 1)));
-      }
-    }
+    const auto rows = random_rows<T>(mlp, edges, E + 1);
+    const std::vector<double>& x = rows.first, &g = rows.second;
     auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), edges, mlp.width_in());
     k.reverse(matrix<T>(x, edges, mlp.width_in()), matrix<T>(g, edges, mlp.width_out()), gx);
     const auto gW = k.reverse_weights(matrix<T>(x, edges, mlp.width_in()), matrix<T>(g, edges, mlp.width_out()));
-    auto loss = [&](const RadialMLP& m, const std::vector<double>& xx) {
-      std::vector<double> out(g.size());
-      reference::compute_radial_mlp(m, edges, xx.data(), out.data());
-      double s = 0;
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        s += out[i] * g[i];
-      }
-      return s;
-    };
+    auto loss = [&](const RadialMLP& m, const std::vector<double>& xx) { return mlp_loss(m, edges, xx, g); };
     const double h = 1e-5, tol = std::is_same_v<T, double> ? 1e-7 : 1e-3;
     for (std::size_t i = 0; i < x.size(); i += std::max<std::size_t>(1, x.size() / 20)) {
       auto p = x, m = x;
@@ -230,24 +241,11 @@ TYPED_TEST(RadialMLPTyped, ReverseOfAWideOutputMatchesFiniteDifferences) {
   }
   RadialMLPKokkos<Exec, T> k(mlp);
   for (int edges : {1, 13, 45}) {
-    test::Uniform u(edges);
-    std::vector<double> x(edges * mlp.width_in()), g(edges * mlp.width_out());
-    for (auto* v : {&x, &g}) {
-      for (double& a : *v) {
-        a = static_cast<double>(static_cast<T>(u(-1, 1)));
-      }
-    }
+    const auto rows = random_rows<T>(mlp, edges, edges);
+    const std::vector<double>& x = rows.first, &g = rows.second;
     auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), edges, mlp.width_in());
     k.reverse(matrix<T>(x, edges, mlp.width_in()), matrix<T>(g, edges, mlp.width_out()), gx);
-    auto loss = [&](const std::vector<double>& xx) {
-      std::vector<double> out(g.size());
-      reference::compute_radial_mlp(mlp, edges, xx.data(), out.data());
-      double s = 0;
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        s += out[i] * g[i];
-      }
-      return s;
-    };
+    auto loss = [&](const std::vector<double>& xx) { return mlp_loss(mlp, edges, xx, g); };
     const double h = 1e-5, tol = std::is_same_v<T, double> ? 1e-7 : 1e-3;
     for (std::size_t i = 0; i < x.size(); i += 3) {
       auto p = x, m = x;

@@ -131,19 +131,27 @@ struct ChannelwiseTPFunctor {
     }
     T wbuf[kMaxTabMul];
     for (int e = m_graph.receiver_ptr(r); e < m_graph.receiver_ptr(r + 1); ++e) {
-      const int s = m_graph.sender(e);
-      const Point p = edge_point(e, false);
-      for (int q = 0; q < m_num_ins; ++q) {
-        const TPInstructionDev& I = m_ins(q);
-        const T* w = weights(e, I, p, wbuf);
-        for (int z = I.cg_begin; z < I.cg_end; ++z) {
-          const auto& c = m_cg(z);
-          const T cy = c.value * m_Y(e, I.offset2 + c.j);
-          const T* x = &m_xT(s, I.offset1 + c.i * I.mul);
-          T* dst = dst_row + I.offset_out + c.k * I.mul;
-          for (int u = 0; u < I.mul; ++u) {
-            dst[u] += cy * w[u] * x[u];
-          }
+      scatter_edge<false>(e, &m_xT(m_graph.sender(e), 0), dst_row, wbuf);
+    }
+  }
+
+  /// Edge e's term of the forward sum into its receiver's row (Transposed = false:
+  /// dst_k[u] += w[u] C_ijk Y_j src_i[u], src = the sender's x) or of grad_x into its sender's
+  /// row (Transposed = true: dst_i[u] += w[u] C_ijk Y_j src_k[u], src = the receiver's grad_out);
+  /// both rows in ir_mul order.
+  template <bool Transposed>
+  KOKKOS_INLINE_FUNCTION void scatter_edge(int e, const T* src_row, T* dst_row, T* wbuf) const {
+    const Point p = edge_point(e, false);
+    for (int q = 0; q < m_num_ins; ++q) {
+      const TPInstructionDev& I = m_ins(q);
+      const T* w = weights(e, I, p, wbuf);
+      for (int z = I.cg_begin; z < I.cg_end; ++z) {
+        const auto& c = m_cg(z);
+        const T cy = c.value * m_Y(e, I.offset2 + c.j);
+        const T* src = src_row + (Transposed ? I.offset_out + c.k * I.mul : I.offset1 + c.i * I.mul);
+        T* dst = dst_row + (Transposed ? I.offset1 + c.i * I.mul : I.offset_out + c.k * I.mul);
+        for (int u = 0; u < I.mul; ++u) {
+          dst[u] += cy * w[u] * src[u];
         }
       }
     }
@@ -155,21 +163,7 @@ struct ChannelwiseTPFunctor {
     T wbuf[kMaxTabMul];
     for (int idx = m_graph.sender_ptr(s); idx < m_graph.sender_ptr(s + 1); ++idx) {
       const int e = m_graph.sender_edges(idx);
-      const int r = m_graph.receiver(e);
-      const Point p = edge_point(e, false);
-      for (int q = 0; q < m_num_ins; ++q) {
-        const TPInstructionDev& I = m_ins(q);
-        const T* w = weights(e, I, p, wbuf);
-        for (int z = I.cg_begin; z < I.cg_end; ++z) {
-          const auto& c = m_cg(z);
-          const T cy = c.value * m_Y(e, I.offset2 + c.j);
-          const T* g = &m_gT(r, I.offset_out + c.k * I.mul);
-          T* dst = &m_grad_xT(s, I.offset1 + c.i * I.mul);
-          for (int u = 0; u < I.mul; ++u) {
-            dst[u] += cy * w[u] * g[u];
-          }
-        }
-      }
+      scatter_edge<true>(e, &m_gT(m_graph.receiver(e), 0), &m_grad_xT(s, 0), wbuf);
     }
   }
 

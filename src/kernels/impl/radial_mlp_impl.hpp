@@ -26,10 +26,7 @@ template <class ExecSpace, class T>
 struct RadialMLPFunctor {
   static constexpr int kMaxHidden = 256;       ///< widest hidden layer
   static constexpr int kMaxHiddenTotal = 1024;  ///< sum of hidden widths (per-edge pre-activations)
-  static constexpr int kTile = 32;      ///< edges per team in the forward pass
-  /// Output columns per thread step. Measured on x86-64 (SSE2 baseline): 1 is fastest; wider
-  /// blocks spill the accumulators and stop the tile loop from vectorising.
-  static constexpr int kColBlock = 1;
+  static constexpr int kTile = 32;      ///< edges per team in the tiled passes
   struct TagForwardTile {};
   struct TagReverseTile {};
   struct TagReverse {};
@@ -122,9 +119,43 @@ struct RadialMLPFunctor {
     }
   }
 
-  // Forward as a tiled GEMM: a team takes kTile edges; layer inputs sit in team scratch as
+  // The tiled passes: a team takes kTile edges; layer inputs sit in team scratch as
   // [width][kTile], so each weight is loaded once per tile and used for every edge of it,
   // instead of the whole weight matrix streaming through the cache once per edge.
+
+  /// Rows of m_in for edges e0 .. e0+count-1 into A as [n_0][kTile], zero past count.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void load_tile(const Member& team, int e0, int count, T* A) const {
+    const auto self = *this;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m_widths(0)), [=](int i) {
+      for (int t = 0; t < kTile; ++t) {
+        A[i * kTile + t] = t < count ? self.m_in(e0 + t, i) : T(0);
+      }
+    });
+  }
+
+  /// One layer of a tile, one thread per output column j: acc[t] = sum_i in[i][t] W[i, j],
+  /// handed to store(j, acc). (One column per thread step: wider blocks, measured on x86-64,
+  /// spill the accumulators and stop the loop over the tile from vectorising.)
+  template <class Member, class Store>
+  KOKKOS_INLINE_FUNCTION static void tile_layer(const Member& team, const T* in, int a, const T* W, int b,
+                                                const Store& store) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, b), [=](int j) {
+      T acc[kTile];
+      for (int t = 0; t < kTile; ++t) {
+        acc[t] = T(0);
+      }
+      for (int i = 0; i < a; ++i) {
+        const T* row = in + i * kTile;
+        const T w = W[i * b + j];
+        for (int t = 0; t < kTile; ++t) {
+          acc[t] += row[t] * w;
+        }
+      }
+      store(j, acc);
+    });
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(TagForwardTile,
                                          const typename Kokkos::TeamPolicy<ExecSpace, TagForwardTile>::member_type& team) const {
     const int E = static_cast<int>(m_in.extent(0));
@@ -133,49 +164,26 @@ struct RadialMLPFunctor {
     T* A = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
     T* B = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
     const auto self = *this;
-    const int n0 = m_widths(0);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0), [=](int i) {
-      for (int t = 0; t < kTile; ++t) {
-        A[i * kTile + t] = t < count ? self.m_in(e0 + t, i) : T(0);
-      }
-    });
+    load_tile(team, e0, count, A);
     team.team_barrier();
     for (int l = 0; l < m_layers; ++l) {
-      const int a = m_widths(l), b = m_widths(l + 1);
-      const bool last = l + 1 == m_layers;
-      const T* W = &m_W(m_w_offset(l));
-      const T* in = A;
       T* out = B;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (b + kColBlock - 1) / kColBlock), [=](int jb) {
-        const int j0 = jb * kColBlock;
-        const int nj = b - j0 < kColBlock ? b - j0 : kColBlock;
-        T acc[kColBlock][kTile];
-        for (int c = 0; c < kColBlock; ++c) {
-          for (int t = 0; t < kTile; ++t) {
-            acc[c][t] = T(0);
-          }
+      const auto hidden = [=](int j, const T* acc) {
+        for (int t = 0; t < kTile; ++t) {
+          out[j * kTile + t] = self.m_cst * silu(acc[t]);
         }
-        for (int i = 0; i < a; ++i) {
-          const T* row = in + i * kTile;
-          for (int c = 0; c < nj; ++c) {
-            const T w = W[i * b + j0 + c];
-            for (int t = 0; t < kTile; ++t) {
-              acc[c][t] += row[t] * w;
-            }
-          }
+      };
+      const auto last = [=](int j, const T* acc) {
+        for (int t = 0; t < count; ++t) {
+          self.m_out(e0 + t, j) = acc[t];
         }
-        for (int c = 0; c < nj; ++c) {
-          if (last) {
-            for (int t = 0; t < count; ++t) {
-              self.m_out(e0 + t, j0 + c) = acc[c][t];
-            }
-          } else {
-            for (int t = 0; t < kTile; ++t) {
-              out[(j0 + c) * kTile + t] = self.m_cst * silu(acc[c][t]);
-            }
-          }
-        }
-      });
+      };
+      const T* W = &m_W(m_w_offset(l));
+      if (l + 1 == m_layers) {
+        tile_layer(team, A, m_widths(l), W, m_widths(l + 1), last);
+      } else {
+        tile_layer(team, A, m_widths(l), W, m_widths(l + 1), hidden);
+      }
       team.team_barrier();
       T* tmp = A;
       A = B;
@@ -232,32 +240,16 @@ struct RadialMLPFunctor {
     T* G = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * kChunk * kTile));
     const auto self = *this;
     const int n0 = m_widths(0);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0), [=](int i) {
-      for (int t = 0; t < kTile; ++t) {
-        A[i * kTile + t] = t < count ? self.m_in(e0 + t, i) : T(0);
-      }
-    });
+    load_tile(team, e0, count, A);
     team.team_barrier();
     // Forward through the hidden layers: Z_l = h_l W_l, h_l+1 = cst silu(Z_l).
     for (int l = 0; l + 1 < m_layers; ++l) {
-      const int a = m_widths(l), b = m_widths(l + 1);
-      const T* W = &m_W(m_w_offset(l));
       T* z = Z + m_z_offset(l) * kTile;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, b), [=](int j) {
-        T acc[kTile];
-        for (int t = 0; t < kTile; ++t) {
-          acc[t] = T(0);
-        }
-        for (int i = 0; i < a; ++i) {
-          const T* row = A + i * kTile;
-          const T w = W[i * b + j];
-          for (int t = 0; t < kTile; ++t) {
-            acc[t] += row[t] * w;
-          }
-        }
+      T* out = B;
+      tile_layer(team, A, m_widths(l), &m_W(m_w_offset(l)), m_widths(l + 1), [=](int j, const T* acc) {
         for (int t = 0; t < kTile; ++t) {
           z[j * kTile + t] = acc[t];
-          B[j * kTile + t] = self.m_cst * silu(acc[t]);
+          out[j * kTile + t] = self.m_cst * silu(acc[t]);
         }
       });
       team.team_barrier();
