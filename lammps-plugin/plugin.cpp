@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Entry point of fastmlipplugin.so: `plugin load fastmlipplugin.so` calls lammpsplugin_init,
 // which checks the LAMMPS version and registers every style this package provides.
+#include "compute_fastmlip_magmom.h"
 #include "error.h"
 #include "fastmlip_command.h"
+#include "pair_fastmlip_chgnet.h"
 #include "pair_fastmlip_mace.h"
 #include "pair_fastmlip_mace_kokkos.h"
 #include "lammps.h"
@@ -22,6 +24,10 @@ using namespace LAMMPS_NS;
 namespace {
 Command* fastmlip_command_creator(LAMMPS* lmp) { return new FastmlipCommand(lmp); }
 Pair* pair_fastmlip_mace_creator(LAMMPS* lmp) { return new PairFastmlipMace(lmp); }
+Pair* pair_fastmlip_chgnet_creator(LAMMPS* lmp) { return new PairFastmlipChgnet(lmp); }
+Compute* compute_fastmlip_magmom_creator(LAMMPS* lmp, int narg, char** arg) {
+  return new ComputeFastmlipMagmom(lmp, narg, arg);
+}
 #ifdef LMP_KOKKOS
 Pair* pair_fastmlip_mace_kk_device_creator(LAMMPS* lmp) { return new PairFastmlipMaceKokkos<LMPDeviceType>(lmp); }
 Pair* pair_fastmlip_mace_kk_host_creator(LAMMPS* lmp) { return new PairFastmlipMaceKokkos<LMPHostType>(lmp); }
@@ -54,6 +60,18 @@ extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* l
   plugin.info = "MACE potentials from fastmlip potential files (docs/pair_fastmlip_mace.md)";
   plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_mace_creator);
   register_style(&plugin, lmp);
+
+  plugin.name = "fastmlip/chgnet";
+  plugin.info = "CHGNet potentials from fastmlip potential files (docs/pair_fastmlip_chgnet.md)";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_chgnet_creator);
+  register_style(&plugin, lmp);
+
+  plugin.style = "compute";
+  plugin.name = "fastmlip/magmom";
+  plugin.info = "per-atom magnetic moments predicted by pair_style fastmlip/chgnet";
+  plugin.creator.v2 = reinterpret_cast<lammpsplugin_factory2*>(&compute_fastmlip_magmom_creator);
+  register_style(&plugin, lmp);
+  plugin.style = "pair";
 
 #ifdef LMP_KOKKOS
   // The KOKKOS variant under the names the KOKKOS package gives its own styles (PairStyle(x/kk),

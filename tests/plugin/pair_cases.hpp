@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// The YAML cases of pair_style fastmlip/mace (tests/plugin/mace/*.yaml) in the spirit of LAMMPS'
-// unittest/force-styles: each file names a potential (relative to the repository), the
+// The YAML cases of the pair styles (tests/plugin/mace/*.yaml, tests/plugin/chgnet/*.yaml) in
+// the spirit of LAMMPS' unittest/force-styles: each file names a potential (relative to the repository), the
 // pair_style line, the element of each atom type and the commands that create the system, and
 // holds reference energies, virial stresses and forces by atom id at `run 0` (init_*) and after
 // `run N` under fix nve (run_*). Shared by the host-style and /kk-style tests.
@@ -127,9 +127,10 @@ inline Snapshot snapshot(Lammps& lmp) {
   return s;
 }
 
-inline std::vector<fs::path> case_files() {
+/// The cases of one model kind: tests/plugin/<model>/*.yaml, sorted.
+inline std::vector<fs::path> case_files(const std::string& model = "mace") {
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(FASTMLIP_PAIR_CASES_DIR)) {
+  for (const auto& e : fs::directory_iterator(fs::path(FASTMLIP_PAIR_CASES_DIR) / model)) {
     if (e.path().extension() == ".yaml") {
       files.push_back(e.path());
     }

@@ -28,9 +28,11 @@ namespace {
 namespace fs = std::filesystem;
 using namespace fastmlip_test;
 
-class PairMace : public ::testing::TestWithParam<fs::path> {};
+/// One YAML case of either pair style (fastmlip/mace or fastmlip/chgnet): the checks below
+/// only read energies, forces and virials through LAMMPS.
+class PairStyle : public ::testing::TestWithParam<fs::path> {};
 
-TEST_P(PairMace, ReferenceRunsAndRoundTrips) {
+TEST_P(PairStyle, ReferenceRunsAndRoundTrips) {
   const Case c = load_case(GetParam());
   const bool regenerate = std::getenv("FASTMLIP_REGENERATE_YAML") != nullptr;
   Snapshot init, after;
@@ -94,12 +96,13 @@ TEST_P(PairMace, ReferenceRunsAndRoundTrips) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, PairMace, ::testing::ValuesIn(case_files()),
-                         [](const ::testing::TestParamInfo<fs::path>& info) {
-                           std::string n = info.param.stem().string();
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+std::string case_name(const ::testing::TestParamInfo<fs::path>& info) {
+  std::string n = info.param.stem().string();
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+INSTANTIATE_TEST_SUITE_P(Mace, PairStyle, ::testing::ValuesIn(case_files("mace")), case_name);
+INSTANTIATE_TEST_SUITE_P(Chgnet, PairStyle, ::testing::ValuesIn(case_files("chgnet")), case_name);
 
 /// Energy after moving to the current positions/box (a fresh `run 0`).
 double energy_now(Lammps& lmp) {
@@ -110,7 +113,7 @@ double energy_now(Lammps& lmp) {
 // Forces and virial are derivatives of the energy: central differences of `run 0` energies
 // against the analytic forces of a few atoms, and against the virial under small strains
 // (diagonal scalings, and tilts where the box is triclinic). Double-precision cases only.
-TEST_P(PairMace, FiniteDifferenceForcesAndVirial) {
+TEST_P(PairStyle, FiniteDifferenceForcesAndVirial) {
   const Case c = load_case(GetParam());
   if (c.tolerance > 1e-8) {
     GTEST_SKIP() << c.name << " runs in float32";
@@ -205,7 +208,7 @@ TEST_P(PairMace, FiniteDifferenceForcesAndVirial) {
 }
 
 // Energy minimisation and NPT dynamics drive the style through box changes and re-neighboring.
-TEST_P(PairMace, MinimizeThenNpt) {
+TEST_P(PairStyle, MinimizeThenNpt) {
   const Case c = load_case(GetParam());
   if (c.input.find("boundary") != std::string::npos) {
     GTEST_SKIP() << c.name << " is not periodic (no barostat)";
@@ -228,7 +231,7 @@ TEST_P(PairMace, MinimizeThenNpt) {
   EXPECT_NE(lmp.thermo("vol"), v0) << c.name << ": the barostat did not change the box";
 }
 
-Case first_case() { return load_case(case_files().at(0)); }
+Case first_case() { return load_case(case_files("mace").at(0)); }
 
 const char* kTwoAtoms =
     "region box block 0 10 0 10 0 10\ncreate_box 2 box\nmass * 60.0\n"

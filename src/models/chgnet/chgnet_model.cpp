@@ -1,0 +1,1230 @@
+// SPDX-License-Identifier: MIT
+// CHGNet as the chgnet package (v0.3.x, model/model.py, layers.py, functions.py) evaluates it,
+// with a hand-written reverse pass for dE/d(edge vectors). Notation: x^k atom features, b^k
+// bond features, g^k angle features, e an edge c -> n with vector v and length r, s a short
+// edge (r < bond cutoff), alpha an angle (c; a, b): ordered pair of distinct short edges a, b
+// out of the same centre c.
+//
+//   basis:    B(r) = RadialBessel_6A(r),  B'(s) = RadialBessel_3A(r_s),
+//             F(alpha) = Fourier(theta),  theta = acos(0.999999 u_a . u_b)     (chgnet's clamp)
+//   embed:    x^0_i = Emb[Z_i - 1],  b^0_e = W_b B(r_e),  w_e = W_a B(r_e),  w'_s = W_w B'(r_s),
+//             g^0_alpha = W_g F(alpha)
+//   k = 0..n_conv-2:
+//     AtomConv  x^{k+1}_i = x^k_i + O^a_k sum_{e: c=i} GMLP([x^k_c, b^k_e, x^k_n]) * w_e
+//     BondConv  H_s      = sum_{alpha=(c;s,b)} GMLP([b^k_s, b^k_b, g^k_alpha, x^{k+1}_c]) * w'_s * w'_b
+//               b^{k+1}_s = b^k_s + O^b_k (H_s + H_{reverse(s)})
+//               (a long edge is in no angle: b^{k+1}_e = b^k_e + bias of O^b_k, 0 without one)
+//     AngleUpd  g^{k+1}_alpha = g^k_alpha + GMLP([b^{k+1}_a, b^{k+1}_b, g^k_alpha, x^{k+1}_c])
+//               (not for the last k: the final AtomConv never reads it; FastCHGNet)
+//     after the last k: magmom_i = |site_wise(x^{k+1}_i)|
+//   final AtomConv -> x^{n_conv};  E_i = MLP(LayerNorm(x^{n_conv}_i)) + AtomRef[Z_i]
+//
+//   GMLP(z) = silu(LN_1(core(z))) * sigmoid(LN_2(gate(z))); core and gate have the same shapes,
+//   and their first linear layers are one merged GEMM here (FastCHGNet's merged GatedMLP).
+//
+// chgnet keeps one row per undirected bond and per angle; both directions of a bond carry the
+// same row here (chgnet's sum over the angles at both ends of a bond is H_s + H_reverse(s)).
+// Only short edges change in BondConv, so b^k is stored for short edges only, long edges read
+// b^0 plus the biases so far (none for v0.3.0): the redundancy removal of FastCHGNet, and most
+// of the memory saved.
+//
+// Reverse pass: every GMLP is recomputed from its gathered input, tile by tile, and
+// differentiated in the same tile (its activations are never stored for all rows).
+#include "models/chgnet/chgnet_model.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "core/elements.hpp"
+#include "core/error.hpp"
+#include "graph/neighbor_list.hpp"
+#include "kernels/radial_basis_kokkos.hpp"
+
+namespace fastmlip::models {
+
+namespace {
+
+using HostExec = Kokkos::DefaultHostExecutionSpace;
+
+/// The logistic function. exp(-z) is capped where sigmoid is 0 to the precision of T anyway
+/// (z < -80 in float, -700 in double), which keeps libm's exp off its slow overflow path.
+template <class T>
+T sigmoid(T z) {
+  constexpr T kCap = std::is_same_v<T, float> ? T(80) : T(700);
+  return T(1) / (T(1) + std::exp(std::min(-z, kCap)));
+}
+template <class T>
+T silu(T z) {
+  return z * sigmoid(z);
+}
+
+/// Bytes of one SIMD register of the build's target: the kernel below uses GCC/Clang vector
+/// extensions of this width, so it is SSE2 on the portable x86-64 baseline and AVX/AVX-512
+/// with FASTMLIP_ENABLE_NATIVE.
+#if defined(__AVX512F__)
+constexpr int kSimdBytes = 64;
+#elif defined(__AVX__)
+constexpr int kSimdBytes = 32;
+#else
+constexpr int kSimdBytes = 16;
+#endif
+
+/// y[r][j] (+)= bias[j] + sum_k x[r][k] M[k][j] for `rows` rows, M row-major [K][J]: every
+/// dense product of the model (forward: M = W^T; input gradient: M = W). Register-blocked:
+/// a block of 4 rows x 4 vectors of y stays in 16 registers while k runs, so each loaded row
+/// of M serves 4 rows of x and y is written once (about twice the speed of streaming y
+/// through the cache, measured on the SSE2 baseline).
+template <class T>
+void gemm(const T* x, int rows, int ldx, int K, const T* M, int J, T* y, int ldy, bool accumulate, const T* bias) {
+  typedef T V __attribute__((vector_size(kSimdBytes)));
+  constexpr int kL = kSimdBytes / static_cast<int>(sizeof(T)), kR = 4, kV = 4, kJ = kL * kV;
+  int r0 = 0;
+  int j_done = 0;  // columns covered by the blocked kernel
+  for (; r0 + kR <= rows; r0 += kR) {
+    int j0 = 0;
+    for (; j0 + kJ <= J; j0 += kJ) {
+      V acc[kR][kV];
+#pragma GCC unroll 16
+      for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+        for (int v = 0; v < kV; ++v) {
+          if (accumulate) {
+            __builtin_memcpy(&acc[r][v], y + static_cast<std::size_t>(r0 + r) * ldy + j0 + v * kL, kSimdBytes);
+          } else if (bias) {
+            __builtin_memcpy(&acc[r][v], bias + j0 + v * kL, kSimdBytes);
+          } else {
+            acc[r][v] = V{};
+          }
+        }
+      }
+      for (int k = 0; k < K; ++k) {
+        V m[kV];
+        const T* mp = M + static_cast<std::size_t>(k) * J + j0;
+#pragma GCC unroll 16
+        for (int v = 0; v < kV; ++v) __builtin_memcpy(&m[v], mp + v * kL, kSimdBytes);
+#pragma GCC unroll 16
+        for (int r = 0; r < kR; ++r) {
+          const V xv = V{} + x[static_cast<std::size_t>(r0 + r) * ldx + k];
+#pragma GCC unroll 16
+          for (int v = 0; v < kV; ++v) acc[r][v] += xv * m[v];
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+        for (int v = 0; v < kV; ++v) {
+          __builtin_memcpy(y + static_cast<std::size_t>(r0 + r) * ldy + j0 + v * kL, &acc[r][v], kSimdBytes);
+        }
+      }
+    }
+    j_done = j0;
+  }
+  // What the blocks left: whole rows past the last block of 4, and columns past the last
+  // block of kJ (the radial basis' width, the readout's single output), one row at a time.
+  for (int r = 0; r < rows; ++r) {
+    const int j_start = r < r0 ? j_done : 0;
+    if (j_start >= J) continue;
+    T* yr = y + static_cast<std::size_t>(r) * ldy;
+    const T* xr = x + static_cast<std::size_t>(r) * ldx;
+    if (!accumulate)
+      for (int j = j_start; j < J; ++j) yr[j] = bias ? bias[j] : T(0);
+    for (int k = 0; k < K; ++k) {
+      const T xv = xr[k];
+      const T* m = M + static_cast<std::size_t>(k) * J;
+      for (int j = j_start; j < J; ++j) yr[j] += xv * m[j];
+    }
+  }
+}
+
+/// y = x W^T + b, torch's nn.Linear, over `rows` rows. The weight is kept transposed
+/// ([in][out]) for the forward and as stored ([out][in]) for the input gradient, so both are
+/// the same row-major product (gemm).
+template <class T>
+struct Dense {
+  int in = 0, out = 0;
+  std::vector<T> wt, w, b;
+
+  /// y = x W^T + b, or y += x W^T with `accumulate` (the bias is then not added).
+  void forward(const T* x, int rows, int ldx, T* y, int ldy, bool accumulate = false) const {
+    gemm(x, rows, ldx, in, wt.data(), out, y, ldy, accumulate, accumulate || b.empty() ? nullptr : b.data());
+  }
+  /// gx (+)= gy W.
+  void backward(const T* gy, int rows, int ldy, T* gx, int ldx, bool accumulate) const {
+    gemm(gy, rows, ldy, out, w.data(), in, gx, ldx, accumulate, static_cast<const T*>(nullptr));
+  }
+};
+
+/// LayerNorm over the last dimension (torch's: biased variance, eps 1e-5).
+template <class T>
+struct LayerNorm {
+  int dim = 0;
+  std::vector<T> gamma, beta;
+  static constexpr double kEps = 1e-5;
+
+  /// y <- LN(y) in place; keeps the normalised row and 1/sigma for the reverse.
+  void forward(T* y, T* yhat, T* inv_sigma) const {
+    T mean = 0, var = 0;
+    for (int j = 0; j < dim; ++j) mean += y[j];
+    mean /= static_cast<T>(dim);
+    for (int j = 0; j < dim; ++j) var += (y[j] - mean) * (y[j] - mean);
+    var /= static_cast<T>(dim);
+    const T inv = T(1) / std::sqrt(var + static_cast<T>(kEps));
+    for (int j = 0; j < dim; ++j) {
+      yhat[j] = (y[j] - mean) * inv;
+      y[j] = yhat[j] * gamma[j] + beta[j];
+    }
+    *inv_sigma = inv;
+  }
+  /// g <- dL/dy from dL/d(LN(y)), in place.
+  void backward(T* g, const T* yhat, T inv_sigma) const {
+    T m1 = 0, m2 = 0;
+    for (int j = 0; j < dim; ++j) {
+      g[j] *= gamma[j];
+      m1 += g[j];
+      m2 += g[j] * yhat[j];
+    }
+    m1 /= static_cast<T>(dim);
+    m2 /= static_cast<T>(dim);
+    for (int j = 0; j < dim; ++j) g[j] = inv_sigma * (g[j] - m1 - yhat[j] * m2);
+  }
+};
+
+/// chgnet's GatedMLP with LayerNorm: core and gate MLPs of one hidden layer (or none), their
+/// first layers merged into one GEMM of [core | gate] outputs (FastCHGNet).
+///
+/// The input is a concatenation of rows gathered from nodes, bonds and angles, so the first
+/// layer is split by input segment: W z = sum_s W_s z_s. A segment whose rows repeat (the
+/// centre atom of every edge, the two bonds of every angle) is projected once per node or bond
+/// (`project`), and each row only adds its projections (`add_rows`); only the segment that is
+/// new on every row (the bond of an AtomConv edge, the angle of a BondConv) is a per-row GEMM.
+/// For CHGNet's shapes that cuts the per-row work of the first layer 3-4 times; it is exact.
+template <class T>
+struct GatedMlp {
+  int in = 0, hidden = 0, out = 0, width2 = 0;  // width2: first-layer outputs, core | gate
+  std::vector<Dense<T>> seg;                     // first layer by input segment, no bias
+  std::vector<T> b1;                             // first-layer bias [width2]
+  Dense<T> core2, gate2;                         // second layers, when hidden > 0
+  bool norm = true;                              // LayerNorm on core and gate (gMLP_norm "layer")
+  LayerNorm<T> ln_core, ln_gate;
+
+  /// Per-tile scratch, sized for `rows` rows.
+  struct Work {
+    std::vector<T> z1, a1, c, g, chat, ghat, cinv, ginv, gc, gg, ga;
+    std::vector<T> s1, sc, sg;  // sigmoids of z1 (hidden), c and g, reused by the reverse
+  };
+  void size(Work& w, int rows) const {
+    const std::size_t r = static_cast<std::size_t>(rows);
+    w.z1.resize(r * width2);
+    w.a1.resize(r * width2);
+    w.c.resize(r * out);
+    w.g.resize(r * out);
+    w.chat.resize(r * out);
+    w.ghat.resize(r * out);
+    w.cinv.resize(r);
+    w.ginv.resize(r);
+    w.gc.resize(r * out);
+    w.gg.resize(r * out);
+    w.ga.resize(r * width2);
+    w.s1.resize(r * width2);
+    w.sc.resize(r * out);
+    w.sg.resize(r * out);
+  }
+
+  /// proj[rows][width2] = rows of `x` (ld = the segment's width) times segment s.
+  void project(int s, const T* x, int rows, std::vector<T>& proj) const {
+    proj.resize(static_cast<std::size_t>(rows) * width2);
+    seg[s].forward(x, rows, seg[s].in, proj.data(), width2);
+  }
+
+  /// Finishes the forward pass of `rows` rows whose first-layer outputs are in w.z1; y has
+  /// ld out. w keeps what backward needs.
+  void forward_from_z1(int rows, T* y, Work& w) const {
+    const int f = width2;
+    if (hidden > 0) {
+      for (std::size_t k = 0; k < static_cast<std::size_t>(rows) * f; ++k) {
+        w.s1[k] = sigmoid(w.z1[k]);
+        w.a1[k] = w.z1[k] * w.s1[k];
+      }
+      core2.forward(w.a1.data(), rows, f, w.c.data(), out);
+      gate2.forward(w.a1.data() + hidden, rows, f, w.g.data(), out);
+    } else {
+      for (int r = 0; r < rows; ++r) {
+        std::copy_n(w.z1.data() + static_cast<std::size_t>(r) * f, out, w.c.data() + static_cast<std::size_t>(r) * out);
+        std::copy_n(w.z1.data() + static_cast<std::size_t>(r) * f + out, out,
+                    w.g.data() + static_cast<std::size_t>(r) * out);
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * out;
+      if (norm) {
+        ln_core.forward(w.c.data() + o, w.chat.data() + o, &w.cinv[r]);
+        ln_gate.forward(w.g.data() + o, w.ghat.data() + o, &w.ginv[r]);
+      }
+      for (int j = 0; j < out; ++j) {
+        w.sc[o + j] = sigmoid(w.c[o + j]);
+        w.sg[o + j] = sigmoid(w.g[o + j]);
+        y[o + j] = w.c[o + j] * w.sc[o + j] * w.sg[o + j];
+      }
+    }
+  }
+
+  /// w.ga = dL/d(first-layer outputs) for the rows forward_from_z1() last ran on, from
+  /// gy = dL/dy (ld out).
+  void backward_to_z1(const T* gy, int rows, Work& w) const {
+    const int f = width2;
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * out;
+      for (int j = 0; j < out; ++j) {
+        const T c = w.c[o + j], sc = w.sc[o + j], sg = w.sg[o + j];
+        const T core = c * sc;
+        // silu'(c) = s (1 + c (1 - s)), sigmoid'(g) = s (1 - s)
+        w.gc[o + j] = gy[o + j] * sg * sc * (T(1) + c * (T(1) - sc));
+        w.gg[o + j] = gy[o + j] * core * sg * (T(1) - sg);
+      }
+      if (norm) {
+        ln_core.backward(w.gc.data() + o, w.chat.data() + o, w.cinv[r]);
+        ln_gate.backward(w.gg.data() + o, w.ghat.data() + o, w.ginv[r]);
+      }
+    }
+    if (hidden > 0) {
+      core2.backward(w.gc.data(), rows, out, w.ga.data(), f, false);
+      gate2.backward(w.gg.data(), rows, out, w.ga.data() + hidden, f, false);
+      for (std::size_t k = 0; k < static_cast<std::size_t>(rows) * f; ++k) {
+        const T z = w.z1[k], s = w.s1[k];
+        w.ga[k] *= s * (T(1) + z * (T(1) - s));
+      }
+    } else {
+      for (int r = 0; r < rows; ++r) {
+        std::copy_n(w.gc.data() + static_cast<std::size_t>(r) * out, out, w.ga.data() + static_cast<std::size_t>(r) * f);
+        std::copy_n(w.gg.data() + static_cast<std::size_t>(r) * out, out,
+                    w.ga.data() + static_cast<std::size_t>(r) * f + out);
+      }
+    }
+  }
+};
+
+/// z1 row t += proj row idx[t] (a gathered projection), for `rows` rows.
+template <class T>
+void add_rows(const std::vector<T>& proj, const int* idx, int rows, int width, T* z1) {
+  for (int t = 0; t < rows; ++t) {
+    const T* p = proj.data() + static_cast<std::size_t>(idx[t]) * width;
+    T* z = z1 + static_cast<std::size_t>(t) * width;
+    for (int j = 0; j < width; ++j) z[j] += p[j];
+  }
+}
+
+/// acc row idx[t] += ga row t: the adjoint of add_rows.
+template <class T>
+void scatter_rows(const T* ga, const int* idx, int rows, int width, std::vector<T>& acc) {
+  for (int t = 0; t < rows; ++t) {
+    const T* g = ga + static_cast<std::size_t>(t) * width;
+    T* a = acc.data() + static_cast<std::size_t>(idx[t]) * width;
+    for (int j = 0; j < width; ++j) a[j] += g[j];
+  }
+}
+
+/// Rows per tile of the GMLP loops: the tile's activations stay in cache between the GEMMs.
+constexpr int kTile = 32;
+
+}  // namespace
+
+template <class T>
+struct ChgnetModel<T>::Impl {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "ChgnetModel: T must be float or double");
+  using Vec = Kokkos::View<T*, HostExec>;
+  using Mat = Kokkos::View<T**, Kokkos::LayoutRight, HostExec>;
+
+  std::string source, version;
+  double r_atom = 6.0, r_bond = 3.0;
+  int Fa = 0, Fb = 0, Fg = 0, n_radial = 0, n_angular = 0, n_conv = 0, n_elements = 0;
+  std::vector<T> embedding;    // [n_elements][Fa]
+  std::vector<double> atom_ref;  // [n_elements]
+  Dense<T> bond_embedding, bond_weights_ag, bond_weights_bg, angle_embedding;
+  std::optional<kernels::RadialBesselKokkos<HostExec, T>> rbf_ag, rbf_bg;
+  std::optional<kernels::FourierKokkos<HostExec, T>> fourier;
+  std::vector<GatedMlp<T>> atom_gmlp, bond_gmlp, angle_gmlp;
+  std::vector<Dense<T>> atom_out, bond_out;
+  Dense<T> site_wise;
+  LayerNorm<T> readout_norm;
+  bool gmlp_norm = true, readout_ln = true;
+  std::vector<Dense<T>> readout;
+
+  // ---- loading ----------------------------------------------------------------------------
+  const io::PotentialFile* file = nullptr;
+
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(source + ": " + what); }
+
+  std::vector<T> tensor(const std::string& name, const std::vector<std::int64_t>& shape) const {
+    const auto v = file->values<double>(name, shape, io::Conversion::widen);
+    return std::vector<T>(v.begin(), v.end());
+  }
+  Dense<T> dense(const std::string& prefix, int in, int out, bool bias) const {
+    Dense<T> d;
+    d.in = in;
+    d.out = out;
+    d.w = tensor(prefix + ".weight", {out, in});
+    d.wt.resize(d.w.size());
+    for (int o = 0; o < out; ++o)
+      for (int i = 0; i < in; ++i) d.wt[static_cast<std::size_t>(i) * out + o] = d.w[static_cast<std::size_t>(o) * in + i];
+    if (bias) d.b = tensor(prefix + ".bias", {out});
+    return d;
+  }
+  bool has(const std::string& name) const { return file->contains(name); }
+  LayerNorm<T> layer_norm(const std::string& prefix, int dim) const {
+    LayerNorm<T> n;
+    n.dim = dim;
+    n.gamma = tensor(prefix + ".weight", {dim});
+    n.beta = tensor(prefix + ".bias", {dim});
+    return n;
+  }
+  /// chgnet's MLP layer indices: hidden 0 -> [Dropout, Linear]; hidden h -> [Linear, SiLU,
+  /// Dropout, Linear].
+  GatedMlp<T> gated(const std::string& prefix, const std::vector<int>& segments, int hidden, int out) const {
+    GatedMlp<T> g;
+    int in = 0;
+    for (int w : segments) in += w;
+    g.in = in;
+    g.hidden = hidden;
+    g.out = out;
+    const std::string c = prefix + ".mlp_core.layers.", q = prefix + ".mlp_gate.layers.";
+    const int width = hidden > 0 ? hidden : out;
+    const Dense<T> c1 = dense(c + (hidden > 0 ? "0" : "1"), in, width, true);
+    const Dense<T> g1 = dense(q + (hidden > 0 ? "0" : "1"), in, width, true);
+    // Merge core and gate first layers (outputs [core | gate]), split by input segment.
+    g.width2 = 2 * width;
+    g.b1 = c1.b;
+    g.b1.insert(g.b1.end(), g1.b.begin(), g1.b.end());
+    int begin = 0;
+    for (int len : segments) {
+      Dense<T> d;
+      d.in = len;
+      d.out = 2 * width;
+      d.w.resize(static_cast<std::size_t>(d.out) * len);
+      d.wt.resize(d.w.size());
+      for (int o = 0; o < d.out; ++o) {
+        const Dense<T>& src = o < width ? c1 : g1;
+        const int so = o < width ? o : o - width;
+        for (int i = 0; i < len; ++i) {
+          const T v = src.w[static_cast<std::size_t>(so) * in + begin + i];
+          d.w[static_cast<std::size_t>(o) * len + i] = v;
+          d.wt[static_cast<std::size_t>(i) * d.out + o] = v;
+        }
+      }
+      g.seg.push_back(std::move(d));
+      begin += len;
+    }
+    if (hidden > 0) {
+      g.core2 = dense(c + "3", hidden, out, true);
+      g.gate2 = dense(q + "3", hidden, out, true);
+    }
+    g.norm = gmlp_norm;
+    if (g.norm) {
+      g.ln_core = layer_norm(prefix + ".bn1", out);
+      g.ln_gate = layer_norm(prefix + ".bn2", out);
+    }
+    return g;
+  }
+
+  explicit Impl(const io::PotentialFile& f) : file(&f) {
+    source = f.display_name();
+    if (f.model_kind() != "chgnet") fail("model kind is \"" + f.model_kind() + "\", not \"chgnet\"");
+    auto hp = [&](const std::string& key) { return "/hyperparameters/" + key; };
+    auto need_string = [&](const std::string& key, const std::string& want) {
+      const auto v = f.meta<std::string>(hp(key));
+      if (v != want) {
+        throw UnsupportedError(source + ": hyperparameter " + key + " is \"" + v + "\"; fastmlip evaluates CHGNet with " +
+                               key + " \"" + want + "\" (the v0.2.0/v0.3.0 architecture)");
+      }
+    };
+    need_string("non_linearity", "silu");
+    // gMLP_norm and readout_norm: "layer" (v0.3.0, r2scan) or null (v0.2.0: no normalisation).
+    auto layer_or_none = [&](const std::string& key) {
+      const auto* v = io::detail::find_meta(f.metadata, hp(key));
+      if (v == nullptr || v->is_null()) return false;
+      if (v->is_string() && v->template get<std::string>() == "layer") return true;
+      throw UnsupportedError(source + ": hyperparameter " + key + " is " + io::detail::json_excerpt(*v) +
+                             "; fastmlip evaluates CHGNet with " + key + " \"layer\" or null (the v0.2.0/v0.3.0 "
+                             "architectures)");
+    };
+    gmlp_norm = layer_or_none("gMLP_norm");
+    readout_ln = layer_or_none("readout_norm");
+    for (const char* key : {"mlp_first", "update_bond", "update_angle"}) {
+      if (!f.meta<bool>(hp(key))) {
+        throw UnsupportedError(source + ": hyperparameter " + key +
+                               " is false; fastmlip evaluates CHGNet with it true (the v0.2.0/v0.3.0 architecture)");
+      }
+    }
+    version = f.has_meta(hp("version")) ? f.meta<std::string>(hp("version")) : std::string("unknown");
+    r_atom = f.meta<double>("/cutoffs/atom_graph");
+    r_bond = f.meta<double>("/cutoffs/bond_graph");
+    if (!(r_bond > 0 && r_bond <= r_atom)) fail("cutoffs: bond_graph must be in (0, atom_graph]");
+    Fa = f.meta<int>(hp("atom_fea_dim"));
+    Fb = f.meta<int>(hp("bond_fea_dim"));
+    Fg = f.meta<int>(hp("angle_fea_dim"));
+    n_radial = f.meta<int>(hp("num_radial"));
+    n_angular = f.meta<int>(hp("num_angular"));
+    n_conv = f.meta<int>(hp("n_conv"));
+    const int h_atom = f.meta<int>(hp("atom_conv_hidden_dim"));
+    const int h_bond = f.meta<int>(hp("bond_conv_hidden_dim"));
+    const int h_angle = f.meta<int>(hp("angle_layer_hidden_dim"));
+    const int p = f.meta<int>(hp("cutoff_coeff"));
+    const bool out_bias = f.meta<bool>(hp("mlp_out_bias"));
+    for (auto [name, v] : {std::pair{"atom_fea_dim", Fa}, {"bond_fea_dim", Fb}, {"angle_fea_dim", Fg},
+                           {"num_radial", n_radial}, {"num_angular", n_angular}, {"cutoff_coeff", p}}) {
+      if (v < 1 || v > 4096) fail(std::string("hyperparameter ") + name + " = " + std::to_string(v) + " is out of range");
+    }
+    if (n_conv < 2) fail("hyperparameter n_conv = " + std::to_string(n_conv) + ": CHGNet needs at least 2");
+    if (n_angular % 2 != 1) fail("hyperparameter num_angular must be odd (1 + 2 x Fourier order)");
+
+    const auto emb = file->get("atom_embedding.embedding.weight");
+    if (emb.shape.size() != 2) fail("atom_embedding.embedding.weight must be 2-dimensional");
+    n_elements = static_cast<int>(emb.shape[0]);
+    if (n_elements < 1 || n_elements > kMaxAtomicNumber) fail("atom_embedding.embedding.weight has a bad row count");
+    embedding = tensor("atom_embedding.embedding.weight", {n_elements, Fa});
+    atom_ref = f.values<double>("composition_model.fc.weight", {1, n_elements}, io::Conversion::widen);
+
+    auto frequencies = [&](const std::string& name, int n) {
+      const auto v = f.values<double>(name, {n}, io::Conversion::widen);
+      return v;
+    };
+    auto bessel = [&](const std::string& name, double rc) {
+      kernels::RadialBesselParams params;
+      for (double fr : frequencies(name, n_radial)) params.frequencies.push_back(fr / rc);
+      params.r_max = rc;
+      params.envelope_p = p;
+      return params;
+    };
+    rbf_ag.emplace(bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom));
+    rbf_bg.emplace(bessel("bond_basis_expansion.rbf_expansion_bg.frequencies", r_bond));
+    kernels::FourierParams fp;
+    fp.frequencies = frequencies("angle_basis_expansion.fourier_expansion.frequencies", (n_angular - 1) / 2);
+    fourier.emplace(fp);
+
+    bond_embedding = dense("bond_embedding", n_radial, Fb, false);
+    bond_weights_ag = dense("bond_weights_ag", n_radial, Fa, false);
+    bond_weights_bg = dense("bond_weights_bg", n_radial, Fb, false);
+    angle_embedding = dense("angle_embedding", n_angular, Fg, false);
+    for (int k = 0; k < n_conv; ++k) {
+      const std::string a = "atom_conv_layers." + std::to_string(k);
+      atom_gmlp.push_back(gated(a + ".twoBody_atom", {Fa, Fb, Fa}, h_atom, Fa));
+      atom_out.push_back(dense(a + ".mlp_out.layers.1", Fa, Fa, out_bias));
+    }
+    for (int k = 0; k + 1 < n_conv; ++k) {
+      const std::string b = "bond_conv_layers." + std::to_string(k);
+      bond_gmlp.push_back(gated(b + ".twoBody_bond", {Fb, Fb, Fg, Fa}, h_bond, Fb));
+      bond_out.push_back(dense(b + ".mlp_out.layers.1", Fb, Fb, out_bias));
+      // The last AngleUpdate's output is never read (the final AtomConv reads no angles).
+      if (k + 2 < n_conv) {
+        angle_gmlp.push_back(
+            gated("angle_layers." + std::to_string(k) + ".twoBody_bond", {Fb, Fb, Fg, Fa}, h_angle, Fg));
+      }
+    }
+    site_wise = dense("site_wise", Fa, 1, true);
+    if (readout_ln) readout_norm = layer_norm("readout_norm", Fa);
+    // mlp.layers: Linear, SiLU, (Linear, SiLU)*, Dropout, Linear; find the Linears by name.
+    int in = Fa;
+    for (int idx = 0; idx < 64; ++idx) {
+      const std::string name = "mlp.layers." + std::to_string(idx);
+      if (!has(name + ".weight")) continue;
+      const auto& w = file->get(name + ".weight");
+      if (w.shape.size() != 2) fail(name + ".weight must be 2-dimensional");
+      readout.push_back(dense(name, in, static_cast<int>(w.shape[0]), true));
+      in = readout.back().out;
+    }
+    if (readout.empty() || readout.back().out != 1) fail("the readout MLP (mlp.layers.*) must end in one output");
+    file = nullptr;
+  }
+
+  std::string species_problem(int z) const {
+    if (z < 1 || z > n_elements) {
+      const std::string name = z >= 1 && z <= kMaxAtomicNumber ? " (" + element_symbol(z) + ")" : "";
+      return "atomic number " + std::to_string(z) + name + " is beyond the model's " + std::to_string(n_elements) +
+             " elements";
+    }
+    if (atom_ref[z - 1] == 0.0) {
+      return "element " + element_symbol(z) + " has no AtomRef (composition) energy in this potential: it was absent "
+             "from the training data";
+    }
+    return "";
+  }
+
+  // ---- per-call state ---------------------------------------------------------------------
+  int N = 0, NL = 0, E = 0, S = 0, A = 0, n_slots = 0;
+  std::vector<int> short_edge;   // [S] edge of each local slot
+  std::vector<int> rev;          // [S] slot of the reverse bond
+  std::vector<int> edge_slot;    // [E] slot or -1
+  std::vector<int> ang_a, ang_b, ang_c;  // [A]
+  std::vector<T> r, theta;
+  Mat basis_ag, basis_bg, basis_ang;
+  std::vector<T> b0, w_ag, w_bg;          // [E][Fb], [E][Fa], [S][Fb]
+  std::vector<std::vector<T>> x, bs, g;   // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
+  std::vector<std::vector<T>> long_bias;  // [k][Fb]: sum of BondConv biases before layer k
+  std::vector<T> H;                       // [n_slots][Fb]
+
+  static void zero(std::vector<T>& v, std::size_t n) { v.assign(n, T(0)); }
+
+  void validate(const ChgnetGraph<T>& gr, const ChgnetExchange<T>* exchange) {
+    auto bad = [&](const std::string& what) { throw InputError("ChgnetModel::compute: " + what); };
+    if (gr.n_local < 0 || gr.n_total < gr.n_local) bad("n_local/n_total inconsistent");
+    if (gr.n_total > gr.n_local && exchange == nullptr) bad("the graph has ghost nodes but no ChgnetExchange");
+    for (int i = 0; i < gr.n_total; ++i) {
+      if (gr.species[i] < 0 || gr.species[i] >= n_elements) {
+        bad("node " + std::to_string(i) + " has species index " + std::to_string(gr.species[i]) + ", the model has " +
+            std::to_string(n_elements) + " elements");
+      }
+    }
+    if (gr.slot_start[0] != 0) bad("slot_start[0] must be 0");
+    for (int i = 0; i < gr.n_total; ++i) {
+      if (gr.slot_start[i + 1] < gr.slot_start[i]) bad("slot_start must be non-decreasing");
+    }
+    int prev = 0;
+    for (int e = 0; e < gr.num_edges; ++e) {
+      const int c = gr.center[e], n = gr.neighbor[e];
+      if (c < 0 || c >= gr.n_local || c < prev) bad("edge " + std::to_string(e) + ": centre not local or out of order");
+      prev = c;
+      if (n < 0 || n >= gr.n_total) bad("edge " + std::to_string(e) + ": neighbor out of range");
+      const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
+      if (!(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] > T(0))) {
+        bad("edge " + std::to_string(e) + " (nodes " + std::to_string(c) + ", " + std::to_string(n) +
+            ") has zero or non-finite length");
+      }
+      const int rs = gr.reverse_slot[e];
+      if (rs < -1 || rs >= gr.slot_start[gr.n_total]) bad("edge " + std::to_string(e) + ": reverse slot out of range");
+    }
+  }
+
+  /// Graph bookkeeping and the bases (stage "compute_basis").
+  void compute_basis(const ChgnetGraph<T>& gr) {
+    N = gr.n_total;
+    NL = gr.n_local;
+    E = gr.num_edges;
+    n_slots = gr.slot_start[N];
+    short_edge.clear();
+    rev.clear();
+    edge_slot.assign(E, -1);
+    std::vector<int> count(NL, 0);
+    for (int e = 0; e < E; ++e) {
+      if (gr.reverse_slot[e] < 0) continue;
+      edge_slot[e] = static_cast<int>(short_edge.size());
+      short_edge.push_back(e);
+      rev.push_back(gr.reverse_slot[e]);
+      ++count[gr.center[e]];
+    }
+    S = static_cast<int>(short_edge.size());
+    for (int i = 0; i < NL; ++i) {
+      if (gr.slot_start[i + 1] - gr.slot_start[i] != count[i]) {
+        throw InputError("ChgnetModel::compute: node " + std::to_string(i) + " has " + std::to_string(count[i]) +
+                         " short edges but " + std::to_string(gr.slot_start[i + 1] - gr.slot_start[i]) + " slots");
+      }
+    }
+    // Angles: ordered pairs of distinct short edges at each centre, in chgnet's order.
+    ang_a.clear();
+    ang_b.clear();
+    ang_c.clear();
+    for (int i = 0; i < NL; ++i) {
+      const int s0 = gr.slot_start[i], s1 = gr.slot_start[i + 1];
+      for (int a = s0; a < s1; ++a)
+        for (int b = s0; b < s1; ++b) {
+          if (a == b) continue;
+          ang_a.push_back(a);
+          ang_b.push_back(b);
+          ang_c.push_back(i);
+        }
+    }
+    A = static_cast<int>(ang_a.size());
+
+    Vec rv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r"), E);
+    for (int e = 0; e < E; ++e) {
+      const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
+      rv(e) = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    }
+    r.assign(rv.data(), rv.data() + E);
+    basis_ag = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_ag"), E, n_radial);
+    rbf_ag->compute(rv, basis_ag);
+    Vec rs(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r_short"), S);
+    for (int s = 0; s < S; ++s) rs(s) = r[short_edge[s]];
+    basis_bg = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_bg"), S, n_radial);
+    rbf_bg->compute(rs, basis_bg);
+    Vec th(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::theta"), A);
+    for (int a = 0; a < A; ++a) {
+      const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
+      const T* va = gr.vectors + 3 * static_cast<std::size_t>(ea);
+      const T* vb = gr.vectors + 3 * static_cast<std::size_t>(eb);
+      const T cosv = (va[0] * vb[0] + va[1] * vb[1] + va[2] * vb[2]) / (r[ea] * r[eb]);
+      th(a) = std::acos(cosv * static_cast<T>(1 - 1e-6));
+    }
+    theta.assign(th.data(), th.data() + A);
+    basis_ang = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_angle"), A, n_angular);
+    fourier->compute(th, basis_ang);
+  }
+
+  /// Embeddings (stage "compute_embedding").
+  void compute_embedding(const ChgnetGraph<T>& gr) {
+    x.assign(n_conv + 1, {});
+    bs.assign(n_conv, {});
+    g.assign(n_conv - 1, {});
+    zero(x[0], static_cast<std::size_t>(N) * Fa);
+    for (int i = 0; i < N; ++i) {
+      std::copy_n(embedding.data() + static_cast<std::size_t>(gr.species[i]) * Fa, Fa,
+                  x[0].data() + static_cast<std::size_t>(i) * Fa);
+    }
+    b0.resize(static_cast<std::size_t>(E) * Fb);
+    bond_embedding.forward(basis_ag.data(), E, n_radial, b0.data(), Fb);
+    w_ag.resize(static_cast<std::size_t>(E) * Fa);
+    bond_weights_ag.forward(basis_ag.data(), E, n_radial, w_ag.data(), Fa);
+    w_bg.resize(static_cast<std::size_t>(S) * Fb);
+    bond_weights_bg.forward(basis_bg.data(), S, n_radial, w_bg.data(), Fb);
+    bs[0].resize(static_cast<std::size_t>(S) * Fb);
+    for (int s = 0; s < S; ++s) {
+      std::copy_n(b0.data() + static_cast<std::size_t>(short_edge[s]) * Fb, Fb, bs[0].data() + static_cast<std::size_t>(s) * Fb);
+    }
+    g[0].resize(static_cast<std::size_t>(A) * Fg);
+    angle_embedding.forward(basis_ang.data(), A, n_angular, g[0].data(), Fg);
+    long_bias.assign(n_conv, std::vector<T>(Fb, T(0)));
+    for (int k = 1; k < n_conv; ++k) {
+      long_bias[k] = long_bias[k - 1];
+      if (!bond_out[k - 1].b.empty())
+        for (int j = 0; j < Fb; ++j) long_bias[k][j] += bond_out[k - 1].b[j];
+    }
+  }
+
+  /// Bond row of edge e at level k into dst.
+  void bond_row(int k, int e, T* dst) const {
+    const int s = edge_slot[e];
+    if (s >= 0) {
+      std::copy_n(bs[k].data() + static_cast<std::size_t>(s) * Fb, Fb, dst);
+    } else {
+      const T* b = b0.data() + static_cast<std::size_t>(e) * Fb;
+      for (int j = 0; j < Fb; ++j) dst[j] = b[j] + long_bias[k][j];
+    }
+  }
+
+  /// Projections of the repeated input segments (GatedMlp) and their adjoint accumulators.
+  std::vector<T> P0, P1, P2, G0, G1, G2;
+
+  /// First-layer outputs of AtomConv k for edges e0..e0+rows-1: the input is [x_c, b_e, x_n];
+  /// P0 = x^k W_c (local rows) and P1 = x^k W_n (all rows) are projected per node beforehand.
+  void atom_z1(int k, const GatedMlp<T>& m, const ChgnetGraph<T>& gr, int e0, int rows, T* z1) {
+    for (int t = 0; t < rows; ++t) bond_row(k, e0 + t, X.data() + static_cast<std::size_t>(t) * Fb);
+    for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
+    m.seg[1].forward(X.data(), rows, Fb, z1, m.width2, true);
+    add_rows(P0, gr.center + e0, rows, m.width2, z1);
+    add_rows(P1, gr.neighbor + e0, rows, m.width2, z1);
+  }
+  void project_atom(int k, const GatedMlp<T>& m) {
+    m.project(0, x[k].data(), NL, P0);
+    m.project(2, x[k].data(), N, P1);
+  }
+
+  /// First-layer outputs of a BondConv / AngleUpdate for angles a0..a0+rows-1: the input is
+  /// [b_a, b_b, g_alpha, x_c] (chgnet's order); P0 = b W_a, P1 = b W_b per short edge and
+  /// P2 = x W_c per local node are projected beforehand.
+  void angle_z1(const GatedMlp<T>& m, const std::vector<T>& gk, int a0, int rows, T* z1) {
+    for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
+    m.seg[2].forward(gk.data() + static_cast<std::size_t>(a0) * Fg, rows, Fg, z1, m.width2, true);
+    add_rows(P0, ang_a.data() + a0, rows, m.width2, z1);
+    add_rows(P1, ang_b.data() + a0, rows, m.width2, z1);
+    add_rows(P2, ang_c.data() + a0, rows, m.width2, z1);
+  }
+  void project_angle(const GatedMlp<T>& m, const std::vector<T>& bk, const std::vector<T>& xk) {
+    m.project(0, bk.data(), S, P0);
+    m.project(1, bk.data(), S, P1);
+    m.project(3, xk.data(), NL, P2);
+  }
+
+  typename GatedMlp<T>::Work work;
+  std::vector<T> X, Y, GX, GY;
+  void size_tiles() {
+    const int wmax = std::max({Fa, Fb, Fg});
+    X.resize(static_cast<std::size_t>(kTile) * wmax);
+    GX.resize(X.size());
+    Y.resize(static_cast<std::size_t>(kTile) * wmax);
+    GY.resize(Y.size());
+    // One scratch for every GMLP: each field as large as the largest GMLP needs.
+    for (const auto* set : {&atom_gmlp, &bond_gmlp, &angle_gmlp})
+      for (const auto& m : *set) {
+        typename GatedMlp<T>::Work w;
+        m.size(w, kTile);
+        auto grow = [](std::vector<T>& dst, const std::vector<T>& need) {
+          if (dst.size() < need.size()) dst.resize(need.size());
+        };
+        grow(work.z1, w.z1), grow(work.a1, w.a1), grow(work.c, w.c), grow(work.g, w.g);
+        grow(work.chat, w.chat), grow(work.ghat, w.ghat), grow(work.cinv, w.cinv), grow(work.ginv, w.ginv);
+        grow(work.gc, w.gc), grow(work.gg, w.gg), grow(work.ga, w.ga);
+        grow(work.s1, w.s1), grow(work.sc, w.sc), grow(work.sg, w.sg);
+      }
+  }
+
+  /// AtomConv k: x^{k+1} from x^k (ghost rows of x^k current).
+  void compute_atom_conv(int k, const ChgnetGraph<T>& gr) {
+    const auto& m = atom_gmlp[k];
+    project_atom(k, m);
+    std::vector<T> agg(static_cast<std::size_t>(NL) * Fa, T(0));
+    for (int e0 = 0; e0 < E; e0 += kTile) {
+      const int rows = std::min(kTile, E - e0);
+      atom_z1(k, m, gr, e0, rows, work.z1.data());
+      m.forward_from_z1(rows, Y.data(), work);
+      for (int t = 0; t < rows; ++t) {
+        const int e = e0 + t;
+        T* a = agg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
+        const T* y = Y.data() + static_cast<std::size_t>(t) * Fa;
+        const T* w = w_ag.data() + static_cast<std::size_t>(e) * Fa;
+        for (int j = 0; j < Fa; ++j) a[j] += y[j] * w[j];
+      }
+    }
+    x[k + 1].assign(static_cast<std::size_t>(N) * Fa, T(0));
+    atom_out[k].forward(agg.data(), NL, Fa, x[k + 1].data(), Fa);
+    for (std::size_t q = 0; q < static_cast<std::size_t>(NL) * Fa; ++q) x[k + 1][q] += x[k][q];
+  }
+
+  /// BondConv k: short b^{k+1} from b^k, g^k, x^{k+1}.
+  void compute_bond_conv(int k, ChgnetExchange<T>* exchange) {
+    const auto& m = bond_gmlp[k];
+    project_angle(m, bs[k], x[k + 1]);
+    H.assign(static_cast<std::size_t>(n_slots) * Fb, T(0));
+    for (int a0 = 0; a0 < A; a0 += kTile) {
+      const int rows = std::min(kTile, A - a0);
+      angle_z1(m, g[k], a0, rows, work.z1.data());
+      m.forward_from_z1(rows, Y.data(), work);
+      for (int t = 0; t < rows; ++t) {
+        const int a = a0 + t;
+        T* h = H.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
+        const T* y = Y.data() + static_cast<std::size_t>(t) * Fb;
+        const T* wa = w_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
+        const T* wb = w_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
+        for (int j = 0; j < Fb; ++j) h[j] += y[j] * wa[j] * wb[j];
+      }
+    }
+    if (exchange) exchange->forward_slots(H.data(), Fb);
+    std::vector<T> sum(static_cast<std::size_t>(S) * Fb);
+    for (int s = 0; s < S; ++s) {
+      const T* h1 = H.data() + static_cast<std::size_t>(s) * Fb;
+      const T* h2 = H.data() + static_cast<std::size_t>(rev[s]) * Fb;
+      for (int j = 0; j < Fb; ++j) sum[static_cast<std::size_t>(s) * Fb + j] = h1[j] + h2[j];
+    }
+    bs[k + 1].resize(static_cast<std::size_t>(S) * Fb);
+    bond_out[k].forward(sum.data(), S, Fb, bs[k + 1].data(), Fb);
+    for (std::size_t q = 0; q < static_cast<std::size_t>(S) * Fb; ++q) bs[k + 1][q] += bs[k][q];
+  }
+
+  /// AngleUpdate k: g^{k+1} from b^{k+1}, g^k, x^{k+1}.
+  void compute_angle_update(int k) {
+    const auto& m = angle_gmlp[k];
+    project_angle(m, bs[k + 1], x[k + 1]);
+    g[k + 1].resize(static_cast<std::size_t>(A) * Fg);
+    for (int a0 = 0; a0 < A; a0 += kTile) {
+      const int rows = std::min(kTile, A - a0);
+      angle_z1(m, g[k], a0, rows, work.z1.data());
+      m.forward_from_z1(rows, g[k + 1].data() + static_cast<std::size_t>(a0) * Fg, work);
+    }
+    for (std::size_t q = 0; q < static_cast<std::size_t>(A) * Fg; ++q) g[k + 1][q] += g[k][q];
+  }
+
+  /// Readout: site energies and dE/dx^{n_conv} (local rows).
+  void compute_readout(const ChgnetGraph<T>& gr, bool gradients, ChgnetResult& result, std::vector<T>& gx) {
+    result.site_energy.assign(NL, 0.0);
+    const int L = static_cast<int>(readout.size());
+    std::vector<std::vector<T>> z(L);  // pre-activations
+    std::vector<T> yhat(static_cast<std::size_t>(NL) * Fa), inv(NL), h(static_cast<std::size_t>(NL) * Fa);
+    std::copy_n(x[n_conv].data(), static_cast<std::size_t>(NL) * Fa, h.data());
+    if (readout_ln) {
+      for (int i = 0; i < NL; ++i) {
+        readout_norm.forward(h.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
+                             &inv[i]);
+      }
+    }
+    std::vector<std::vector<T>> act(L + 1);
+    act[0] = h;
+    for (int l = 0; l < L; ++l) {
+      z[l].resize(static_cast<std::size_t>(NL) * readout[l].out);
+      readout[l].forward(act[l].data(), NL, readout[l].in, z[l].data(), readout[l].out);
+      act[l + 1] = z[l];
+      if (l + 1 < L)
+        for (auto& v : act[l + 1]) v = silu(v);
+    }
+    result.energy = 0;
+    for (int i = 0; i < NL; ++i) {
+      result.site_energy[i] = static_cast<double>(act[L][i]) + atom_ref[gr.species[i]];
+      result.energy += result.site_energy[i];
+    }
+    if (!gradients) return;
+    std::vector<T> gcur(NL, T(1)), gprev;
+    for (int l = L - 1; l >= 0; --l) {
+      if (l + 1 < L) {
+        for (std::size_t q = 0; q < gcur.size(); ++q) {
+          const T s = sigmoid(z[l][q]);
+          gcur[q] *= s * (T(1) + z[l][q] * (T(1) - s));
+        }
+      }
+      gprev.assign(static_cast<std::size_t>(NL) * readout[l].in, T(0));
+      readout[l].backward(gcur.data(), NL, readout[l].out, gprev.data(), readout[l].in, false);
+      gcur.swap(gprev);
+    }
+    if (readout_ln) {
+      for (int i = 0; i < NL; ++i) {
+        readout_norm.backward(gcur.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
+                              inv[i]);
+      }
+    }
+    gx.assign(static_cast<std::size_t>(N) * Fa, T(0));
+    std::copy_n(gcur.data(), static_cast<std::size_t>(NL) * Fa, gx.data());
+  }
+
+  // ---- reverse ----------------------------------------------------------------------------
+  std::vector<std::vector<T>> gxs, gbs, ggs;  // adjoints of x^k, short b^k, g^k
+  std::vector<T> gb0, gw_ag, gw_bg, gH;
+
+  /// Adds the adjoint of an edge's bond row at level k.
+  void add_bond_adjoint(int k, int e, const T* gb) {
+    const int s = edge_slot[e];
+    T* dst = s >= 0 ? gbs[k].data() + static_cast<std::size_t>(s) * Fb : gb0.data() + static_cast<std::size_t>(e) * Fb;
+    for (int j = 0; j < Fb; ++j) dst[j] += gb[j];
+  }
+
+  /// Reverse of AtomConv k: from dE/dx^{k+1} (local rows complete) to dE/dx^k (local and
+  /// ghost rows), bond rows at level k and the edge weights w.
+  void reverse_atom_conv(int k, const ChgnetGraph<T>& gr, bool need_x) {
+    const auto& m = atom_gmlp[k];
+    const auto& gnext = gxs[k + 1];
+    auto& gcur = gxs[k];
+    const int W2 = m.width2;
+    std::vector<T> gagg(static_cast<std::size_t>(NL) * Fa, T(0));
+    atom_out[k].backward(gnext.data(), NL, Fa, gagg.data(), Fa, false);
+    if (need_x) {
+      for (std::size_t q = 0; q < static_cast<std::size_t>(NL) * Fa; ++q) gcur[q] += gnext[q];
+      G0.assign(static_cast<std::size_t>(NL) * W2, T(0));
+      G1.assign(static_cast<std::size_t>(N) * W2, T(0));
+    }
+    project_atom(k, m);
+    for (int e0 = 0; e0 < E; e0 += kTile) {
+      const int rows = std::min(kTile, E - e0);
+      atom_z1(k, m, gr, e0, rows, work.z1.data());
+      m.forward_from_z1(rows, Y.data(), work);
+      for (int t = 0; t < rows; ++t) {
+        const int e = e0 + t;
+        const T* ga = gagg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
+        const T* w = w_ag.data() + static_cast<std::size_t>(e) * Fa;
+        const T* y = Y.data() + static_cast<std::size_t>(t) * Fa;
+        T* gw = gw_ag.data() + static_cast<std::size_t>(e) * Fa;
+        T* gy = GY.data() + static_cast<std::size_t>(t) * Fa;
+        for (int j = 0; j < Fa; ++j) {
+          gy[j] = ga[j] * w[j];
+          gw[j] += ga[j] * y[j];
+        }
+      }
+      m.backward_to_z1(GY.data(), rows, work);
+      m.seg[1].backward(work.ga.data(), rows, W2, GX.data(), Fb, false);
+      for (int t = 0; t < rows; ++t) add_bond_adjoint(k, e0 + t, GX.data() + static_cast<std::size_t>(t) * Fb);
+      if (need_x) {
+        scatter_rows(work.ga.data(), gr.center + e0, rows, W2, G0);
+        scatter_rows(work.ga.data(), gr.neighbor + e0, rows, W2, G1);
+      }
+    }
+    if (need_x) {
+      m.seg[0].backward(G0.data(), NL, W2, gcur.data(), Fa, true);
+      m.seg[2].backward(G1.data(), N, W2, gcur.data(), Fa, true);
+    }
+  }
+
+  /// The adjoints of a BondConv / AngleUpdate's first layer for angles a0..: the angle rows
+  /// into gg (contiguous), the repeated segments into the accumulators G0, G1 (short edges) and
+  /// G2 (local nodes).
+  void reverse_angle_z1(const GatedMlp<T>& m, int a0, int rows, std::vector<T>& gg) {
+    m.seg[2].backward(work.ga.data(), rows, m.width2, gg.data() + static_cast<std::size_t>(a0) * Fg, Fg, true);
+    scatter_rows(work.ga.data(), ang_a.data() + a0, rows, m.width2, G0);
+    scatter_rows(work.ga.data(), ang_b.data() + a0, rows, m.width2, G1);
+    scatter_rows(work.ga.data(), ang_c.data() + a0, rows, m.width2, G2);
+  }
+  void start_angle_adjoints(const GatedMlp<T>& m) {
+    G0.assign(static_cast<std::size_t>(S) * m.width2, T(0));
+    G1.assign(static_cast<std::size_t>(S) * m.width2, T(0));
+    G2.assign(static_cast<std::size_t>(NL) * m.width2, T(0));
+  }
+  void finish_angle_adjoints(const GatedMlp<T>& m, std::vector<T>& gb, std::vector<T>& gx) {
+    m.seg[0].backward(G0.data(), S, m.width2, gb.data(), Fb, true);
+    m.seg[1].backward(G1.data(), S, m.width2, gb.data(), Fb, true);
+    m.seg[3].backward(G2.data(), NL, m.width2, gx.data(), Fa, true);
+  }
+
+  /// Reverse of BondConv k: from dE/db^{k+1} (short) to dE/db^k, dE/dg^k, dE/dx^{k+1} (local
+  /// rows) and the bond-graph weights w'.
+  void reverse_bond_conv(int k, ChgnetExchange<T>* exchange) {
+    const auto& m = bond_gmlp[k];
+    const auto& gnext = gbs[k + 1];
+    for (std::size_t q = 0; q < static_cast<std::size_t>(S) * Fb; ++q) gbs[k][q] += gnext[q];
+    std::vector<T> gsum(static_cast<std::size_t>(S) * Fb, T(0));
+    bond_out[k].backward(gnext.data(), S, Fb, gsum.data(), Fb, false);
+    gH.assign(static_cast<std::size_t>(n_slots) * Fb, T(0));
+    for (int s = 0; s < S; ++s) {
+      const T* src = gsum.data() + static_cast<std::size_t>(s) * Fb;
+      T* h1 = gH.data() + static_cast<std::size_t>(s) * Fb;
+      T* h2 = gH.data() + static_cast<std::size_t>(rev[s]) * Fb;
+      for (int j = 0; j < Fb; ++j) {
+        h1[j] += src[j];
+        h2[j] += src[j];
+      }
+    }
+    if (exchange) exchange->reverse_slots(gH.data(), Fb);
+    project_angle(m, bs[k], x[k + 1]);
+    start_angle_adjoints(m);
+    for (int a0 = 0; a0 < A; a0 += kTile) {
+      const int rows = std::min(kTile, A - a0);
+      angle_z1(m, g[k], a0, rows, work.z1.data());
+      m.forward_from_z1(rows, Y.data(), work);
+      for (int t = 0; t < rows; ++t) {
+        const int a = a0 + t;
+        const T* gh = gH.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
+        const T* wa = w_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
+        const T* wb = w_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
+        T* gwa = gw_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
+        T* gwb = gw_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
+        const T* y = Y.data() + static_cast<std::size_t>(t) * Fb;
+        T* gy = GY.data() + static_cast<std::size_t>(t) * Fb;
+        for (int j = 0; j < Fb; ++j) {
+          gy[j] = gh[j] * wa[j] * wb[j];
+          gwa[j] += gh[j] * y[j] * wb[j];
+          gwb[j] += gh[j] * y[j] * wa[j];
+        }
+      }
+      m.backward_to_z1(GY.data(), rows, work);
+      reverse_angle_z1(m, a0, rows, ggs[k]);
+    }
+    finish_angle_adjoints(m, gbs[k], gxs[k + 1]);
+  }
+
+  /// Reverse of AngleUpdate k: from dE/dg^{k+1} to dE/dg^k, dE/db^{k+1}, dE/dx^{k+1}.
+  void reverse_angle_update(int k) {
+    const auto& m = angle_gmlp[k];
+    const auto& gnext = ggs[k + 1];
+    for (std::size_t q = 0; q < static_cast<std::size_t>(A) * Fg; ++q) ggs[k][q] += gnext[q];
+    project_angle(m, bs[k + 1], x[k + 1]);
+    start_angle_adjoints(m);
+    for (int a0 = 0; a0 < A; a0 += kTile) {
+      const int rows = std::min(kTile, A - a0);
+      angle_z1(m, g[k], a0, rows, work.z1.data());
+      m.forward_from_z1(rows, Y.data(), work);
+      m.backward_to_z1(gnext.data() + static_cast<std::size_t>(a0) * Fg, rows, work);
+      reverse_angle_z1(m, a0, rows, ggs[k]);
+    }
+    finish_angle_adjoints(m, gbs[k + 1], gxs[k + 1]);
+  }
+
+  /// Reverse of the embeddings and bases: dE/d(edge vectors) (stage "reverse_basis").
+  void reverse_basis(const ChgnetGraph<T>& gr, ChgnetResult& result) {
+    for (int s = 0; s < S; ++s) {
+      T* dst = gb0.data() + static_cast<std::size_t>(short_edge[s]) * Fb;
+      const T* src = gbs[0].data() + static_cast<std::size_t>(s) * Fb;
+      for (int j = 0; j < Fb; ++j) dst[j] += src[j];
+    }
+    Mat g_ag("fastmlip::chgnet::grad_basis_ag", E, n_radial);
+    bond_embedding.backward(gb0.data(), E, Fb, g_ag.data(), n_radial, true);
+    bond_weights_ag.backward(gw_ag.data(), E, Fa, g_ag.data(), n_radial, true);
+    Mat g_bg("fastmlip::chgnet::grad_basis_bg", S, n_radial);
+    bond_weights_bg.backward(gw_bg.data(), S, Fb, g_bg.data(), n_radial, true);
+    Mat g_an("fastmlip::chgnet::grad_basis_angle", A, n_angular);
+    angle_embedding.backward(ggs[0].data(), A, Fg, g_an.data(), n_angular, true);
+
+    Vec rv("fastmlip::chgnet::r", E), gr_ag("fastmlip::chgnet::grad_r", E);
+    std::copy(r.begin(), r.end(), rv.data());
+    rbf_ag->reverse(rv, g_ag, gr_ag);
+    Vec rs("fastmlip::chgnet::r_short", S), gr_bg("fastmlip::chgnet::grad_r_short", S);
+    for (int s = 0; s < S; ++s) rs(s) = r[short_edge[s]];
+    rbf_bg->reverse(rs, g_bg, gr_bg);
+    Vec th("fastmlip::chgnet::theta", A), gth("fastmlip::chgnet::grad_theta", A);
+    std::copy(theta.begin(), theta.end(), th.data());
+    fourier->reverse(th, g_an, gth);
+
+    std::vector<double> gr_total(E);
+    for (int e = 0; e < E; ++e) gr_total[e] = gr_ag(e);
+    for (int s = 0; s < S; ++s) gr_total[short_edge[s]] += gr_bg(s);
+    result.edge_gradient.assign(static_cast<std::size_t>(E) * 3, 0.0);
+    for (int e = 0; e < E; ++e) {
+      const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
+      for (int d = 0; d < 3; ++d) result.edge_gradient[3 * static_cast<std::size_t>(e) + d] = gr_total[e] * v[d] / r[e];
+    }
+    // theta = acos(c'), c' = 0.999999 u_a . u_b: dtheta/dc' = -1 / sqrt(1 - c'^2);
+    // d(u_a . u_b)/dv_a = (u_b - (u_a . u_b) u_a) / r_a.
+    const double clamp = 1 - 1e-6;
+    for (int a = 0; a < A; ++a) {
+      const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
+      const T* va = gr.vectors + 3 * static_cast<std::size_t>(ea);
+      const T* vb = gr.vectors + 3 * static_cast<std::size_t>(eb);
+      const double ra = r[ea], rb = r[eb];
+      double ua[3], ub[3];
+      for (int d = 0; d < 3; ++d) {
+        ua[d] = va[d] / ra;
+        ub[d] = vb[d] / rb;
+      }
+      const double cosv = ua[0] * ub[0] + ua[1] * ub[1] + ua[2] * ub[2];
+      const double cp = clamp * cosv;
+      const double gc = -static_cast<double>(gth(a)) * clamp / std::sqrt(std::max(1e-300, 1 - cp * cp));
+      for (int d = 0; d < 3; ++d) {
+        result.edge_gradient[3 * static_cast<std::size_t>(ea) + d] += gc * (ub[d] - cosv * ua[d]) / ra;
+        result.edge_gradient[3 * static_cast<std::size_t>(eb) + d] += gc * (ua[d] - cosv * ub[d]) / rb;
+      }
+    }
+  }
+
+  void compute(const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result) {
+    validate(gr, exchange);
+    compute_basis(gr);
+    compute_embedding(gr);
+    size_tiles();
+    const int K = n_conv - 1;  // AtomConv/BondConv pairs before the final AtomConv
+    for (int k = 0; k < K; ++k) {
+      if (k > 0 && exchange) exchange->forward(x[k].data(), Fa);
+      compute_atom_conv(k, gr);
+      compute_bond_conv(k, exchange);
+      if (k + 1 < K) compute_angle_update(k);
+    }
+    result.magmom.assign(NL, 0.0);
+    for (int i = 0; i < NL; ++i) {
+      T m = 0;
+      site_wise.forward(x[K].data() + static_cast<std::size_t>(i) * Fa, 1, Fa, &m, 1);
+      result.magmom[i] = std::abs(static_cast<double>(m));
+    }
+    if (exchange) exchange->forward(x[K].data(), Fa);
+    compute_atom_conv(K, gr);
+    gxs.assign(n_conv + 1, {});
+    compute_readout(gr, gradients, result, gxs[n_conv]);
+    result.edge_gradient.clear();
+    if (!gradients) return;
+
+    for (int k = 1; k < n_conv; ++k) gxs[k].assign(static_cast<std::size_t>(N) * Fa, T(0));
+    gbs.assign(n_conv, std::vector<T>(static_cast<std::size_t>(S) * Fb, T(0)));
+    ggs.assign(K, std::vector<T>(static_cast<std::size_t>(A) * Fg, T(0)));
+    gb0.assign(static_cast<std::size_t>(E) * Fb, T(0));
+    gw_ag.assign(static_cast<std::size_t>(E) * Fa, T(0));
+    gw_bg.assign(static_cast<std::size_t>(S) * Fb, T(0));
+    reverse_atom_conv(K, gr, true);
+    for (int k = K - 1; k >= 0; --k) {
+      if (k + 1 < K) reverse_angle_update(k);
+      reverse_bond_conv(k, exchange);
+      if (exchange) exchange->reverse(gxs[k + 1].data(), Fa);
+      reverse_atom_conv(k, gr, k > 0);
+    }
+    reverse_basis(gr, result);
+  }
+};
+
+template <class T>
+ChgnetGraph<T> ChgnetStructureGraph<T>::view() const {
+  ChgnetGraph<T> g;
+  g.n_local = g.n_total = n_atoms;
+  g.species = species.data();
+  g.num_edges = static_cast<int>(center.size());
+  g.center = center.data();
+  g.neighbor = neighbor.data();
+  g.vectors = vectors.data();
+  g.slot_start = slot_start.data();
+  g.reverse_slot = reverse_slot.data();
+  return g;
+}
+
+template <class T>
+ChgnetStructureGraph<T> make_structure_graph(const std::vector<double>& positions, const std::vector<int>& atomic_numbers,
+                                             const double* cell, const std::array<bool, 3>& pbc, double cutoff,
+                                             double bond_cutoff) {
+  graph::NeighborListOptions opt;
+  opt.cutoff = cutoff;
+  const std::size_t n = atomic_numbers.size();
+  if (positions.size() != 3 * n) throw InputError("make_structure_graph: positions must hold 3 values per atom");
+  const auto nl = graph::build_neighbor_list(positions.data(), n, cell, pbc, opt);
+  ChgnetStructureGraph<T> g;
+  g.n_atoms = static_cast<int>(n);
+  for (int z : atomic_numbers) g.species.push_back(z - 1);
+  const auto centers = nl.centers();
+  const std::size_t ne = nl.num_edges();
+  g.center.assign(centers.begin(), centers.end());
+  g.neighbor.assign(nl.neighbors.begin(), nl.neighbors.end());
+  g.vectors.resize(3 * ne);
+  std::vector<int> slot(ne, -1);
+  g.slot_start.assign(n + 1, 0);
+  // Short edges decided in double, as a pair style decides them.
+  int next = 0;
+  for (std::size_t e = 0; e < ne; ++e) {
+    const double* v = nl.vectors.data() + 3 * e;
+    for (int d = 0; d < 3; ++d) g.vectors[3 * e + d] = static_cast<T>(v[d]);
+    if (v[0] * v[0] + v[1] * v[1] + v[2] * v[2] < bond_cutoff * bond_cutoff) {
+      slot[e] = next++;
+      ++g.slot_start[centers[e] + 1];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) g.slot_start[i + 1] += g.slot_start[i];
+  // The reverse of (i, j, S) is (j, i, -S).
+  std::map<std::tuple<int, int, int, int, int>, int> by_key;
+  for (std::size_t e = 0; e < ne; ++e) {
+    if (slot[e] < 0) continue;
+    by_key[{centers[e], nl.neighbors[e], nl.shifts[3 * e], nl.shifts[3 * e + 1], nl.shifts[3 * e + 2]}] = slot[e];
+  }
+  g.reverse_slot.assign(ne, -1);
+  for (std::size_t e = 0; e < ne; ++e) {
+    if (slot[e] < 0) continue;
+    const auto it = by_key.find({nl.neighbors[e], centers[e], -nl.shifts[3 * e], -nl.shifts[3 * e + 1], -nl.shifts[3 * e + 2]});
+    if (it == by_key.end()) throw InputError("make_structure_graph: a short edge has no reverse (asymmetric neighbor list)");
+    g.reverse_slot[e] = it->second;
+  }
+  return g;
+}
+
+template <class T>
+ChgnetModel<T>::ChgnetModel(const io::PotentialFile& file) : m_impl(std::make_unique<Impl>(file)) {}
+template <class T>
+ChgnetModel<T>::~ChgnetModel() = default;
+template <class T>
+ChgnetModel<T>::ChgnetModel(ChgnetModel&&) noexcept = default;
+template <class T>
+ChgnetModel<T>& ChgnetModel<T>::operator=(ChgnetModel&&) noexcept = default;
+template <class T>
+double ChgnetModel<T>::cutoff() const {
+  return m_impl->r_atom;
+}
+template <class T>
+double ChgnetModel<T>::bond_cutoff() const {
+  return m_impl->r_bond;
+}
+template <class T>
+int ChgnetModel<T>::num_elements() const {
+  return m_impl->n_elements;
+}
+template <class T>
+std::string ChgnetModel<T>::species_problem(int z) const {
+  return m_impl->species_problem(z);
+}
+template <class T>
+int ChgnetModel<T>::atom_width() const {
+  return m_impl->Fa;
+}
+template <class T>
+int ChgnetModel<T>::bond_width() const {
+  return m_impl->Fb;
+}
+template <class T>
+const std::string& ChgnetModel<T>::version() const {
+  return m_impl->version;
+}
+template <class T>
+void ChgnetModel<T>::compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange, bool gradients,
+                             ChgnetResult& result) {
+  m_impl->compute(graph, exchange, gradients, result);
+}
+
+template class ChgnetModel<float>;
+template class ChgnetModel<double>;
+template struct ChgnetStructureGraph<float>;
+template struct ChgnetStructureGraph<double>;
+template ChgnetStructureGraph<float> make_structure_graph<float>(const std::vector<double>&, const std::vector<int>&,
+                                                                 const double*, const std::array<bool, 3>&, double,
+                                                                 double);
+template ChgnetStructureGraph<double> make_structure_graph<double>(const std::vector<double>&, const std::vector<int>&,
+                                                                   const double*, const std::array<bool, 3>&, double,
+                                                                   double);
+
+}  // namespace fastmlip::models

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file CHGNet (Deng et al., Nat. Mach. Intell. 2023; the chgnet package, v0.3.0 and v0.2.0
+/// checkpoints) evaluated with the inference optimisations of FastCHGNet: energy, site
+/// energies, magnetic moments and dE/d(edge vector), from which callers form forces, the
+/// virial and per-atom virials.
+///
+/// Graph layout (the one a LAMMPS pair style has, as for MACE): nodes 0..n_local-1 are the
+/// atoms whose energies are wanted; nodes n_local..n_total-1 are ghosts (periodic images or
+/// another rank's atoms). Every directed edge has a local centre. chgnet keeps one feature row
+/// per undirected bond; here both directions of a bond carry the same row, so that every bond
+/// a rank needs is one of its own edges.
+///
+/// A bond's update in a BondConv sums the angles at both of its ends. The half at the edge's
+/// own centre is computed locally (H(a), one row per "short" edge, r < bond-graph cutoff); the
+/// half at the far end is the H row of the reverse edge. That row lives in a *slot*: every
+/// node owns slot rows for its short edges, locals in their edge order, ghosts in the order
+/// their owner uses. The model fills the local slots and asks the caller's ChgnetExchange to
+/// copy the ghost slots from their owners, once per BondConv (and, in the reverse pass, to add
+/// their adjoints back). With atom-feature rows exchanged after every AtomConv, a halo of one
+/// atom-graph cutoff (6 A) suffices, whatever the number of layers. A caller without ghosts
+/// (one periodic structure with image shifts folded into the edge vectors, as chgnet builds
+/// its graph) passes n_total = n_local, reverse slots of local edges, and no exchange:
+/// make_structure_graph() below does that.
+///
+/// The file layout and hyperparameters: docs/pair_fastmlip_chgnet.md; the math, stage by
+/// stage: chgnet_model.cpp.
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/potential_file.hpp"
+#include "models/feature_exchange.hpp"
+
+namespace fastmlip::models {
+
+/// The caller's communication for CHGNet: node rows (atom features, as FeatureExchange) and
+/// slot rows (the half bond updates H of short edges). Call order of one compute() with
+/// n_conv = 4: forward_slots before each of the 3 BondConvs' bond updates, forward(x^k) before
+/// AtomConvs 1..3; with gradients, afterwards the mirror image with reverse / reverse_slots.
+/// The sequence depends only on the model and `gradients`, never on the graph.
+template <class T>
+class ChgnetExchange : public FeatureExchange<T> {
+ public:
+  /// Overwrite the ghost nodes' slot rows (slot_start[n_local]..slot_start[n_total]) with their
+  /// owners' rows; `width` values per slot.
+  virtual void forward_slots(T* slots, int width) = 0;
+  /// Add the ghost nodes' slot rows into their owners' rows, then zero them.
+  virtual void reverse_slots(T* slots, int width) = 0;
+};
+
+/// Read-only view of one graph (host memory).
+template <class T>
+struct ChgnetGraph {
+  int n_local = 0;
+  int n_total = 0;
+  const int* species = nullptr;  ///< [n_total] embedding index: atomic number - 1
+  int num_edges = 0;
+  const int* center = nullptr;    ///< [num_edges] local node, non-decreasing
+  const int* neighbor = nullptr;  ///< [num_edges] any node
+  const T* vectors = nullptr;     ///< [num_edges][3] r_neighbor (+ image shift) - r_center (A)
+  /// [n_total + 1] CSR of slot rows by node. A local node has one slot per short edge, in
+  /// edge order; a ghost as many as its owner has.
+  const int* slot_start = nullptr;
+  /// [num_edges] slot of the reverse edge (neighbor -> center) for a short edge (shorter than
+  /// the bond-graph cutoff), -1 for the others. This is what marks an edge short: the caller
+  /// decides it once, in double precision, so the model and the caller's slot layout agree.
+  const int* reverse_slot = nullptr;
+};
+
+/// Results; sized by compute().
+struct ChgnetResult {
+  double energy = 0;                ///< sum of site_energy (eV)
+  std::vector<double> site_energy;  ///< [n_local] readout + AtomRef (eV), chgnet's site energies
+  std::vector<double> magmom;       ///< [n_local] |site_wise(x^3)| (mu_B)
+  /// [num_edges][3] dE/d(vectors) (eV/A); empty without gradients. With v = r_j - r_i of edge
+  /// i -> j: F_i += dE/dv, F_j -= dE/dv; virial W = -sum_e v (x) dE/dv.
+  std::vector<double> edge_gradient;
+};
+
+/// A periodic structure's graph with image shifts folded into the edge vectors (no ghosts);
+/// owns its arrays. For tests, benchmarks and tools that evaluate one structure.
+template <class T>
+struct ChgnetStructureGraph {
+  std::vector<int> species, center, neighbor, slot_start, reverse_slot;
+  std::vector<T> vectors;
+  int n_atoms = 0;
+  ChgnetGraph<T> view() const;
+};
+
+/// Builds it: edges strictly shorter than `cutoff`, short edges strictly shorter than
+/// `bond_cutoff`. `cell` row-major rows a, b, c (nullptr: open boundaries). Throws as
+/// graph::build_neighbor_list does (names both atoms of a coincident pair).
+template <class T>
+ChgnetStructureGraph<T> make_structure_graph(const std::vector<double>& positions, const std::vector<int>& atomic_numbers,
+                                             const double* cell, const std::array<bool, 3>& pbc, double cutoff,
+                                             double bond_cutoff);
+
+/// A CHGNet potential ready to evaluate, in compute precision T (float: the checkpoint's own;
+/// double on request).
+template <class T>
+class ChgnetModel {
+ public:
+  /// Builds the model from a potential file (model kind "chgnet"); throws InputError naming the
+  /// file and the tensor or hyperparameter on any inconsistency, UnsupportedError for a
+  /// configuration this build does not evaluate (another activation, normalisation or readout).
+  explicit ChgnetModel(const io::PotentialFile& file);
+  ~ChgnetModel();
+  ChgnetModel(ChgnetModel&&) noexcept;
+  ChgnetModel& operator=(ChgnetModel&&) noexcept;
+
+  double cutoff() const;       ///< atom-graph cutoff (A)
+  double bond_cutoff() const;  ///< bond-graph cutoff (A)
+  int num_elements() const;    ///< embedding rows: atomic numbers 1..num_elements()
+  /// Why atomic number Z cannot be evaluated ("" when it can): beyond the embedding, or no
+  /// AtomRef value (a composition energy of exactly 0 is chgnet's "not fitted").
+  std::string species_problem(int atomic_number) const;
+  /// Values per node row / slot row that compute() passes to the exchange.
+  int atom_width() const;
+  int bond_width() const;
+  const std::string& version() const;
+
+  /// Energies and magnetic moments, and dE/d(edge vectors) when `gradients`. Throws
+  /// InputError for a species out of range, an edge whose centre is not local or out of order,
+  /// a zero-length edge, or a slot layout that does not match the short edges. `exchange`
+  /// may be null only when graph.n_total == graph.n_local. Work buffers are kept between calls.
+  void compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace fastmlip::models

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file The caller's per-layer communication of node rows, shared by the models (MACE,
+/// CHGNet): ghost rows are refreshed from their owners after each layer, and their adjoints
+/// returned in the reverse pass, so a halo of one cutoff suffices.
+
+namespace fastmlip::models {
+
+/// The caller's communication between layers (MACE's use is described here; CHGNet's in
+/// chgnet_model.hpp). Rows are nodes, `width` values per row,
+/// row-major, in the model's compute precision; `rows` holds n_total rows (host memory).
+///
+/// What is exchanged: the sender features of layer t >= 1, h^t = linear_up(x^t), which the
+/// model computes for the local rows only (mace-torch's LAMMPS path exchanges the same
+/// tensor). Call order of one compute(), T = num_layers():
+///   forward(h^1), forward(h^2), .., forward(h^{T-1})             (T-1 calls, in layer order)
+///   and with gradients, afterwards:
+///   reverse(dE/dh^{T-1}), .., reverse(dE/dh^1)                    (T-1 calls, reverse order)
+/// Widths are those of each layer's node features (all equal for MACE-MP shapes);
+/// max_exchange_width() bounds them. A one-layer model never calls the exchange.
+template <class T>
+class FeatureExchange {
+ public:
+  virtual ~FeatureExchange() = default;
+  /// Overwrite rows n_local..n_total-1 of `rows` with the rows of their owners.
+  virtual void forward(T* rows, int width) = 0;
+  /// Add rows n_local..n_total-1 of `rows` into their owners' rows, then zero them.
+  virtual void reverse(T* rows, int width) = 0;
+};
+
+}  // namespace fastmlip::models

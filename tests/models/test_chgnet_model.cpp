@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT
+// ChgnetModel against the chgnet package: the fixtures of tests/reference/make_chgnet_fixtures.py
+// (tests/reference/data/chgnet/*.json: chgnet 0.3.1 with its 0.3.0 and 0.2.0 checkpoints, in
+// float32 and float64) evaluated with the shipped potentials/chgnet-0.3.0.safetensors and the
+// converted 0.2.0 checkpoint. Energy, forces, stress, magnetic moments and site energies, on
+// LiMnO2 (chgnet's own test structure), a rattled copy, a triclinic multi-element cell, a
+// 2-atom cell shorter than the bond cutoff, a supercell, a rotated copy and a dimer whose bond
+// graph is empty. Also: finite differences of the model's own energy, invariances, a graph
+// without edges, and the loader's and species' errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "chgnet_test_util.hpp"
+#include "core/error.hpp"
+#include "io/potential_file.hpp"
+
+namespace fastmlip::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string fixture_dir() { return std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/chgnet"; }
+std::string potential_path(const std::string& version) {
+  return version == "0.3.0" ? std::string(FASTMLIP_SOURCE_DIR) + "/potentials/chgnet-0.3.0.safetensors"
+                            : fixture_dir() + "/chgnet-" + version + ".safetensors";
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return json::parse(in);
+}
+
+ChgnetStructure structure_of(const json& j) {
+  ChgnetStructure s;
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) s.lattice[3 * a + b] = j.at("lattice")[a][b].get<double>();
+  for (const auto& p : j.at("positions"))
+    for (const auto& x : p) s.positions.push_back(x.get<double>());
+  for (const auto& z : j.at("numbers")) s.numbers.push_back(z.get<int>());
+  for (int k = 0; k < 3; ++k) s.pbc[k] = j.at("pbc")[k].get<bool>();
+  return s;
+}
+
+/// The fixtures other than the layer-by-layer debug dumps.
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(fixture_dir())) {
+    const auto stem = e.path().stem().string();
+    if (e.path().extension() == ".json" && stem.find("_debug") == std::string::npos) names.push_back(stem);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string version_of(const json& j) {
+  const auto model = j.at("model").get<std::string>();  // "chgnet 0.3.0"
+  return model.substr(model.find(' ') + 1);
+}
+
+/// A fresh model per test: models hold Kokkos views, which must not outlive the test main's
+/// Kokkos::finalize (so no static cache).
+template <class T>
+std::unique_ptr<models::ChgnetModel<T>> load_model(const std::string& version) {
+  return std::make_unique<models::ChgnetModel<T>>(io::read_potential_file(potential_path(version)));
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+/// Compares with chgnet: `tol` relative to the largest value of each kind (at least 1); with
+/// `terms`, forces and stress relative to the size of the per-edge terms they sum
+/// (ChgnetOutputs::force_terms, stress_terms), the scale of their rounding error.
+template <class T>
+void check_fixture(const std::string& name, double tol, bool terms) {
+  const json j = read_json(fixture_dir() + "/" + name + ".json");
+  const char* dtype = std::is_same_v<T, double> ? "float64" : "float32";
+  const json& ref = j.at(dtype);
+  auto model = load_model<T>(version_of(j));
+  const auto s = structure_of(j);
+  const auto o = evaluate(*model, s);
+  const int n = s.size();
+  EXPECT_NEAR(o.energy_per_atom, ref.at("energy_per_atom").get<double>(),
+              tol * std::max(1.0, std::abs(ref.at("energy_per_atom").get<double>())))
+      << name << " " << dtype << ": energy per atom";
+  std::vector<double> f, st, m, se;
+  for (const auto& row : ref.at("forces"))
+    for (const auto& x : row) f.push_back(x.get<double>());
+  for (const auto& row : ref.at("stress"))
+    for (const auto& x : row) st.push_back(x.get<double>());
+  for (const auto& x : ref.at("magmoms")) m.push_back(x.get<double>());
+  for (const auto& x : ref.at("site_energies")) se.push_back(x.get<double>());
+  const double fs = std::max({1.0, max_abs(f), terms ? o.force_terms : 0.0});
+  const double ss = std::max({1.0, max_abs(st), terms ? o.stress_terms : 0.0});
+  const double ms = std::max(1.0, max_abs(m)), es = std::max(1.0, max_abs(se));
+  for (int i = 0; i < n; ++i) {
+    for (int d = 0; d < 3; ++d) EXPECT_NEAR(o.forces[3 * i + d], f[3 * i + d], tol * fs) << name << " force " << i << "," << d;
+    EXPECT_NEAR(o.magmoms[i], m[i], tol * ms) << name << " " << dtype << ": magmom of atom " << i;
+    EXPECT_NEAR(o.site_energies[i], se[i], tol * es) << name << " " << dtype << ": site energy of atom " << i;
+  }
+  for (int k = 0; k < 9; ++k) EXPECT_NEAR(o.stress[k], st[k], tol * ss) << name << " " << dtype << ": stress " << k;
+  // The measured deviations, for the record (benchmarks/README.md quotes them).
+  double df = 0, dsv = 0, dm = 0, de = 0;
+  for (int i = 0; i < 3 * n; ++i) df = std::max(df, std::abs(o.forces[i] - f[i]));
+  for (int k = 0; k < 9; ++k) dsv = std::max(dsv, std::abs(o.stress[k] - st[k]));
+  for (int i = 0; i < n; ++i) {
+    dm = std::max(dm, std::abs(o.magmoms[i] - m[i]));
+    de = std::max(de, std::abs(o.site_energies[i] - se[i]));
+  }
+  std::printf("%-24s %s: |dE/atom| %.2e eV, max |dF| %.2e eV/A (max |F| %.2f, terms %.1f), max |dS| %.2e GPa "
+              "(terms %.0f), max |dm| %.2e, max |d site E| %.2e\n",
+              name.c_str(), dtype, std::abs(o.energy_per_atom - ref.at("energy_per_atom").get<double>()), df, max_abs(f),
+              o.force_terms, dsv, o.stress_terms, dm, de);
+}
+
+TEST(ChgnetParity, FixturesAreCommitted) {
+  const auto names = fixture_names();
+  EXPECT_GE(names.size(), 8u);
+  EXPECT_TRUE(fs::exists(potential_path("0.2.0"))) << "the converted 0.2.0 checkpoint the _v020 fixtures need";
+}
+
+// float64: the same function as chgnet's .double() model, to round-off.
+TEST(ChgnetParity, Float64MatchesChgnet) {
+  for (const auto& name : fixture_names()) check_fixture<double>(name, 1e-7, false);
+}
+
+// float32: chgnet's own precision; both sides round differently (summation order, the basis'
+// recurrences, frequencies divided by the cutoff), so agreement is to float32 accuracy: 1e-5
+// relative for energies, site energies and moments. Forces and the stress are sums of per-edge
+// terms that cancel (a relaxed LiMnO2 has forces of 0.01 eV/A from terms of 8 eV/A), so their
+// rounding is relative to those terms: chgnet's own float32 and float64 results differ by up to
+// 5.6e-5 eV/A and 2.5e-4 GPa on these fixtures; ours differ from chgnet's float32 by at most
+// 4.6e-6 of the terms.
+TEST(ChgnetParity, Float32MatchesChgnet) {
+  for (const auto& name : fixture_names()) check_fixture<float>(name, 1e-5, true);
+}
+
+// chgnet's own test values for its LiMnO2 file (e = -7.36769 eV/atom, Mn 3.86942 mu_B) belong
+// to a structure that is not in the wheel; the rebuilt one is close (fixture notes), so only
+// that closeness is checked here, on our side.
+TEST(ChgnetParity, LiMnO2NearChgnetsQuotedValues) {
+  const json j = read_json(fixture_dir() + "/limno2.json");
+  auto model = load_model<float>("0.3.0");
+  const auto o = evaluate(*model, structure_of(j));
+  EXPECT_NEAR(o.energy_per_atom, -7.36769, 2e-3);
+  for (int i = 0; i < 8; ++i) {
+    if (j.at("numbers")[i].get<int>() == 25) EXPECT_NEAR(o.magmoms[i], 3.86942, 1e-2);
+  }
+}
+
+// dE/d(edge vector) is the gradient of the model's own energy: central differences of the
+// energy against the forces and the strain derivative, in double precision.
+TEST(ChgnetModel, ForcesAndStressAreEnergyDerivatives) {
+  for (const char* name : {"small_cell", "licoo2_triclinic"}) {
+    const json j = read_json(fixture_dir() + "/" + name + ".json");
+    auto owned = load_model<double>("0.3.0");
+    auto& model = *owned;
+    const auto s = structure_of(j);
+    const auto o = evaluate(model, s);
+    const double h = 1e-5;
+    for (int i : {0, s.size() - 1}) {
+      for (int d = 0; d < 3; ++d) {
+        auto p = s, m = s;
+        p.positions[3 * i + d] += h;
+        m.positions[3 * i + d] -= h;
+        const double fd = -(evaluate(model, p).energy - evaluate(model, m).energy) / (2 * h);
+        EXPECT_NEAR(o.forces[3 * i + d], fd, 1e-6 * std::max(1.0, max_abs(o.forces))) << name << " atom " << i;
+      }
+    }
+    // Strain L' = L (I + eps), positions with it: dE/d eps_ab = stress_ab V / 160.2.
+    const auto& L = s.lattice;
+    const double volume = std::abs(L[0] * (L[4] * L[8] - L[5] * L[7]) - L[1] * (L[3] * L[8] - L[5] * L[6]) +
+                                   L[2] * (L[3] * L[7] - L[4] * L[6]));
+    for (int a = 0; a < 3; ++a) {
+      for (int b = 0; b < 3; ++b) {
+        auto strained = [&](double e) {
+          ChgnetStructure t = s;
+          for (int r = 0; r < 3; ++r) t.lattice[3 * r + b] += e * s.lattice[3 * r + a];
+          for (int i = 0; i < s.size(); ++i) t.positions[3 * i + b] += e * s.positions[3 * i + a];
+          return evaluate(model, t).energy;
+        };
+        const double fd = (strained(h) - strained(-h)) / (2 * h) / volume * kEvPerA3ToGPa;
+        EXPECT_NEAR(o.stress[3 * a + b], fd, 1e-5 * std::max(1.0, std::abs(fd))) << name << " stress " << a << b;
+      }
+    }
+  }
+}
+
+// The energy per atom of a 2x2x2 supercell equals the cell's, and a rotated structure has the
+// same energy and moments and rotated forces (the fixture pairs were made for this).
+TEST(ChgnetModel, SupercellAndRotationInvariance) {
+  auto owned = load_model<double>("0.3.0");
+  auto& model = *owned;
+  const auto cell = evaluate(model, structure_of(read_json(fixture_dir() + "/limno2_rattled.json")));
+  const auto super = evaluate(model, structure_of(read_json(fixture_dir() + "/supercell.json")));
+  EXPECT_NEAR(super.energy_per_atom, cell.energy_per_atom, 1e-10 * std::abs(cell.energy_per_atom));
+  const json jo = read_json(fixture_dir() + "/licoo2_triclinic.json");
+  const json jr = read_json(fixture_dir() + "/rotated.json");
+  const auto o = evaluate(model, structure_of(jo));
+  const auto r = evaluate(model, structure_of(jr));
+  EXPECT_NEAR(r.energy, o.energy, 1e-10 * std::abs(o.energy));
+  for (int i = 0; i < structure_of(jo).size(); ++i) {
+    EXPECT_NEAR(r.magmoms[i], o.magmoms[i], 1e-9);
+    const double fo = std::hypot(o.forces[3 * i], o.forces[3 * i + 1], o.forces[3 * i + 2]);
+    const double fr = std::hypot(r.forces[3 * i], r.forces[3 * i + 1], r.forces[3 * i + 2]);
+    EXPECT_NEAR(fr, fo, 1e-9 * std::max(1.0, fo)) << "force magnitude of atom " << i;
+  }
+}
+
+// An atom with no neighbour at all within 6 A: the convolutions leave its embedding (plus
+// biases) and the readout gives a finite energy with zero force; the structure with only a
+// long bond (dimer_isolated) is in the parity fixtures.
+TEST(ChgnetModel, AtomWithoutNeighbours) {
+  auto owned = load_model<double>("0.3.0");
+  auto& model = *owned;
+  ChgnetStructure s;
+  s.lattice = {15, 0, 0, 0, 15, 0, 0, 0, 15};
+  s.positions = {1, 1, 1};
+  s.numbers = {26};
+  const auto o = evaluate(model, s);
+  EXPECT_TRUE(std::isfinite(o.energy));
+  EXPECT_EQ(o.forces, std::vector<double>(3, 0.0));
+  EXPECT_TRUE(std::isfinite(o.magmoms[0]));
+}
+
+TEST(ChgnetModel, LoaderAndSpeciesErrors) {
+  auto owned = load_model<double>("0.3.0");
+  auto& model = *owned;
+  EXPECT_EQ(model.num_elements(), 94);
+  EXPECT_EQ(model.species_problem(25), "");
+  EXPECT_NE(model.species_problem(95).find("beyond"), std::string::npos);
+  EXPECT_NE(model.species_problem(0).find("beyond"), std::string::npos);
+  // An element whose AtomRef energy is 0 (not fitted) is refused by name.
+  auto file = io::read_potential_file(potential_path("0.3.0"));
+  auto ref = file.values<float>("composition_model.fc.weight", {1, 94});
+  ref[25] = 0.0f;  // Fe
+  io::PotentialFile edited;
+  edited.metadata = file.metadata;
+  for (const auto& [name, tensor] : file.tensors()) {
+    if (name != "composition_model.fc.weight") edited.add(tensor);
+  }
+  edited.add<float>("composition_model.fc.weight", {1, 94}, ref);
+  const models::ChgnetModel<double> m(edited);
+  EXPECT_NE(m.species_problem(26).find("Fe has no AtomRef"), std::string::npos) << m.species_problem(26);
+  // A MACE file is refused with the kind it holds.
+  try {
+    const models::ChgnetModel<double> bad(
+        io::read_potential_file(std::string(FASTMLIP_SOURCE_DIR) + "/potentials/cuni-mace-small.safetensors"));
+    ADD_FAILURE() << "a MACE file was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"mace\""), std::string::npos) << e.what();
+  }
+  // A missing tensor names itself.
+  io::PotentialFile missing;
+  missing.metadata = file.metadata;
+  for (const auto& [name, tensor] : file.tensors()) {
+    if (name != "site_wise.weight") missing.add(tensor);
+  }
+  try {
+    const models::ChgnetModel<double> bad(missing);
+    ADD_FAILURE() << "a file without site_wise.weight was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("site_wise.weight"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fastmlip::test
