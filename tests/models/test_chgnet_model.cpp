@@ -159,7 +159,9 @@ TEST(ChgnetParity, LiMnO2NearChgnetsQuotedValues) {
   const auto o = evaluate(*model, structure_of(j));
   EXPECT_NEAR(o.energy_per_atom, -7.36769, 2e-3);
   for (int i = 0; i < 8; ++i) {
-    if (j.at("numbers")[i].get<int>() == 25) EXPECT_NEAR(o.magmoms[i], 3.86942, 1e-2);
+    if (j.at("numbers")[i].get<int>() == 25) {
+      EXPECT_NEAR(o.magmoms[i], 3.86942, 1e-2);
+    }
   }
 }
 

@@ -3,15 +3,28 @@
 structures, for the C++ CHGNet to be checked against.
 
 Run in the reference venv (tests/reference/setup-venv.sh: chgnet 0.3.1, which ships the
-0.3.0 and 0.2.0 checkpoints, pymatgen 2023.10.11, Debian's torch 1.13), from the repository
-root:
+0.3.0 and 0.2.0 checkpoints, plus the r2scan checkpoint the script copies into the package's
+pretrained/r2scan/; pymatgen 2023.10.11, Debian's torch 1.13), from the repository root:
 
     .venv/bin/python tests/reference/make_chgnet_fixtures.py
+
+The C++ test reads the weights for a fixture whose "model" is "chgnet <version>" from
+potentials/chgnet-0.3.0.safetensors for 0.3.0 and from
+tests/reference/data/chgnet/chgnet-<version>.safetensors otherwise. Those two converted
+checkpoints are made (deterministically) with
+
+    .venv/bin/python potentials/convert/chgnet_to_fastmlip.py --pretrained 0.2.0 tests/reference/data/chgnet/chgnet-0.2.0.safetensors
+    .venv/bin/python potentials/convert/chgnet_to_fastmlip.py --pretrained r2scan tests/reference/data/chgnet/chgnet-r2scan.safetensors
+
+(this script does not write them).
 
 Writes tests/reference/data/chgnet/ (see the README there):
 
 - <structure>.json: CHGNet.load("0.3.0") on each structure of STRUCTURES;
 - <structure>_v020.json: CHGNet.load("0.2.0") on limno2_rattled and licoo2_triclinic;
+- <structure>_r2scan.json: the r2scan checkpoint (chgnet_r2scan_transfer_learning_
+  e15f36s161m23.pth.tar, CHGNet 0.3.0 fine-tuned on MP-r2SCAN) on the same two structures,
+  "model": "chgnet r2scan" (loaded by load_r2scan, below);
 - limno2_rattled_debug_atoms.json, limno2_rattled_debug_bonds.json: the 0.3.0 model's
   intermediate features for limno2_rattled in float64, layer by layer.
 
@@ -43,6 +56,17 @@ path are lifted, each on purpose:
 - AtomRef._assemble_graphs returns the composition fractions .float(): replaced, on the
   float64 copy only, by the same computation in float64.
 
+The r2scan checkpoint. chgnet 0.3.1 cannot load it with CHGNet.from_file: its model_args
+say composition_model "MP-r2SCAN", a name 0.3.1's AtomRef.initialize_from does not know
+(chgnet 0.4 does). load_r2scan builds CHGNet(**model_args) with that one entry replaced by
+"MPtrj" (any name 0.3.1 knows: the AtomRef weights it initialises are then overwritten by the
+checkpoint's own composition_model.fc.weight in load_state_dict), version="r2scan" (what
+CHGNet.load passes for the shipped checkpoints) and mlp_out_bias left False (as CHGNet.load
+does for 0.3.0; the checkpoint has no mlp_out biases). Every other model_args key is a
+parameter 0.3.1's CHGNet accepts (checked). load_state_dict is strict: every key of the
+checkpoint's state_dict is matched and nothing is missing, and the script checks that the
+AtomRef weights are the checkpoint's.
+
 Torch 1.13 cannot index with int32 tensors, which chgnet 0.3.1's graph converter produces
 (newer torch can): the graphs' index tensors and atomic numbers are cast to int64 first, which changes nothing
 numerically.
@@ -60,6 +84,7 @@ round trip).
 import contextlib
 import copy
 import importlib.metadata
+import inspect
 import json
 import math
 import os
@@ -200,6 +225,35 @@ def structures():
 
 
 V020_STRUCTURES = ("limno2_rattled", "licoo2_triclinic")
+R2SCAN_STRUCTURES = V020_STRUCTURES
+R2SCAN_CHECKPOINT = "pretrained/r2scan/chgnet_r2scan_transfer_learning_e15f36s161m23.pth.tar"
+# The file-name suffix of each checkpoint's fixtures.
+SUFFIX = {"0.3.0": "", "0.2.0": "_v020", "r2scan": "_r2scan"}
+
+
+# --- models -----------------------------------------------------------------------------------
+
+def load_r2scan():
+    """The r2scan checkpoint under chgnet 0.3.1 (see the module docstring): model_args with
+    composition_model "MP-r2SCAN" replaced by "MPtrj", then a strict load_state_dict."""
+    path = pathlib.Path(chgnet.__file__).parent / R2SCAN_CHECKPOINT
+    check(path.is_file(), f"{path}: missing (tests/reference/setup-venv.sh copies it there)")
+    state = torch.load(path, map_location="cpu")["model"]
+    args = dict(state["model_args"])
+    check(args.get("composition_model") == "MP-r2SCAN",
+          f"r2scan: composition_model {args.get('composition_model')!r}, expected 'MP-r2SCAN'")
+    args["composition_model"] = "MPtrj"  # placeholder weights, overwritten by load_state_dict
+    accepted = set(inspect.signature(CHGNet.__init__).parameters) - {"self", "kwargs"}
+    check(set(args) <= accepted, f"r2scan: model_args chgnet {chgnet.__version__} does not accept: "
+          f"{sorted(set(args) - accepted)}")
+    check(not any("mlp_out" in k and k.endswith(".bias") for k in state["state_dict"]),
+          "r2scan: the checkpoint has mlp_out biases")
+    model = CHGNet(**args, version="r2scan")
+    keys = model.load_state_dict(state["state_dict"], strict=True)
+    check(not keys.missing_keys and not keys.unexpected_keys, f"r2scan: load_state_dict {keys}")
+    check(torch.equal(model.composition_model.fc.weight.detach(), state["state_dict"]["composition_model.fc.weight"]),
+          "r2scan: the AtomRef weights are the checkpoint's")
+    return model
 
 
 # --- evaluation -------------------------------------------------------------------------------
@@ -430,8 +484,8 @@ def main():
     versions = (f"chgnet {chgnet.__version__}, pymatgen {importlib.metadata.version('pymatgen')}, "
                 f"torch {torch.__version__}, numpy {np.__version__}")
     models = {}
-    for version in ("0.3.0", "0.2.0"):
-        m32 = CHGNet.load(version)
+    for version in ("0.3.0", "0.2.0", "r2scan"):
+        m32 = load_r2scan() if version == "r2scan" else CHGNet.load(version)
         m32.eval()
         models[version] = (m32, model64(m32))
 
@@ -439,7 +493,8 @@ def main():
     rot = rotation_matrix()
     results = {}
     written = []
-    for version, names in (("0.3.0", list(all_structures)), ("0.2.0", V020_STRUCTURES)):
+    for version, names in (("0.3.0", list(all_structures)), ("0.2.0", V020_STRUCTURES),
+                           ("r2scan", R2SCAN_STRUCTURES)):
         m32, m64 = models[version]
         for name in names:
             structure, description = all_structures[name]
@@ -482,7 +537,7 @@ def main():
                 "notes": notes,
                 "generated_with": versions,
             }
-            suffix = "" if version == "0.3.0" else "_v020"
+            suffix = SUFFIX[version]
             written.append(write_json(name + suffix, record))
             print(f"{name + suffix}: n={len(structure)} e={r64['energy_per_atom']:.8f} eV/atom "
                   f"graph={record['graph']}")

@@ -46,6 +46,7 @@
 #include "core/error.hpp"
 #include "graph/neighbor_list.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
+#include "math/simd_math.hpp"
 
 namespace fastmlip::models {
 
@@ -65,16 +66,7 @@ T silu(T z) {
   return z * sigmoid(z);
 }
 
-/// Bytes of one SIMD register of the build's target: the kernel below uses GCC/Clang vector
-/// extensions of this width, so it is SSE2 on the portable x86-64 baseline and AVX/AVX-512
-/// with FASTMLIP_ENABLE_NATIVE.
-#if defined(__AVX512F__)
-constexpr int kSimdBytes = 64;
-#elif defined(__AVX__)
-constexpr int kSimdBytes = 32;
-#else
-constexpr int kSimdBytes = 16;
-#endif
+using math::kSimdBytes;
 
 /// y[r][j] (+)= bias[j] + sum_k x[r][k] M[k][j] for `rows` rows, M row-major [K][J]: every
 /// dense product of the model (forward: M = W^T; input gradient: M = W). Register-blocked:
@@ -248,10 +240,9 @@ struct GatedMlp {
   void forward_from_z1(int rows, T* y, Work& w) const {
     const int f = width2;
     if (hidden > 0) {
-      for (std::size_t k = 0; k < static_cast<std::size_t>(rows) * f; ++k) {
-        w.s1[k] = sigmoid(w.z1[k]);
-        w.a1[k] = w.z1[k] * w.s1[k];
-      }
+      const std::size_t n1 = static_cast<std::size_t>(rows) * f;
+      math::sigmoid_array(w.z1.data(), w.s1.data(), n1);
+      for (std::size_t k = 0; k < n1; ++k) w.a1[k] = w.z1[k] * w.s1[k];
       core2.forward(w.a1.data(), rows, f, w.c.data(), out);
       gate2.forward(w.a1.data() + hidden, rows, f, w.g.data(), out);
     } else {
@@ -261,18 +252,17 @@ struct GatedMlp {
                     w.g.data() + static_cast<std::size_t>(r) * out);
       }
     }
-    for (int r = 0; r < rows; ++r) {
-      const std::size_t o = static_cast<std::size_t>(r) * out;
-      if (norm) {
+    if (norm) {
+      for (int r = 0; r < rows; ++r) {
+        const std::size_t o = static_cast<std::size_t>(r) * out;
         ln_core.forward(w.c.data() + o, w.chat.data() + o, &w.cinv[r]);
         ln_gate.forward(w.g.data() + o, w.ghat.data() + o, &w.ginv[r]);
       }
-      for (int j = 0; j < out; ++j) {
-        w.sc[o + j] = sigmoid(w.c[o + j]);
-        w.sg[o + j] = sigmoid(w.g[o + j]);
-        y[o + j] = w.c[o + j] * w.sc[o + j] * w.sg[o + j];
-      }
     }
+    const std::size_t n = static_cast<std::size_t>(rows) * out;
+    math::sigmoid_array(w.c.data(), w.sc.data(), n);
+    math::sigmoid_array(w.g.data(), w.sg.data(), n);
+    for (std::size_t k = 0; k < n; ++k) y[k] = w.c[k] * w.sc[k] * w.sg[k];
   }
 
   /// w.ga = dL/d(first-layer outputs) for the rows forward_from_z1() last ran on, from
@@ -561,9 +551,16 @@ struct ChgnetModel<T>::Impl {
   std::vector<int> rev;          // [S] slot of the reverse bond
   std::vector<int> edge_slot;    // [E] slot or -1
   std::vector<int> ang_a, ang_b, ang_c;  // [A]
-  std::vector<T> r, theta;
-  Mat basis_ag, basis_bg, basis_ang;
-  std::vector<T> b0, w_ag, w_bg;          // [E][Fb], [E][Fa], [S][Fb]
+  // The radial and Fourier bases of edges and angles are evaluated tile by tile from r and
+  // theta where they are used (31 values per edge or angle are not stored); only the short
+  // edges' 3 A basis is kept.
+  Vec r, theta;
+  Mat basis_bg;
+  // Per-edge rows b^0 = W_b B(r) and w = W_a B(r) are not stored: each tile recomputes them
+  // from the basis (31 values per edge instead of 128), and their adjoints go straight into
+  // the basis' adjoint. Likewise g^0 = W_g F(theta) per angle. With about 100 edges and 100
+  // angles per atom these arrays would otherwise be most of the memory.
+  std::vector<T> w_bg;                    // [S][Fb]
   std::vector<std::vector<T>> x, bs, g;   // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
   std::vector<std::vector<T>> long_bias;  // [k][Fb]: sum of BondConv biases before layer k
   std::vector<T> H;                       // [n_slots][Fb]
@@ -645,11 +642,9 @@ struct ChgnetModel<T>::Impl {
       const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
       rv(e) = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
     }
-    r.assign(rv.data(), rv.data() + E);
-    basis_ag = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_ag"), E, n_radial);
-    rbf_ag->compute(rv, basis_ag);
+    r = rv;
     Vec rs(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r_short"), S);
-    for (int s = 0; s < S; ++s) rs(s) = r[short_edge[s]];
+    for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
     basis_bg = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_bg"), S, n_radial);
     rbf_bg->compute(rs, basis_bg);
     Vec th(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::theta"), A);
@@ -657,12 +652,10 @@ struct ChgnetModel<T>::Impl {
       const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
       const T* va = gr.vectors + 3 * static_cast<std::size_t>(ea);
       const T* vb = gr.vectors + 3 * static_cast<std::size_t>(eb);
-      const T cosv = (va[0] * vb[0] + va[1] * vb[1] + va[2] * vb[2]) / (r[ea] * r[eb]);
+      const T cosv = (va[0] * vb[0] + va[1] * vb[1] + va[2] * vb[2]) / (r(ea) * r(eb));
       th(a) = std::acos(cosv * static_cast<T>(1 - 1e-6));
     }
-    theta.assign(th.data(), th.data() + A);
-    basis_ang = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_angle"), A, n_angular);
-    fourier->compute(th, basis_ang);
+    theta = th;
   }
 
   /// Embeddings (stage "compute_embedding").
@@ -675,18 +668,16 @@ struct ChgnetModel<T>::Impl {
       std::copy_n(embedding.data() + static_cast<std::size_t>(gr.species[i]) * Fa, Fa,
                   x[0].data() + static_cast<std::size_t>(i) * Fa);
     }
-    b0.resize(static_cast<std::size_t>(E) * Fb);
-    bond_embedding.forward(basis_ag.data(), E, n_radial, b0.data(), Fb);
-    w_ag.resize(static_cast<std::size_t>(E) * Fa);
-    bond_weights_ag.forward(basis_ag.data(), E, n_radial, w_ag.data(), Fa);
     w_bg.resize(static_cast<std::size_t>(S) * Fb);
     bond_weights_bg.forward(basis_bg.data(), S, n_radial, w_bg.data(), Fb);
     bs[0].resize(static_cast<std::size_t>(S) * Fb);
-    for (int s = 0; s < S; ++s) {
-      std::copy_n(b0.data() + static_cast<std::size_t>(short_edge[s]) * Fb, Fb, bs[0].data() + static_cast<std::size_t>(s) * Fb);
+    {
+      Vec rs(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r_short"), S);
+      for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
+      Mat basis(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_short"), S, n_radial);
+      rbf_ag->compute(rs, basis);
+      bond_embedding.forward(basis.data(), S, n_radial, bs[0].data(), Fb);
     }
-    g[0].resize(static_cast<std::size_t>(A) * Fg);
-    angle_embedding.forward(basis_ang.data(), A, n_angular, g[0].data(), Fg);
     long_bias.assign(n_conv, std::vector<T>(Fb, T(0)));
     for (int k = 1; k < n_conv; ++k) {
       long_bias[k] = long_bias[k - 1];
@@ -695,14 +686,41 @@ struct ChgnetModel<T>::Impl {
     }
   }
 
-  /// Bond row of edge e at level k into dst.
-  void bond_row(int k, int e, T* dst) const {
-    const int s = edge_slot[e];
-    if (s >= 0) {
-      std::copy_n(bs[k].data() + static_cast<std::size_t>(s) * Fb, Fb, dst);
+  /// Bond rows at level k and edge weights w of edges e0..e0+rows-1, into X and Wt: a short
+  /// edge's row is its stored b^k, a long edge's b^0 (from the basis) plus the biases so far.
+  void edge_rows(int k, int e0, int rows) {
+    rbf_ag->compute(Vec(r.data() + e0, rows), Mat(Bt.data(), rows, n_radial));
+    const T* basis = Bt.data();
+    bond_embedding.forward(basis, rows, n_radial, X.data(), Fb);
+    bond_weights_ag.forward(basis, rows, n_radial, Wt.data(), Fa);
+    for (int t = 0; t < rows; ++t) {
+      T* dst = X.data() + static_cast<std::size_t>(t) * Fb;
+      const int s = edge_slot[e0 + t];
+      if (s >= 0) {
+        std::copy_n(bs[k].data() + static_cast<std::size_t>(s) * Fb, Fb, dst);
+      } else if (k > 0) {
+        for (int j = 0; j < Fb; ++j) dst[j] += long_bias[k][j];
+      }
+    }
+  }
+
+  /// Angle rows g^k of angles a0..a0+rows-1: stored for k >= 1, from the basis for k = 0.
+  const T* angle_rows(int k, int a0, int rows) {
+    if (k > 0) return g[k].data() + static_cast<std::size_t>(a0) * Fg;
+    fourier->compute(Vec(theta.data() + a0, rows), Mat(Ft.data(), rows, n_angular));
+    angle_embedding.forward(Ft.data(), rows, n_angular, G0t.data(), Fg);
+    return G0t.data();
+  }
+  /// Adds dE/dg^k for angles a0..a0+rows-1 (`tile`, rows x Fg): into the stored adjoint for
+  /// k >= 1, through the embedding into the Fourier basis' adjoint for k = 0.
+  void add_angle_adjoint(int k, int a0, int rows, const T* tile) {
+    if (k > 0) {
+      T* dst = ggs[k].data() + static_cast<std::size_t>(a0) * Fg;
+      for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) dst[q] += tile[q];
     } else {
-      const T* b = b0.data() + static_cast<std::size_t>(e) * Fb;
-      for (int j = 0; j < Fb; ++j) dst[j] = b[j] + long_bias[k][j];
+      angle_embedding.backward(tile, rows, Fg, Ft.data(), n_angular, false);
+      fourier->reverse(Vec(theta.data() + a0, rows), Mat(Ft.data(), rows, n_angular), Vec(GRt.data(), rows));
+      for (int t = 0; t < rows; ++t) g_theta[a0 + t] += GRt[t];
     }
   }
 
@@ -712,7 +730,7 @@ struct ChgnetModel<T>::Impl {
   /// First-layer outputs of AtomConv k for edges e0..e0+rows-1: the input is [x_c, b_e, x_n];
   /// P0 = x^k W_c (local rows) and P1 = x^k W_n (all rows) are projected per node beforehand.
   void atom_z1(int k, const GatedMlp<T>& m, const ChgnetGraph<T>& gr, int e0, int rows, T* z1) {
-    for (int t = 0; t < rows; ++t) bond_row(k, e0 + t, X.data() + static_cast<std::size_t>(t) * Fb);
+    edge_rows(k, e0, rows);
     for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
     m.seg[1].forward(X.data(), rows, Fb, z1, m.width2, true);
     add_rows(P0, gr.center + e0, rows, m.width2, z1);
@@ -726,9 +744,9 @@ struct ChgnetModel<T>::Impl {
   /// First-layer outputs of a BondConv / AngleUpdate for angles a0..a0+rows-1: the input is
   /// [b_a, b_b, g_alpha, x_c] (chgnet's order); P0 = b W_a, P1 = b W_b per short edge and
   /// P2 = x W_c per local node are projected beforehand.
-  void angle_z1(const GatedMlp<T>& m, const std::vector<T>& gk, int a0, int rows, T* z1) {
+  void angle_z1(const GatedMlp<T>& m, const T* gk, int a0, int rows, T* z1) {
     for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
-    m.seg[2].forward(gk.data() + static_cast<std::size_t>(a0) * Fg, rows, Fg, z1, m.width2, true);
+    m.seg[2].forward(gk, rows, Fg, z1, m.width2, true);
     add_rows(P0, ang_a.data() + a0, rows, m.width2, z1);
     add_rows(P1, ang_b.data() + a0, rows, m.width2, z1);
     add_rows(P2, ang_c.data() + a0, rows, m.width2, z1);
@@ -740,9 +758,15 @@ struct ChgnetModel<T>::Impl {
   }
 
   typename GatedMlp<T>::Work work;
-  std::vector<T> X, Y, GX, GY;
+  std::vector<T> X, Y, GX, GY, Wt, G0t, GW, Bt, Ft, GRt;
   void size_tiles() {
+    Bt.resize(static_cast<std::size_t>(kTile) * n_radial);
+    Ft.resize(static_cast<std::size_t>(kTile) * n_angular);
+    GRt.resize(kTile);
     const int wmax = std::max({Fa, Fb, Fg});
+    Wt.resize(static_cast<std::size_t>(kTile) * Fa);
+    GW.resize(static_cast<std::size_t>(kTile) * Fa);
+    G0t.resize(static_cast<std::size_t>(kTile) * Fg);
     X.resize(static_cast<std::size_t>(kTile) * wmax);
     GX.resize(X.size());
     Y.resize(static_cast<std::size_t>(kTile) * wmax);
@@ -775,7 +799,7 @@ struct ChgnetModel<T>::Impl {
         const int e = e0 + t;
         T* a = agg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
         const T* y = Y.data() + static_cast<std::size_t>(t) * Fa;
-        const T* w = w_ag.data() + static_cast<std::size_t>(e) * Fa;
+        const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
         for (int j = 0; j < Fa; ++j) a[j] += y[j] * w[j];
       }
     }
@@ -791,7 +815,7 @@ struct ChgnetModel<T>::Impl {
     H.assign(static_cast<std::size_t>(n_slots) * Fb, T(0));
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
-      angle_z1(m, g[k], a0, rows, work.z1.data());
+      angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
       m.forward_from_z1(rows, Y.data(), work);
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
@@ -821,10 +845,12 @@ struct ChgnetModel<T>::Impl {
     g[k + 1].resize(static_cast<std::size_t>(A) * Fg);
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
-      angle_z1(m, g[k], a0, rows, work.z1.data());
-      m.forward_from_z1(rows, g[k + 1].data() + static_cast<std::size_t>(a0) * Fg, work);
+      const T* gk = angle_rows(k, a0, rows);
+      angle_z1(m, gk, a0, rows, work.z1.data());
+      T* out = g[k + 1].data() + static_cast<std::size_t>(a0) * Fg;
+      m.forward_from_z1(rows, out, work);
+      for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) out[q] += gk[q];
     }
-    for (std::size_t q = 0; q < static_cast<std::size_t>(A) * Fg; ++q) g[k + 1][q] += g[k][q];
   }
 
   /// Readout: site energies and dE/dx^{n_conv} (local rows).
@@ -879,12 +905,14 @@ struct ChgnetModel<T>::Impl {
 
   // ---- reverse ----------------------------------------------------------------------------
   std::vector<std::vector<T>> gxs, gbs, ggs;  // adjoints of x^k, short b^k, g^k
-  std::vector<T> gb0, gw_ag, gw_bg, gH;
+  std::vector<T> gw_bg, gH;
+  std::vector<double> g_r, g_theta;  // dE/dr (edges), dE/dtheta (angles)
 
   /// Adds the adjoint of an edge's bond row at level k.
   void add_bond_adjoint(int k, int e, const T* gb) {
     const int s = edge_slot[e];
-    T* dst = s >= 0 ? gbs[k].data() + static_cast<std::size_t>(s) * Fb : gb0.data() + static_cast<std::size_t>(e) * Fb;
+    if (s < 0) return;  // a long edge: reverse_atom_conv passes it to the basis
+    T* dst = gbs[k].data() + static_cast<std::size_t>(s) * Fb;
     for (int j = 0; j < Fb; ++j) dst[j] += gb[j];
   }
 
@@ -910,18 +938,30 @@ struct ChgnetModel<T>::Impl {
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
         const T* ga = gagg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
-        const T* w = w_ag.data() + static_cast<std::size_t>(e) * Fa;
+        const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
         const T* y = Y.data() + static_cast<std::size_t>(t) * Fa;
-        T* gw = gw_ag.data() + static_cast<std::size_t>(e) * Fa;
+        T* gw = GW.data() + static_cast<std::size_t>(t) * Fa;
         T* gy = GY.data() + static_cast<std::size_t>(t) * Fa;
         for (int j = 0; j < Fa; ++j) {
           gy[j] = ga[j] * w[j];
-          gw[j] += ga[j] * y[j];
+          gw[j] = ga[j] * y[j];
         }
       }
       m.backward_to_z1(GY.data(), rows, work);
       m.seg[1].backward(work.ga.data(), rows, W2, GX.data(), Fb, false);
-      for (int t = 0; t < rows; ++t) add_bond_adjoint(k, e0 + t, GX.data() + static_cast<std::size_t>(t) * Fb);
+      // Short edges' bond adjoints go to b^k; long edges' (b^0 plus biases) to the basis,
+      // with the weights' adjoint.
+      for (int t = 0; t < rows; ++t) {
+        T* gb = GX.data() + static_cast<std::size_t>(t) * Fb;
+        if (edge_slot[e0 + t] >= 0) {
+          add_bond_adjoint(k, e0 + t, gb);
+          std::fill(gb, gb + Fb, T(0));
+        }
+      }
+      bond_embedding.backward(GX.data(), rows, Fb, Bt.data(), n_radial, false);
+      bond_weights_ag.backward(GW.data(), rows, Fa, Bt.data(), n_radial, true);
+      rbf_ag->reverse(Vec(r.data() + e0, rows), Mat(Bt.data(), rows, n_radial), Vec(GRt.data(), rows));
+      for (int t = 0; t < rows; ++t) g_r[e0 + t] += GRt[t];
       if (need_x) {
         scatter_rows(work.ga.data(), gr.center + e0, rows, W2, G0);
         scatter_rows(work.ga.data(), gr.neighbor + e0, rows, W2, G1);
@@ -936,8 +976,9 @@ struct ChgnetModel<T>::Impl {
   /// The adjoints of a BondConv / AngleUpdate's first layer for angles a0..: the angle rows
   /// into gg (contiguous), the repeated segments into the accumulators G0, G1 (short edges) and
   /// G2 (local nodes).
-  void reverse_angle_z1(const GatedMlp<T>& m, int a0, int rows, std::vector<T>& gg) {
-    m.seg[2].backward(work.ga.data(), rows, m.width2, gg.data() + static_cast<std::size_t>(a0) * Fg, Fg, true);
+  void reverse_angle_z1(const GatedMlp<T>& m, int k, int a0, int rows) {
+    m.seg[2].backward(work.ga.data(), rows, m.width2, GX.data(), Fg, false);
+    add_angle_adjoint(k, a0, rows, GX.data());
     scatter_rows(work.ga.data(), ang_a.data() + a0, rows, m.width2, G0);
     scatter_rows(work.ga.data(), ang_b.data() + a0, rows, m.width2, G1);
     scatter_rows(work.ga.data(), ang_c.data() + a0, rows, m.width2, G2);
@@ -976,7 +1017,7 @@ struct ChgnetModel<T>::Impl {
     start_angle_adjoints(m);
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
-      angle_z1(m, g[k], a0, rows, work.z1.data());
+      angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
       m.forward_from_z1(rows, Y.data(), work);
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
@@ -994,7 +1035,7 @@ struct ChgnetModel<T>::Impl {
         }
       }
       m.backward_to_z1(GY.data(), rows, work);
-      reverse_angle_z1(m, a0, rows, ggs[k]);
+      reverse_angle_z1(m, k, a0, rows);
     }
     finish_angle_adjoints(m, gbs[k], gxs[k + 1]);
   }
@@ -1003,51 +1044,39 @@ struct ChgnetModel<T>::Impl {
   void reverse_angle_update(int k) {
     const auto& m = angle_gmlp[k];
     const auto& gnext = ggs[k + 1];
-    for (std::size_t q = 0; q < static_cast<std::size_t>(A) * Fg; ++q) ggs[k][q] += gnext[q];
     project_angle(m, bs[k + 1], x[k + 1]);
     start_angle_adjoints(m);
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
-      angle_z1(m, g[k], a0, rows, work.z1.data());
+      const T* gn = gnext.data() + static_cast<std::size_t>(a0) * Fg;
+      add_angle_adjoint(k, a0, rows, gn);  // the residual g^{k+1} = g^k + ...
+      angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
       m.forward_from_z1(rows, Y.data(), work);
-      m.backward_to_z1(gnext.data() + static_cast<std::size_t>(a0) * Fg, rows, work);
-      reverse_angle_z1(m, a0, rows, ggs[k]);
+      m.backward_to_z1(gn, rows, work);
+      reverse_angle_z1(m, k, a0, rows);
     }
     finish_angle_adjoints(m, gbs[k + 1], gxs[k + 1]);
   }
 
   /// Reverse of the embeddings and bases: dE/d(edge vectors) (stage "reverse_basis").
   void reverse_basis(const ChgnetGraph<T>& gr, ChgnetResult& result) {
-    for (int s = 0; s < S; ++s) {
-      T* dst = gb0.data() + static_cast<std::size_t>(short_edge[s]) * Fb;
-      const T* src = gbs[0].data() + static_cast<std::size_t>(s) * Fb;
-      for (int j = 0; j < Fb; ++j) dst[j] += src[j];
-    }
-    Mat g_ag("fastmlip::chgnet::grad_basis_ag", E, n_radial);
-    bond_embedding.backward(gb0.data(), E, Fb, g_ag.data(), n_radial, true);
-    bond_weights_ag.backward(gw_ag.data(), E, Fa, g_ag.data(), n_radial, true);
-    Mat g_bg("fastmlip::chgnet::grad_basis_bg", S, n_radial);
-    bond_weights_bg.backward(gw_bg.data(), S, Fb, g_bg.data(), n_radial, true);
-    Mat g_an("fastmlip::chgnet::grad_basis_angle", A, n_angular);
-    angle_embedding.backward(ggs[0].data(), A, Fg, g_an.data(), n_angular, true);
-
-    Vec rv("fastmlip::chgnet::r", E), gr_ag("fastmlip::chgnet::grad_r", E);
-    std::copy(r.begin(), r.end(), rv.data());
-    rbf_ag->reverse(rv, g_ag, gr_ag);
-    Vec rs("fastmlip::chgnet::r_short", S), gr_bg("fastmlip::chgnet::grad_r_short", S);
-    for (int s = 0; s < S; ++s) rs(s) = r[short_edge[s]];
-    rbf_bg->reverse(rs, g_bg, gr_bg);
-    Vec th("fastmlip::chgnet::theta", A), gth("fastmlip::chgnet::grad_theta", A);
-    std::copy(theta.begin(), theta.end(), th.data());
-    fourier->reverse(th, g_an, gth);
-
-    std::vector<double> gr_total(E);
-    for (int e = 0; e < E; ++e) gr_total[e] = gr_ag(e);
-    for (int s = 0; s < S; ++s) gr_total[short_edge[s]] += gr_bg(s);
+    // The short edges: b^0's adjoint (the long edges' went in with each AtomConv) through the
+    // 6 A basis, and the bond-graph weights' through the 3 A basis.
+    Vec rs("fastmlip::chgnet::r_short", S), gr_ag("fastmlip::chgnet::grad_r_short_ag", S),
+        gr_bg("fastmlip::chgnet::grad_r_short_bg", S);
+    for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
+    Mat g_basis("fastmlip::chgnet::grad_basis_short", S, n_radial);
+    bond_embedding.backward(gbs[0].data(), S, Fb, g_basis.data(), n_radial, false);
+    rbf_ag->reverse(rs, g_basis, gr_ag);
+    bond_weights_bg.backward(gw_bg.data(), S, Fb, g_basis.data(), n_radial, false);
+    rbf_bg->reverse(rs, g_basis, gr_bg);
+    std::vector<double>& gr_total = g_r;
+    for (int s = 0; s < S; ++s) gr_total[short_edge[s]] += static_cast<double>(gr_ag(s)) + gr_bg(s);
+    const std::vector<double>& gth = g_theta;
     result.edge_gradient.assign(static_cast<std::size_t>(E) * 3, 0.0);
     for (int e = 0; e < E; ++e) {
       const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
-      for (int d = 0; d < 3; ++d) result.edge_gradient[3 * static_cast<std::size_t>(e) + d] = gr_total[e] * v[d] / r[e];
+      for (int d = 0; d < 3; ++d) result.edge_gradient[3 * static_cast<std::size_t>(e) + d] = gr_total[e] * v[d] / r(e);
     }
     // theta = acos(c'), c' = 0.999999 u_a . u_b: dtheta/dc' = -1 / sqrt(1 - c'^2);
     // d(u_a . u_b)/dv_a = (u_b - (u_a . u_b) u_a) / r_a.
@@ -1056,7 +1085,7 @@ struct ChgnetModel<T>::Impl {
       const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
       const T* va = gr.vectors + 3 * static_cast<std::size_t>(ea);
       const T* vb = gr.vectors + 3 * static_cast<std::size_t>(eb);
-      const double ra = r[ea], rb = r[eb];
+      const double ra = r(ea), rb = r(eb);
       double ua[3], ub[3];
       for (int d = 0; d < 3; ++d) {
         ua[d] = va[d] / ra;
@@ -1064,7 +1093,7 @@ struct ChgnetModel<T>::Impl {
       }
       const double cosv = ua[0] * ub[0] + ua[1] * ub[1] + ua[2] * ub[2];
       const double cp = clamp * cosv;
-      const double gc = -static_cast<double>(gth(a)) * clamp / std::sqrt(std::max(1e-300, 1 - cp * cp));
+      const double gc = -gth[a] * clamp / std::sqrt(std::max(1e-300, 1 - cp * cp));
       for (int d = 0; d < 3; ++d) {
         result.edge_gradient[3 * static_cast<std::size_t>(ea) + d] += gc * (ub[d] - cosv * ua[d]) / ra;
         result.edge_gradient[3 * static_cast<std::size_t>(eb) + d] += gc * (ua[d] - cosv * ub[d]) / rb;
@@ -1099,9 +1128,11 @@ struct ChgnetModel<T>::Impl {
 
     for (int k = 1; k < n_conv; ++k) gxs[k].assign(static_cast<std::size_t>(N) * Fa, T(0));
     gbs.assign(n_conv, std::vector<T>(static_cast<std::size_t>(S) * Fb, T(0)));
-    ggs.assign(K, std::vector<T>(static_cast<std::size_t>(A) * Fg, T(0)));
-    gb0.assign(static_cast<std::size_t>(E) * Fb, T(0));
-    gw_ag.assign(static_cast<std::size_t>(E) * Fa, T(0));
+    // dE/dg^k for k >= 1 (g^0's goes into g_an directly).
+    ggs.assign(K, {});
+    for (int k = 1; k < K; ++k) ggs[k].assign(static_cast<std::size_t>(A) * Fg, T(0));
+    g_r.assign(E, 0.0);
+    g_theta.assign(A, 0.0);
     gw_bg.assign(static_cast<std::size_t>(S) * Fb, T(0));
     reverse_atom_conv(K, gr, true);
     for (int k = K - 1; k >= 0; --k) {
