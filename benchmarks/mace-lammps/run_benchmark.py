@@ -49,23 +49,24 @@ The machine is usually shared: the load average is recorded before and after eve
 Timings never go into tests; this script is the only place they are produced.
 """
 import argparse
-import datetime
 import json
 import os
 import pathlib
-import platform
 import re
 import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "common"))
+import bench_util  # pylint: disable=wrong-import-position
+from bench_util import load, mem_total_gb, now, write_json  # pylint: disable=wrong-import-position
+
 TEMPLATE = HERE / "in.bench.lmp"
 MACE_DATA = REPO / "tests" / "reference" / "data" / "mace"
 sys.path.insert(0, str(REPO / "tests" / "reference"))
@@ -122,16 +123,15 @@ def edges_per_atom(numbers, pos, edge, r_max):
 # LAMMPS
 
 
-def load():
-    return [round(x, 2) for x in os.getloadavg()]
+# The watchdog's settings for every process this script starts (bench_util.run_watched).
+WATCHDOG = {"cwd": REPO, "fresh_rusage": False,
+            "memory_msg": "not run: resident memory reached {rss_gb:.1f} GB, over the {limit_gb:.0f} GB limit "
+                          "(--memory-limit-gb); stopped",
+            "timeout_msg": "not run: timed out after {timeout} s; stopped"}
 
 
 def parse_log(text):
-    out = {}
-    m = re.search(r"^LAMMPS \((.+)\)", text, re.M)
-    out["lammps_version"] = m.group(1) if m else None
-    rss = [float(x) for x in re.findall(r"Maximum resident set size: ([0-9.eE+]+) Mbyte", text)]
-    out["rss_before_mb"], out["rss_after_mb"] = (rss + [None, None])[:2]
+    out = bench_util.lammps_log_header(text)
     m = re.search(r"Per MPI rank memory allocation \(min/avg/max\) = ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) Mbytes",
                   text)
     out["lammps_memory_mb"] = float(m.group(3)) if m else None
@@ -193,7 +193,8 @@ def run_lammps(args, work, name, data, pstyle, pcoeff, steps, ranks=1, timer="no
     rec = {"name": name, "ranks": ranks, "steps": steps, "command": " ".join(cmd), "load_before": load(),
            "started": now()}
     t0 = time.perf_counter()
-    code, _, stderr, killed, peak = run_watched(cmd, env, timeout, args.memory_limit_gb * 1024)
+    code, _, stderr, killed, peak = bench_util.run_watched(cmd, env, timeout, args.memory_limit_gb * 1024,
+                                                           **WATCHDOG)
     rec["returncode"], rec["stderr_tail"], rec["watchdog_peak_rss_mb"] = code, stderr[-2000:], peak
     if killed:
         rec["status"] = killed
@@ -239,10 +240,6 @@ def perf_top(path, limit=25):
             rows.append({"pct": float(m.group(1)), "dso": m.group(2), "symbol": m.group(3)[:240]})
     path.unlink()
     return rows[:limit]
-
-
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def plan_steps(args, natoms, rate):
@@ -304,109 +301,21 @@ def torch_worker(spec):
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_watched(cmd, env, timeout, limit_mb):
-    """Runs cmd; kills it (and its children) when the resident memory of the process tree
-    exceeds limit_mb or the wall time exceeds timeout. Returns (returncode, stdout, stderr,
-    why-killed or None, peak tree RSS in MB as polled every 0.2 s)."""
-    import psutil  # pylint: disable=import-outside-toplevel
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    state = {"peak": 0.0, "why": None}
-
-    def tree_rss():
-        total = 0
-        try:
-            root = psutil.Process(proc.pid)
-            for p in [root] + root.children(recursive=True):
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    pass
-        except psutil.Error:
-            pass
-        return total / 2 ** 20
-
-    def kill_tree():
-        try:
-            root = psutil.Process(proc.pid)
-            for p in root.children(recursive=True) + [root]:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-        except psutil.Error:
-            pass
-
-    def watch():
-        t0 = time.monotonic()
-        while proc.poll() is None:
-            r = tree_rss()
-            state["peak"] = max(state["peak"], r)
-            if r > limit_mb:
-                state["why"] = (f"not run: resident memory reached {r / 1024:.1f} GB, over the "
-                                f"{limit_mb / 1024:.0f} GB limit (--memory-limit-gb); stopped")
-                kill_tree()
-                return
-            if time.monotonic() - t0 > timeout:
-                state["why"] = f"not run: timed out after {timeout} s; stopped"
-                kill_tree()
-                return
-            time.sleep(0.2)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    stdout, stderr = proc.communicate()
-    watcher.join()
-    return proc.returncode, stdout, stderr, state["why"], round(state["peak"], 1)
-
-
 def run_torch(args, model, cells, dtype, steps, timeout):
     spec = {"model": model, "cells": cells, "dtype": dtype, "steps": steps}
-    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--torch-worker", json.dumps(spec)]
+    cmd, command = bench_util.worker_command(__file__, "--torch-worker", spec)
     rec = {"name": f"mace-torch-{model}-{dtype}-{4 * cells ** 3}", "model": model, "dtype": dtype,
-           "natoms": 4 * cells ** 3, "steps": steps, "command": " ".join(cmd[:-1]) + f" '{json.dumps(spec)}'",
-           "load_before": load(), "started": now()}
+           "natoms": 4 * cells ** 3, "steps": steps, "command": command}
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    t0 = time.perf_counter()
-    code, stdout, stderr, killed, peak = run_watched(cmd, env, timeout, args.memory_limit_gb * 1024)
-    rec["wall_s"] = round(time.perf_counter() - t0, 2)
-    rec["load_after"] = load()
-    rec["watchdog_peak_rss_mb"] = peak
-    result = [line[7:] for line in stdout.splitlines() if line.startswith("RESULT ")]
-    if killed:
-        rec["status"] = killed
-    elif code != 0 or not result:
-        rec["status"] = f"failed (exit {code})"
-        rec["stderr_tail"] = stderr[-3000:]
-    else:
-        rec.update(json.loads(result[0]))
-        rec["status"] = "ok"
-    return rec
+    return bench_util.run_worker(cmd, rec, env, timeout, args.memory_limit_gb * 1024, **WATCHDOG)
 
 
 # ---------------------------------------------------------------------------------------------
 # Machine and software
 
 
-def mem_total_gb():
-    for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) / 1024 ** 2
-    return float("nan")
-
-
 def machine():
-    cpu = {}
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if ":" in line:
-            k, v = (s.strip() for s in line.split(":", 1))
-            if k in ("model name", "cpu MHz", "flags") and k not in cpu:
-                cpu[k] = v
-    flags = set(cpu.get("flags", "").split())
-    return {"cpu_model": cpu.get("model name"), "cpu_mhz": cpu.get("cpu MHz"), "cores": os.cpu_count(),
-            "simd": [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f") if f in flags],
-            "memory_gb": round(mem_total_gb(), 1), "kernel": platform.release(),
-            "os": pathlib.Path("/etc/debian_version").read_text().strip() if pathlib.Path("/etc/debian_version").exists()
-            else platform.platform()}
+    return {**bench_util.cpu_info(), "memory_gb": round(mem_total_gb(), 1), **bench_util.os_info()}
 
 
 def software(args):
@@ -414,29 +323,12 @@ def software(args):
     import e3nn  # pylint: disable=import-outside-toplevel
     import mace  # pylint: disable=import-outside-toplevel
     import torch  # pylint: disable=import-outside-toplevel
-
-    def git(*a):
-        return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
-
-    cache = {}
-    cache_file = pathlib.Path(args.plugin).resolve().parents[1] / "CMakeCache.txt"
-    if cache_file.exists():
-        for line in cache_file.read_text().splitlines():
-            m = re.match(r"(CMAKE_BUILD_TYPE|CMAKE_CXX_FLAGS|CMAKE_CXX_FLAGS_RELEASE|CMAKE_CXX_COMPILER|"
-                         r"FASTMLIP_\w+):\w+=(.*)", line)
-            if m:
-                cache[m.group(1)] = m.group(2)
-    import hashlib  # pylint: disable=import-outside-toplevel
-    plugin = pathlib.Path(args.plugin)
-    return {"fastmlip_commit": git("rev-parse", "HEAD"),
-            "plugin": {"path": str(plugin), "sha256": hashlib.sha256(plugin.read_bytes()).hexdigest(),
-                       "mtime": datetime.datetime.fromtimestamp(plugin.stat().st_mtime, datetime.timezone.utc)
-                       .strftime("%Y-%m-%d %H:%M:%S UTC")},
-            "fastmlip_worktree_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-            "build": cache, "mace-torch": mace.__version__, "e3nn": e3nn.__version__,
+    return {"fastmlip_commit": bench_util.git(REPO, "rev-parse", "HEAD"),
+            "plugin": bench_util.file_info(args.plugin),
+            "fastmlip_worktree_dirty": bool(bench_util.git(REPO, "status", "--porcelain", "--untracked-files=no")),
+            "build": bench_util.cmake_cache(args.plugin), "mace-torch": mace.__version__, "e3nn": e3nn.__version__,
             "torch": torch.__version__, "ase": ase.__version__, "numpy": np.__version__,
-            "mpirun": subprocess.run(["mpirun", "--version"], capture_output=True, text=True,
-                                     check=False).stdout.splitlines()[0]}
+            "mpirun": bench_util.mpirun_version()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -824,13 +716,6 @@ def merge(old, new):
                                              "mace_torch_energy0_eV": t["energy0"],
                                              "abs_diff_per_atom_eV": abs(r["pe0"] - t["energy0"]) / r["natoms"]})
     return old
-
-
-def write_json(path, res):
-    path = pathlib.Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -224,6 +224,26 @@ TEST(ChgnetModel, SupercellAndRotationInvariance) {
   }
 }
 
+// Keeping the activations for the reverse pass (small systems) and recomputing them (large
+// ones) are the same arithmetic: the same bits, float and double.
+template <class T>
+void check_kept_equals_recomputed() {
+  const json j = read_json(fixture_dir() + "/licoo2_triclinic.json");
+  const auto s = structure_of(j);
+  auto model = load_model<T>("0.3.0");
+  const auto kept = evaluate(*model, s);
+  model->set_activation_budget(0);
+  const auto recomputed = evaluate(*model, s);
+  EXPECT_EQ(kept.energy, recomputed.energy);
+  EXPECT_EQ(kept.forces, recomputed.forces);
+  EXPECT_EQ(kept.stress, recomputed.stress);
+  EXPECT_EQ(kept.magmoms, recomputed.magmoms);
+}
+TEST(ChgnetModel, KeptActivationsEqualRecomputed) {
+  check_kept_equals_recomputed<float>();
+  check_kept_equals_recomputed<double>();
+}
+
 // An atom with no neighbour at all within 6 A: the convolutions leave its embedding (plus
 // biases) and the readout gives a finite energy with zero force; the structure with only a
 // long bond (dimer_isolated) is in the parity fixtures.

@@ -786,6 +786,67 @@ struct ChgnetModel<T>::Impl {
       }
   }
 
+  /// A tile's GMLP activations, kept from the forward pass for the reverse pass when the whole
+  /// step's fit in keep_bytes (small systems, such as FastCHGNet's 8- to 32-atom cells): the
+  /// reverse then skips recomputing the forward (a third of its work). Larger systems
+  /// recompute, so memory stays proportional to the graph. The arithmetic is the same either
+  /// way: results do not depend on which.
+  struct Kept {
+    std::vector<T> z1, s1, c, g, chat, ghat, cinv, ginv, sc, sg, y;
+  };
+  double keep_bytes = 512.0 * 1024 * 1024;
+  bool keep = false;
+  std::vector<std::vector<Kept>> kept;  // [GMLP use][tile]: atom k, then bond k, then angle k
+  int use_atom(int k) const { return k; }
+  int use_bond(int k) const { return n_conv + k; }
+  int use_angle(int k) const { return 2 * n_conv - 1 + k; }
+
+  void plan_keep(bool gradients) {
+    const int K = n_conv - 1;
+    const double tiles_e = std::ceil(E / double(kTile)), tiles_a = std::ceil(A / double(kTile));
+    const double per_row = 2.0 * 128 + 8.0 * std::max({Fa, Fb, Fg}) + 2;  // floats a tile row keeps, at most
+    const double bytes = (tiles_e * n_conv + tiles_a * (2 * K - 1)) * kTile * per_row * sizeof(T);
+    keep = gradients && bytes <= keep_bytes;
+    kept.assign(keep ? 3 * n_conv : 0, {});
+  }
+  void save(int use, int tile, int rows, const GatedMlp<T>& m, const T* y, int width) {
+    if (!keep) return;
+    auto& v = kept[use];
+    if (static_cast<int>(v.size()) <= tile) v.resize(tile + 1);
+    Kept& k = v[tile];
+    const std::size_t r = rows, f = m.width2, o = m.out;
+    k.z1.assign(work.z1.begin(), work.z1.begin() + r * f);
+    if (m.hidden > 0) k.s1.assign(work.s1.begin(), work.s1.begin() + r * f);
+    k.c.assign(work.c.begin(), work.c.begin() + r * o);
+    k.g.assign(work.g.begin(), work.g.begin() + r * o);
+    k.sc.assign(work.sc.begin(), work.sc.begin() + r * o);
+    k.sg.assign(work.sg.begin(), work.sg.begin() + r * o);
+    if (m.norm) {
+      k.chat.assign(work.chat.begin(), work.chat.begin() + r * o);
+      k.ghat.assign(work.ghat.begin(), work.ghat.begin() + r * o);
+      k.cinv.assign(work.cinv.begin(), work.cinv.begin() + r);
+      k.ginv.assign(work.ginv.begin(), work.ginv.begin() + r);
+    }
+    if (y != nullptr) k.y.assign(y, y + r * width);
+  }
+  /// Puts a kept tile back into `work` (and its output into y); false when nothing is kept.
+  bool restore(int use, int tile, T* y) {
+    if (!keep) return false;
+    Kept& k = kept[use][tile];
+    std::copy(k.z1.begin(), k.z1.end(), work.z1.begin());
+    std::copy(k.s1.begin(), k.s1.end(), work.s1.begin());
+    std::copy(k.c.begin(), k.c.end(), work.c.begin());
+    std::copy(k.g.begin(), k.g.end(), work.g.begin());
+    std::copy(k.sc.begin(), k.sc.end(), work.sc.begin());
+    std::copy(k.sg.begin(), k.sg.end(), work.sg.begin());
+    std::copy(k.chat.begin(), k.chat.end(), work.chat.begin());
+    std::copy(k.ghat.begin(), k.ghat.end(), work.ghat.begin());
+    std::copy(k.cinv.begin(), k.cinv.end(), work.cinv.begin());
+    std::copy(k.ginv.begin(), k.ginv.end(), work.ginv.begin());
+    if (y != nullptr) std::copy(k.y.begin(), k.y.end(), y);
+    return true;
+  }
+
   /// AtomConv k: x^{k+1} from x^k (ghost rows of x^k current).
   void compute_atom_conv(int k, const ChgnetGraph<T>& gr) {
     const auto& m = atom_gmlp[k];
@@ -795,6 +856,7 @@ struct ChgnetModel<T>::Impl {
       const int rows = std::min(kTile, E - e0);
       atom_z1(k, m, gr, e0, rows, work.z1.data());
       m.forward_from_z1(rows, Y.data(), work);
+      save(use_atom(k), e0 / kTile, rows, m, Y.data(), Fa);
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
         T* a = agg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
@@ -817,6 +879,7 @@ struct ChgnetModel<T>::Impl {
       const int rows = std::min(kTile, A - a0);
       angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
       m.forward_from_z1(rows, Y.data(), work);
+      save(use_bond(k), a0 / kTile, rows, m, Y.data(), Fb);
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
         T* h = H.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
@@ -849,6 +912,7 @@ struct ChgnetModel<T>::Impl {
       angle_z1(m, gk, a0, rows, work.z1.data());
       T* out = g[k + 1].data() + static_cast<std::size_t>(a0) * Fg;
       m.forward_from_z1(rows, out, work);
+      save(use_angle(k), a0 / kTile, rows, m, nullptr, 0);
       for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) out[q] += gk[q];
     }
   }
@@ -930,11 +994,15 @@ struct ChgnetModel<T>::Impl {
       G0.assign(static_cast<std::size_t>(NL) * W2, T(0));
       G1.assign(static_cast<std::size_t>(N) * W2, T(0));
     }
-    project_atom(k, m);
+    if (!keep) project_atom(k, m);
     for (int e0 = 0; e0 < E; e0 += kTile) {
       const int rows = std::min(kTile, E - e0);
-      atom_z1(k, m, gr, e0, rows, work.z1.data());
-      m.forward_from_z1(rows, Y.data(), work);
+      if (restore(use_atom(k), e0 / kTile, Y.data())) {
+        edge_rows(k, e0, rows);  // the weights w of these edges
+      } else {
+        atom_z1(k, m, gr, e0, rows, work.z1.data());
+        m.forward_from_z1(rows, Y.data(), work);
+      }
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
         const T* ga = gagg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
@@ -1013,12 +1081,14 @@ struct ChgnetModel<T>::Impl {
       }
     }
     if (exchange) exchange->reverse_slots(gH.data(), Fb);
-    project_angle(m, bs[k], x[k + 1]);
+    if (!keep) project_angle(m, bs[k], x[k + 1]);
     start_angle_adjoints(m);
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
-      angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
-      m.forward_from_z1(rows, Y.data(), work);
+      if (!restore(use_bond(k), a0 / kTile, Y.data())) {
+        angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
+        m.forward_from_z1(rows, Y.data(), work);
+      }
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
         const T* gh = gH.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
@@ -1044,14 +1114,16 @@ struct ChgnetModel<T>::Impl {
   void reverse_angle_update(int k) {
     const auto& m = angle_gmlp[k];
     const auto& gnext = ggs[k + 1];
-    project_angle(m, bs[k + 1], x[k + 1]);
+    if (!keep) project_angle(m, bs[k + 1], x[k + 1]);
     start_angle_adjoints(m);
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
       const T* gn = gnext.data() + static_cast<std::size_t>(a0) * Fg;
       add_angle_adjoint(k, a0, rows, gn);  // the residual g^{k+1} = g^k + ...
-      angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
-      m.forward_from_z1(rows, Y.data(), work);
+      if (!restore(use_angle(k), a0 / kTile, nullptr)) {
+        angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
+        m.forward_from_z1(rows, Y.data(), work);
+      }
       m.backward_to_z1(gn, rows, work);
       reverse_angle_z1(m, k, a0, rows);
     }
@@ -1106,6 +1178,7 @@ struct ChgnetModel<T>::Impl {
     compute_basis(gr);
     compute_embedding(gr);
     size_tiles();
+    plan_keep(gradients);
     const int K = n_conv - 1;  // AtomConv/BondConv pairs before the final AtomConv
     for (int k = 0; k < K; ++k) {
       if (k > 0 && exchange) exchange->forward(x[k].data(), Fa);
@@ -1236,6 +1309,10 @@ int ChgnetModel<T>::atom_width() const {
 template <class T>
 int ChgnetModel<T>::bond_width() const {
   return m_impl->Fb;
+}
+template <class T>
+void ChgnetModel<T>::set_activation_budget(double bytes) {
+  m_impl->keep_bytes = bytes;
 }
 template <class T>
 const std::string& ChgnetModel<T>::version() const {

@@ -120,6 +120,11 @@ class ChgnetModel {
   int atom_width() const;
   int bond_width() const;
   const std::string& version() const;
+  /// Memory (bytes) the gated MLPs' activations may take to be kept from the forward to the
+  /// reverse pass (default 512 MiB): a step whose activations fit skips recomputing them
+  /// (small cells run about a third faster); a larger one recomputes them tile by tile. Both
+  /// give the same bits. 0 always recomputes.
+  void set_activation_budget(double bytes);
 
   /// Energies and magnetic moments, and dE/d(edge vectors) when `gradients`. Throws
   /// InputError for a species out of range, an edge whose centre is not local or out of order,
