@@ -290,7 +290,7 @@ void PairFastmlipChgnet::compute_with(int eflag, int vflag) {
       ++e;
     }
   }
-  build_slots(vectors, nlocal, nall);
+  build_slots(nlocal, nall);
 
   ChgnetGraph<T> graph;
   graph.n_local = nlocal;
@@ -352,8 +352,7 @@ void PairFastmlipChgnet::compute_with(int eflag, int vflag) {
   }
 }
 
-template <class T>
-void PairFastmlipChgnet::build_slots(const std::vector<T>& vectors, int nlocal, int nall) {
+void PairFastmlipChgnet::build_slots(int nlocal, int nall) {
   double** x = atom->x;
   const tagint* tag = atom->tag;
   const int num_edges = static_cast<int>(m_center.size());
@@ -431,7 +430,6 @@ void PairFastmlipChgnet::build_slots(const std::vector<T>& vectors, int nlocal, 
     }
     m_reverse_slot[e] = best;
   }
-  (void)vectors;
 }
 
 template <class T>

@@ -78,8 +78,7 @@ class PairFastmlipChgnet : public Pair {
   void compute_with(int eflag, int vflag);
   /// The slot layout of every atom and the reverse slot of each short edge (one count and a
   /// few metadata exchanges).
-  template <class T>
-  void build_slots(const std::vector<T>& vectors, int nlocal, int nall);
+  void build_slots(int nlocal, int nall);
   /// Forward or reverse exchange of slot rows, in as many passes as every rank needs.
   template <class T>
   void exchange_slots(T* rows, int width, bool reverse);

@@ -19,17 +19,20 @@
 //     after the last k: magmom_i = |site_wise(x^{k+1}_i)|
 //   final AtomConv -> x^{n_conv};  E_i = MLP(LayerNorm(x^{n_conv}_i)) + AtomRef[Z_i]
 //
-//   GMLP(z) = silu(LN_1(core(z))) * sigmoid(LN_2(gate(z))); core and gate have the same shapes,
-//   and their first linear layers are one merged GEMM here (FastCHGNet's merged GatedMLP).
+//   GMLP(z) = silu(LN_1(core(z))) * sigmoid(LN_2(gate(z))) (v0.2.0: no LN); core and gate
+//   have the same shapes, and their first linear layers are one merged GEMM here (FastCHGNet's
+//   merged GatedMLP), split by input segment so that rows repeated across edges or angles are
+//   multiplied once (GatedMlp).
 //
 // chgnet keeps one row per undirected bond and per angle; both directions of a bond carry the
 // same row here (chgnet's sum over the angles at both ends of a bond is H_s + H_reverse(s)).
 // Only short edges change in BondConv, so b^k is stored for short edges only, long edges read
-// b^0 plus the biases so far (none for v0.3.0): the redundancy removal of FastCHGNet, and most
-// of the memory saved.
+// b^0 plus the biases so far (none for v0.3.0): the redundancy removal of FastCHGNet. b^0, w and
+// g^0 are recomputed per tile from r and theta rather than stored (edge_rows, angle_rows).
 //
-// Reverse pass: every GMLP is recomputed from its gathered input, tile by tile, and
-// differentiated in the same tile (its activations are never stored for all rows).
+// Reverse pass: tile by tile, each GMLP's activations are restored (kept from the forward when
+// the step's fit in set_activation_budget, i.e. small cells) or recomputed from its gathered
+// input, and differentiated in the same tile.
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
