@@ -68,8 +68,10 @@ inline U exp_impl(U x) {
   }
 }
 
+/// Unsigned: the shift pushes the magic constant's exponent bits out of the word, which is
+/// defined for unsigned integers only.
 template <class T>
-using SimdInt = std::conditional_t<std::is_same_v<T, float>, std::int32_t, std::int64_t>;
+using SimdInt = std::conditional_t<std::is_same_v<T, float>, std::uint32_t, std::uint64_t>;
 
 }  // namespace detail
 
