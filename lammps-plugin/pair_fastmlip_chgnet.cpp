@@ -483,7 +483,7 @@ void PairFastmlipChgnet::exchange_slots(T* rows, int width, bool reverse) {
 
 namespace {
 
-/// Row `row` of the bound rows: value k, read as double.
+/// Value `index` of the bound rows, read as double.
 double read_value(const PairFastmlipChgnet::CommRows& c, std::size_t index) {
   return c.d ? c.d[index] : static_cast<double>(c.f[index]);
 }
@@ -498,83 +498,63 @@ void write_value(const PairFastmlipChgnet::CommRows& c, std::size_t index, doubl
 }  // namespace
 
 // Node rows: `width` values of atom j. Slot rows: kSlotsPerPass rows of `width` values, slots
-// pass * kSlotsPerPass.. of atom j; slots beyond the atom's count travel as zeros.
-int PairFastmlipChgnet::pack_forward_comm(int n, int* list, double* buf, int, int*) {
+// pass * kSlotsPerPass.. of atom j; slots beyond the atom's count travel as zeros. Forward and
+// reverse communication move the same layout, so one pair of helpers serves all four hooks.
+int PairFastmlipChgnet::pack_atom(int j, double* buf) const {
   const int w = m_comm.width;
   int m = 0;
-  for (int i = 0; i < n; ++i) {
-    const int j = list[i];
-    if (!m_comm.slots) {
-      for (int k = 0; k < w; ++k) buf[m++] = read_value(m_comm, static_cast<std::size_t>(j) * w + k);
-      continue;
-    }
-    const int start = m_slot_start[j], cnt = m_slot_start[j + 1] - start;
-    for (int q = 0; q < kSlotsPerPass; ++q) {
-      const int slot = m_comm.pass * kSlotsPerPass + q;
-      for (int k = 0; k < w; ++k) {
-        buf[m++] = slot < cnt ? read_value(m_comm, static_cast<std::size_t>(start + slot) * w + k) : 0.0;
-      }
+  if (!m_comm.slots) {
+    for (int k = 0; k < w; ++k) buf[m++] = read_value(m_comm, static_cast<std::size_t>(j) * w + k);
+    return m;
+  }
+  const int start = m_slot_start[j], cnt = m_slot_start[j + 1] - start;
+  for (int q = 0; q < kSlotsPerPass; ++q) {
+    const int slot = m_comm.pass * kSlotsPerPass + q;
+    for (int k = 0; k < w; ++k) {
+      buf[m++] = slot < cnt ? read_value(m_comm, static_cast<std::size_t>(start + slot) * w + k) : 0.0;
     }
   }
+  return m;
+}
+
+int PairFastmlipChgnet::unpack_atom(int j, const double* buf, bool add) {
+  const int w = m_comm.width;
+  int m = 0;
+  if (!m_comm.slots) {
+    for (int k = 0; k < w; ++k) write_value(m_comm, static_cast<std::size_t>(j) * w + k, buf[m++], add);
+    return m;
+  }
+  const int start = m_slot_start[j], cnt = m_slot_start[j + 1] - start;
+  for (int q = 0; q < kSlotsPerPass; ++q) {
+    const int slot = m_comm.pass * kSlotsPerPass + q;
+    for (int k = 0; k < w; ++k) {
+      const double value = buf[m++];
+      if (slot < cnt) write_value(m_comm, static_cast<std::size_t>(start + slot) * w + k, value, add);
+    }
+  }
+  return m;
+}
+
+int PairFastmlipChgnet::pack_forward_comm(int n, int* list, double* buf, int, int*) {
+  int m = 0;
+  for (int i = 0; i < n; ++i) m += pack_atom(list[i], buf + m);
   return m;
 }
 
 void PairFastmlipChgnet::unpack_forward_comm(int n, int first, double* buf) {
-  const int w = m_comm.width;
   int m = 0;
-  for (int j = first; j < first + n; ++j) {
-    if (!m_comm.slots) {
-      for (int k = 0; k < w; ++k) write_value(m_comm, static_cast<std::size_t>(j) * w + k, buf[m++], false);
-      continue;
-    }
-    const int start = m_slot_start[j], cnt = m_slot_start[j + 1] - start;
-    for (int q = 0; q < kSlotsPerPass; ++q) {
-      const int slot = m_comm.pass * kSlotsPerPass + q;
-      for (int k = 0; k < w; ++k) {
-        const double value = buf[m++];
-        if (slot < cnt) write_value(m_comm, static_cast<std::size_t>(start + slot) * w + k, value, false);
-      }
-    }
-  }
+  for (int j = first; j < first + n; ++j) m += unpack_atom(j, buf + m, false);
 }
 
 int PairFastmlipChgnet::pack_reverse_comm(int n, int first, double* buf) {
-  const int w = m_comm.width;
   int m = 0;
-  for (int j = first; j < first + n; ++j) {
-    if (!m_comm.slots) {
-      for (int k = 0; k < w; ++k) buf[m++] = read_value(m_comm, static_cast<std::size_t>(j) * w + k);
-      continue;
-    }
-    const int start = m_slot_start[j], cnt = m_slot_start[j + 1] - start;
-    for (int q = 0; q < kSlotsPerPass; ++q) {
-      const int slot = m_comm.pass * kSlotsPerPass + q;
-      for (int k = 0; k < w; ++k) {
-        buf[m++] = slot < cnt ? read_value(m_comm, static_cast<std::size_t>(start + slot) * w + k) : 0.0;
-      }
-    }
-  }
+  for (int j = first; j < first + n; ++j) m += pack_atom(j, buf + m);
   return m;
 }
 
 void PairFastmlipChgnet::unpack_reverse_comm(int n, int* list, double* buf) {
-  const int w = m_comm.width;
   int m = 0;
-  for (int i = 0; i < n; ++i) {
-    const int j = list[i];
-    if (!m_comm.slots) {
-      for (int k = 0; k < w; ++k) write_value(m_comm, static_cast<std::size_t>(j) * w + k, buf[m++], true);
-      continue;
-    }
-    const int start = m_slot_start[j], cnt = m_slot_start[j + 1] - start;
-    for (int q = 0; q < kSlotsPerPass; ++q) {
-      const int slot = m_comm.pass * kSlotsPerPass + q;
-      for (int k = 0; k < w; ++k) {
-        const double value = buf[m++];
-        if (slot < cnt) write_value(m_comm, static_cast<std::size_t>(start + slot) * w + k, value, true);
-      }
-    }
-  }
+  for (int i = 0; i < n; ++i) m += unpack_atom(list[i], buf + m, true);
 }
 
 template void PairFastmlipChgnet::compute_with<double>(int, int);

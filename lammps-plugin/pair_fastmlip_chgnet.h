@@ -84,6 +84,10 @@ class PairFastmlipChgnet : public Pair {
   void exchange_slots(T* rows, int width, bool reverse);
   template <class T>
   void exchange_nodes(T* rows, int width, bool reverse);
+  /// One atom's part of an exchange buffer (the layout of CommRows), packed or unpacked (added
+  /// with `add`); return the number of doubles.
+  int pack_atom(int j, double* buf) const;
+  int unpack_atom(int j, const double* buf, bool add);
   bool single_precision() const { return m_precision == "float32"; }
   static constexpr double kMinDistance = 0.1;
   template <class T>
