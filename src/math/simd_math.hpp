@@ -73,44 +73,55 @@ inline U exp_impl(U x) {
 template <class T>
 using SimdInt = std::conditional_t<std::is_same_v<T, float>, std::uint32_t, std::uint64_t>;
 
+/// The elementwise functions, for U = T or a GCC vector of T (UI: U's shape in integers).
+struct ExpOp {
+  template <class T, class U, class UI>
+  static U apply(U x) {
+    return exp_impl<T, U, UI>(x);
+  }
+};
+struct SigmoidOp {
+  template <class T, class U, class UI>
+  static U apply(U x) {
+    return T(1) / (T(1) + exp_impl<T, U, UI>(-x));
+  }
+};
+
+/// out[i] = Op(in[i]) for n values, a SIMD register at a time, then the scalar tail (the same
+/// function on one lane); in and out may alias.
+template <class Op, class T>
+void map_array(const T* in, T* out, std::size_t n) {
+  typedef T V __attribute__((vector_size(kSimdBytes)));
+  typedef SimdInt<T> VI __attribute__((vector_size(kSimdBytes)));
+  constexpr std::size_t kL = kSimdBytes / sizeof(T);
+  std::size_t i = 0;
+  for (; i + kL <= n; i += kL) {
+    V x;
+    std::memcpy(&x, in + i, sizeof(V));
+    const V y = Op::template apply<T, V, VI>(x);
+    std::memcpy(out + i, &y, sizeof(V));
+  }
+  for (; i < n; ++i) out[i] = Op::template apply<T, T, SimdInt<T>>(in[i]);
+}
+
 }  // namespace detail
 
 /// exp(x) for one value, the same function as exp_array's lanes (clamped as exp_impl).
 template <class T>
 inline T fast_exp(T x) {
-  return detail::exp_impl<T, T, detail::SimdInt<T>>(x);
+  return detail::ExpOp::apply<T, T, detail::SimdInt<T>>(x);
 }
 
 /// out[i] = exp(in[i]) for n values; in and out may alias.
 template <class T>
 void exp_array(const T* in, T* out, std::size_t n) {
-  typedef T V __attribute__((vector_size(kSimdBytes)));
-  typedef detail::SimdInt<T> VI __attribute__((vector_size(kSimdBytes)));
-  constexpr std::size_t kL = kSimdBytes / sizeof(T);
-  std::size_t i = 0;
-  for (; i + kL <= n; i += kL) {
-    V x;
-    std::memcpy(&x, in + i, sizeof(V));
-    const V e = detail::exp_impl<T, V, VI>(x);
-    std::memcpy(out + i, &e, sizeof(V));
-  }
-  for (; i < n; ++i) out[i] = fast_exp(in[i]);
+  detail::map_array<detail::ExpOp>(in, out, n);
 }
 
 /// out[i] = 1 / (1 + exp(-in[i])) for n values; in and out may alias.
 template <class T>
 void sigmoid_array(const T* in, T* out, std::size_t n) {
-  typedef T V __attribute__((vector_size(kSimdBytes)));
-  typedef detail::SimdInt<T> VI __attribute__((vector_size(kSimdBytes)));
-  constexpr std::size_t kL = kSimdBytes / sizeof(T);
-  std::size_t i = 0;
-  for (; i + kL <= n; i += kL) {
-    V x;
-    std::memcpy(&x, in + i, sizeof(V));
-    const V s = T(1) / (T(1) + detail::exp_impl<T, V, VI>(-x));
-    std::memcpy(out + i, &s, sizeof(V));
-  }
-  for (; i < n; ++i) out[i] = T(1) / (T(1) + fast_exp(-in[i]));
+  detail::map_array<detail::SigmoidOp>(in, out, n);
 }
 
 }  // namespace fastmlip::math
