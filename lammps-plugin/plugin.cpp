@@ -6,7 +6,7 @@
 #include "fastmlip_command.h"
 #include "pair_fastmlip_chgnet.h"
 #include "pair_fastmlip_mace.h"
-#include "pair_fastmlip_mace_kokkos.h"
+#include "pair_fastmlip_kokkos.h"
 #include "lammps.h"
 #include "lammps_compat.h"
 #include "lammpsplugin.h"
@@ -31,6 +31,8 @@ Compute* compute_fastmlip_magmom_creator(LAMMPS* lmp, int narg, char** arg) {
 #ifdef LMP_KOKKOS
 Pair* pair_fastmlip_mace_kk_device_creator(LAMMPS* lmp) { return new PairFastmlipMaceKokkos<LMPDeviceType>(lmp); }
 Pair* pair_fastmlip_mace_kk_host_creator(LAMMPS* lmp) { return new PairFastmlipMaceKokkos<LMPHostType>(lmp); }
+Pair* pair_fastmlip_chgnet_kk_device_creator(LAMMPS* lmp) { return new PairFastmlipChgnetKokkos<LMPDeviceType>(lmp); }
+Pair* pair_fastmlip_chgnet_kk_host_creator(LAMMPS* lmp) { return new PairFastmlipChgnetKokkos<LMPHostType>(lmp); }
 #endif
 }  // namespace
 
@@ -74,16 +76,22 @@ extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* l
   plugin.style = "pair";
 
 #ifdef LMP_KOKKOS
-  // The KOKKOS variant under the names the KOKKOS package gives its own styles (PairStyle(x/kk),
+  // The KOKKOS variants under the names the KOKKOS package gives its own styles (PairStyle(x/kk),
   // x/kk/device, x/kk/host): with `-sf kk`, `pair_style fastmlip/mace` resolves to fastmlip/mace/kk.
-  plugin.name = "fastmlip/mace/kk";
-  plugin.info = "MACE potentials, KOKKOS variant (docs/pair_fastmlip_mace.md)";
-  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_mace_kk_device_creator);
-  register_style(&plugin, lmp);
-  plugin.name = "fastmlip/mace/kk/device";
-  register_style(&plugin, lmp);
-  plugin.name = "fastmlip/mace/kk/host";
-  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_mace_kk_host_creator);
-  register_style(&plugin, lmp);
+  // LAMMPS keeps the name and info pointers (its plugin list), so they are string literals.
+  const auto register_pair = [&](const char* name, const char* info, Pair* (*creator)(LAMMPS*)) {
+    plugin.name = name;
+    plugin.info = info;
+    plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(creator);
+    register_style(&plugin, lmp);
+  };
+  const char* mace_kk = "MACE potentials, KOKKOS variant (docs/pair_fastmlip_mace.md)";
+  register_pair("fastmlip/mace/kk", mace_kk, &pair_fastmlip_mace_kk_device_creator);
+  register_pair("fastmlip/mace/kk/device", mace_kk, &pair_fastmlip_mace_kk_device_creator);
+  register_pair("fastmlip/mace/kk/host", mace_kk, &pair_fastmlip_mace_kk_host_creator);
+  const char* chgnet_kk = "CHGNet potentials, KOKKOS variant (docs/pair_fastmlip_chgnet.md)";
+  register_pair("fastmlip/chgnet/kk", chgnet_kk, &pair_fastmlip_chgnet_kk_device_creator);
+  register_pair("fastmlip/chgnet/kk/device", chgnet_kk, &pair_fastmlip_chgnet_kk_device_creator);
+  register_pair("fastmlip/chgnet/kk/host", chgnet_kk, &pair_fastmlip_chgnet_kk_host_creator);
 #endif
 }

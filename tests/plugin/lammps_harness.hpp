@@ -7,14 +7,20 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "exceptions.h"
+#include "force.h"
 #include "input.h"
 #include "lammps.h"
 #include "library.h"
@@ -30,6 +36,22 @@ inline int nprocs() {
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
+}
+
+/// A number for a LAMMPS command, with every digit.
+inline std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+/// A committed JSON fixture.
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw std::runtime_error("cannot open " + path);
+  }
+  return nlohmann::json::parse(in);
 }
 
 /// A path in a scratch directory shared by all ranks (restart, data and damaged files).
@@ -70,6 +92,11 @@ class Lammps {
     }
   }
   void* handle() { return m_lmp.get(); }
+  /// The pair style in use, with any suffix LAMMPS applied ("fastmlip/chgnet/kk").
+  std::string pair_style() const {
+    const char* name = m_lmp->force->pair_style;
+    return name ? name : "";
+  }
   double thermo(const char* keyword) { return lammps_get_thermo(m_lmp.get(), keyword); }
   /// A global vector compute's first `n` values.
   std::vector<double> compute_vector(const char* id, int n) {

@@ -21,13 +21,6 @@ namespace fastmlip_test {
 
 namespace fs = std::filesystem;
 
-/// A number for a LAMMPS command, with every digit.
-inline std::string fmt_scale(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 struct Snapshot {
   double energy = 0;
   std::vector<double> stress;  // virial pressure xx yy zz xy xz yz (bar)

@@ -165,11 +165,11 @@ TEST_P(PairStyle, FiniteDifferenceForcesAndVirial) {
   // in a triclinic box, the tilts that are k components (xy, xz for x; yz for y).
   auto strain = [&](int k, double f) {
     const char* axes[3] = {"x", "y", "z"};
-    std::string cmd = std::string("change_box all ") + axes[k] + " scale " + fmt_scale(f);
+    std::string cmd = std::string("change_box all ") + axes[k] + " scale " + num(f);
     if (triclinic && k == 0) {
-      cmd += " xy final " + fmt_scale(lmp.thermo("xy") * f) + " xz final " + fmt_scale(lmp.thermo("xz") * f);
+      cmd += " xy final " + num(lmp.thermo("xy") * f) + " xz final " + num(lmp.thermo("xz") * f);
     } else if (triclinic && k == 1) {
-      cmd += " yz final " + fmt_scale(lmp.thermo("yz") * f);
+      cmd += " yz final " + num(lmp.thermo("yz") * f);
     }
     lmp.command(cmd + " remap units box");
   };
@@ -190,9 +190,9 @@ TEST_P(PairStyle, FiniteDifferenceForcesAndVirial) {
   auto shear = [&](int k, double g) {
     std::string cmd = "change_box all";
     if (k == 0) {
-      cmd += " xy delta " + fmt_scale(g * lmp.thermo("ly")) + " xz delta " + fmt_scale(g * lmp.thermo("yz"));
+      cmd += " xy delta " + num(g * lmp.thermo("ly")) + " xz delta " + num(g * lmp.thermo("yz"));
     } else {
-      cmd += std::string(k == 1 ? " xz" : " yz") + " delta " + fmt_scale(g * lmp.thermo("lz"));
+      cmd += std::string(k == 1 ? " xz" : " yz") + " delta " + num(g * lmp.thermo("lz"));
     }
     lmp.command(cmd + " remap units box");
   };

@@ -23,20 +23,6 @@ using nlohmann::json;
 
 const std::string kMaceData = std::string(FASTMLIP_SOURCE_DIR) + "/tests/reference/data/mace";
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw std::runtime_error("cannot open " + path);
-  }
-  return json::parse(in);
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 const char* symbol_of(int z) {
   switch (z) {
     case 13: return "Al";

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "pair_fastmlip_mace_kokkos.h"
+#include "pair_fastmlip_kokkos.h"
 
 #ifdef LMP_KOKKOS
 
@@ -13,13 +13,11 @@
 #include "force.h"
 #include "lammps.h"
 #include "memory_kokkos.h"
-#include "models/mace/mace_model.hpp"
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
 #include "neighbor.h"
 
 using namespace LAMMPS_NS;
-using fastmlip::models::MaceGraph;
 
 namespace {
 
@@ -73,8 +71,8 @@ Kokkos::View<const V*, DeviceType, Kokkos::MemoryTraits<Kokkos::Unmanaged>> on_d
   }
 }
 
-/// Builds the model's graph from the KOKKOS full neighbor list: edges j -> i for local i within
-/// the cutoff, grouped by receiver in index order, as the host style builds them. The
+/// Builds the model's graph from the KOKKOS full neighbor list: edges i -> j for local i within
+/// the cutoff, grouped by i in index order, as the host styles build them. The
 /// exclusive scan is this functor's only reduction-like launch, hence value_type = int.
 template <class DeviceType, class T>
 struct GraphFunctor {
@@ -97,7 +95,7 @@ struct GraphFunctor {
 
   Kokkos::View<int*, DeviceType> m_count;
   Kokkos::View<int*, DeviceType> m_edge_start;
-  Kokkos::View<int*, DeviceType> m_sender, m_receiver, m_species;
+  Kokkos::View<int*, DeviceType> m_center, m_neighbor, m_species;
   Kokkos::View<T*, DeviceType> m_vectors;
   Kokkos::View<int, DeviceType> m_close_flag;
   Kokkos::View<tagint[2], DeviceType> m_close_tags;
@@ -145,8 +143,8 @@ struct GraphFunctor {
       if (dx * dx + dy * dy + dz * dz >= m_cutsq) {
         continue;
       }
-      m_sender(e) = j;
-      m_receiver(e) = i;
+      m_center(e) = i;
+      m_neighbor(e) = j;
       m_vectors(3 * e) = static_cast<T>(dx);
       m_vectors(3 * e + 1) = static_cast<T>(dy);
       m_vectors(3 * e + 2) = static_cast<T>(dz);
@@ -159,12 +157,13 @@ struct GraphFunctor {
   }
 };
 
-/// Tallies the model's dE/d(edge vector) g of edge j -> i (v = x_j - x_i): F_i += g, F_j -= g;
+/// Tallies the model's dE/d(edge vector) g of edge i -> j (v = x_j - x_i): F_i += g, F_j -= g;
 /// per-atom virial -v (x) g half to each atom; global virial by an edge reduction or by
 /// sum_i x_i . f_i (fdotr) over local and ghost atoms. Forces and per-atom virials land on
 /// any atom of a full list, so they go through ScatterViews with Kokkos' defaults for the
-/// execution space (plain on Serial, duplicated on OpenMP, atomic on GPUs).
-template <class DeviceType, class T>
+/// execution space (plain on Serial, duplicated on OpenMP, atomic on GPUs). G is the precision
+/// the model returns dE/dv in (MACE: its compute precision; CHGNet: double).
+template <class DeviceType, class T, class G>
 struct TallyFunctor {
   template <int VFLAG_ATOM>
   struct TagTallyEdges {};
@@ -181,9 +180,9 @@ struct TallyFunctor {
                                         Kokkos::Experimental::ScatterSum>;
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
-  Kokkos::View<const int*, DeviceType> m_sender, m_receiver;
+  Kokkos::View<const int*, DeviceType> m_center, m_neighbor;
   Kokkos::View<const T*, DeviceType> m_vectors;
-  Kokkos::View<const T*, DeviceType, Unmanaged> m_gradient;
+  Kokkos::View<const G*, DeviceType, Unmanaged> m_gradient;
   Kokkos::View<const double*, DeviceType, Unmanaged> m_node_energy;
   typename AT::t_x_array_randomread m_x;
   typename AT::t_f_array m_f;
@@ -204,7 +203,7 @@ struct TallyFunctor {
 
   template <int VFLAG_ATOM>
   KOKKOS_INLINE_FUNCTION void tally(TagTallyEdges<VFLAG_ATOM>, int e, EV_FLOAT& ev, bool global) const {
-    const int i = m_receiver(e), j = m_sender(e);
+    const int i = m_center(e), j = m_neighbor(e);
     const double g[3] = {static_cast<double>(m_gradient(3 * e)), static_cast<double>(m_gradient(3 * e + 1)),
                          static_cast<double>(m_gradient(3 * e + 2))};
     auto f = m_scatter_f.access();
@@ -268,83 +267,82 @@ class ExchangeOnHost {
 
 }  // namespace
 
-template <class DeviceType>
-PairFastmlipMaceKokkos<DeviceType>::PairFastmlipMaceKokkos(LAMMPS* lmp) : PairFastmlipMace(lmp) {
+template <class DeviceType, class Style>
+PairFastmlipKokkos<DeviceType, Style>::PairFastmlipKokkos(LAMMPS* lmp) : Style(lmp) {
   if (lmp->kokkos == nullptr) {
-    error->all(FLERR,
-               "pair_style fastmlip/mace/kk needs the KOKKOS package active: start LAMMPS with "
-               "'-k on' (e.g. 'lmp -k on t 4 -sf kk'), or use pair_style fastmlip/mace");
+    this->error->all(FLERR, "pair_style {0}/kk needs the KOKKOS package active: start LAMMPS with '-k on' (e.g. "
+                            "'lmp -k on t 4 -sf kk'), or use pair_style {0}", this->m_style);
   }
-  respa_enable = 0;
-  kokkosable = 1;
-  atomKK = (AtomKokkos*)atom;
-  execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
-  datamask_read = X_MASK | F_MASK | TAG_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
-  datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
-  d_close_flag = Kokkos::View<int, DeviceType>("fastmlip::pair_mace_kk::close_flag");
-  d_close_tags = Kokkos::View<tagint[2], DeviceType>("fastmlip::pair_mace_kk::close_tags");
-  d_close_rsq = Kokkos::View<double, DeviceType>("fastmlip::pair_mace_kk::close_rsq");
+  this->respa_enable = 0;
+  this->kokkosable = 1;
+  this->atomKK = (AtomKokkos*)this->atom;
+  this->execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
+  this->datamask_read = X_MASK | F_MASK | TAG_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
+  this->datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
+  d_close_flag = Kokkos::View<int, DeviceType>("fastmlip::pair_kk::close_flag");
+  d_close_tags = Kokkos::View<tagint[2], DeviceType>("fastmlip::pair_kk::close_tags");
+  d_close_rsq = Kokkos::View<double, DeviceType>("fastmlip::pair_kk::close_rsq");
 }
 
-template <class DeviceType>
-PairFastmlipMaceKokkos<DeviceType>::~PairFastmlipMaceKokkos() {
-  if (copymode) {
+template <class DeviceType, class Style>
+PairFastmlipKokkos<DeviceType, Style>::~PairFastmlipKokkos() {
+  if (this->copymode) {
     return;
   }
-  memoryKK->destroy_kokkos(k_eatom, eatom);
-  memoryKK->destroy_kokkos(k_vatom, vatom);
-  eatom = nullptr;
-  vatom = nullptr;
+  this->memoryKK->destroy_kokkos(k_eatom, this->eatom);
+  this->memoryKK->destroy_kokkos(k_vatom, this->vatom);
+  this->eatom = nullptr;
+  this->vatom = nullptr;
 }
 
-template <class DeviceType>
-void PairFastmlipMaceKokkos<DeviceType>::init_style() {
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::init_style() {
   // The host style's checks (potential, units metal, newton on, atom IDs), its full
   // neighbor-list request and the exchange buffer sizes; then that request becomes a KOKKOS
   // list on DeviceType, as the KOKKOS package's own many-body styles do.
-  PairFastmlipMace::init_style();
+  Style::init_style();
   constexpr bool on_host =
       std::is_same_v<DeviceType, LMPHostType> && !std::is_same_v<DeviceType, LMPDeviceType>;
   constexpr bool on_device = std::is_same_v<DeviceType, LMPDeviceType>;
 #if LAMMPS_VERSION_NUMBER >= 20220324
-  auto* request = neighbor->find_request(this);
+  auto* request = this->neighbor->find_request(this);
   request->set_kokkos_host(on_host);
   request->set_kokkos_device(on_device);
 #else
-  const int irequest = neighbor->nrequest - 1;
-  neighbor->requests[irequest]->kokkos_host = on_host;
-  neighbor->requests[irequest]->kokkos_device = on_device;
+  const int irequest = this->neighbor->nrequest - 1;
+  this->neighbor->requests[irequest]->kokkos_host = on_host;
+  this->neighbor->requests[irequest]->kokkos_device = on_device;
 #endif
 
-  const auto n = m_type_species.size();
-  d_type_species = Kokkos::View<int*, DeviceType>("fastmlip::pair_mace_kk::type_species", n);
+  const auto n = this->m_type_species.size();
+  d_type_species = Kokkos::View<int*, DeviceType>("fastmlip::pair_kk::type_species", n);
   Kokkos::deep_copy(d_type_species,
                     Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                        m_type_species.data(), n));
+                        this->m_type_species.data(), n));
 }
 
-template <class DeviceType>
-double PairFastmlipMaceKokkos<DeviceType>::memory_usage() {
-  double bytes = Pair::memory_usage();
-  bytes += static_cast<double>(d_count.span() + d_edge_start.span() + m_species.d.span() + m_sender.d.span() +
-                               m_receiver.d.span()) *
+template <class DeviceType, class Style>
+double PairFastmlipKokkos<DeviceType, Style>::memory_usage() {
+  double bytes = Style::memory_usage();
+  bytes += static_cast<double>(d_count.span() + d_edge_start.span() + m_species.d.span() + m_center.d.span() +
+                               m_neighbor.d.span()) *
            sizeof(int);
   bytes +=
       static_cast<double>(m_buffers_d.vectors.d.span() + m_buffers_d.gradient.span() + d_node_energy.span()) *
       sizeof(double);
   bytes += static_cast<double>(m_buffers_f.vectors.d.span() + m_buffers_f.gradient.span()) * sizeof(float);
   if (!kReadsHost<DeviceType>) {  // separate host mirrors
-    bytes += static_cast<double>(m_species.h.span() + m_sender.h.span() + m_receiver.h.span()) * sizeof(int);
+    bytes += static_cast<double>(m_species.h.span() + m_center.h.span() + m_neighbor.h.span()) * sizeof(int);
     bytes += static_cast<double>(m_buffers_d.vectors.h.span()) * sizeof(double) +
              static_cast<double>(m_buffers_f.vectors.h.span()) * sizeof(float);
   }
   return bytes;
 }
 
-template <class DeviceType>
+template <class DeviceType, class Style>
 template <class T>
-typename PairFastmlipMaceKokkos<DeviceType>::template PrecisionBuffers<T>&
-PairFastmlipMaceKokkos<DeviceType>::buffers() {
+typename PairFastmlipKokkos<DeviceType, Style>::template PrecisionBuffers<T>&
+PairFastmlipKokkos<DeviceType, Style>::buffers() {
   if constexpr (std::is_same_v<T, double>) {
     return m_buffers_d;
   } else {
@@ -352,55 +350,56 @@ PairFastmlipMaceKokkos<DeviceType>::buffers() {
   }
 }
 
-template <class DeviceType>
-void PairFastmlipMaceKokkos<DeviceType>::compute(int eflag, int vflag) {
-  if (single_precision()) {
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::compute(int eflag, int vflag) {
+  if (this->single_precision()) {
     compute_kk<float>(eflag, vflag);
   } else {
     compute_kk<double>(eflag, vflag);
   }
 }
 
-template <class DeviceType>
+template <class DeviceType, class Style>
 template <class T>
-void PairFastmlipMaceKokkos<DeviceType>::compute_kk(int eflag, int vflag) {
-  ev_init(eflag, vflag, 0);
+void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
+  this->ev_init(eflag, vflag, 0);
   // Per-atom arrays are DualViews (pair->eatom / vatom are their host sides, which computes
   // read); recreated zeroed each step, as the KOKKOS package's styles do.
-  if (eflag_atom) {
-    memoryKK->destroy_kokkos(k_eatom, eatom);
-    memoryKK->create_kokkos(k_eatom, eatom, maxeatom, "pair:eatom");
+  if (this->eflag_atom) {
+    this->memoryKK->destroy_kokkos(k_eatom, this->eatom);
+    this->memoryKK->create_kokkos(k_eatom, this->eatom, this->maxeatom, "pair:eatom");
     d_eatom = k_eatom.template view<DeviceType>();
   }
-  if (vflag_atom) {
-    memoryKK->destroy_kokkos(k_vatom, vatom);
-    memoryKK->create_kokkos(k_vatom, vatom, maxvatom, "pair:vatom");
+  if (this->vflag_atom) {
+    this->memoryKK->destroy_kokkos(k_vatom, this->vatom);
+    this->memoryKK->create_kokkos(k_vatom, this->vatom, this->maxvatom, "pair:vatom");
     d_vatom = k_vatom.template view<DeviceType>();
   }
-  atomKK->sync(execution_space, datamask_read);
+  this->atomKK->sync(this->execution_space, this->datamask_read);
 
-  const int nlocal = atom->nlocal;
-  const int nall = nlocal + atom->nghost;
-  const int inum = list->inum;
-  auto* k_list = static_cast<NeighListKokkos<DeviceType>*>(list);
+  const int nlocal = this->atom->nlocal;
+  const int nall = nlocal + this->atom->nghost;
+  const int inum = this->list->inum;
+  auto* k_list = static_cast<NeighListKokkos<DeviceType>*>(this->list);
 
   // Graph on DeviceType: count, scan, fill.
-  grow(d_count, nlocal, "fastmlip::pair_mace_kk::count");
-  grow(d_edge_start, nlocal + 1, "fastmlip::pair_mace_kk::edge_start");
-  grow_mirrored(m_species, nall, "fastmlip::pair_mace_kk::species");
+  grow(d_count, nlocal, "fastmlip::pair_kk::count");
+  grow(d_edge_start, nlocal + 1, "fastmlip::pair_kk::edge_start");
+  grow_mirrored(m_species, nall, "fastmlip::pair_kk::species");
   Kokkos::deep_copy(Kokkos::subview(d_count, Kokkos::pair<int, int>(0, nlocal)), 0);  // atoms not in ilist
   Kokkos::deep_copy(d_close_flag, 0);
 
-  GraphFunctor<DeviceType, T> graph_kernels;
-  graph_kernels.m_x = atomKK->k_x.template view<DeviceType>();
-  graph_kernels.m_type = atomKK->k_type.template view<DeviceType>();
-  graph_kernels.m_tag = atomKK->k_tag.template view<DeviceType>();
+  using Graph = GraphFunctor<DeviceType, T>;
+  Graph graph_kernels;
+  graph_kernels.m_x = this->atomKK->k_x.template view<DeviceType>();
+  graph_kernels.m_type = this->atomKK->k_type.template view<DeviceType>();
+  graph_kernels.m_tag = this->atomKK->k_tag.template view<DeviceType>();
   graph_kernels.m_ilist = k_list->d_ilist;
   graph_kernels.m_numneigh = k_list->d_numneigh;
   graph_kernels.m_neighbors = k_list->d_neighbors;
   graph_kernels.m_type_species = d_type_species;
-  graph_kernels.m_cutsq = m_cutoff * m_cutoff;
-  graph_kernels.m_min_rsq = kMinDistance * kMinDistance;
+  graph_kernels.m_cutsq = this->m_cutoff * this->m_cutoff;
+  graph_kernels.m_min_rsq = Style::kMinDistance * Style::kMinDistance;
   graph_kernels.m_nlocal = nlocal;
   graph_kernels.m_count = d_count;
   graph_kernels.m_edge_start = d_edge_start;
@@ -408,140 +407,154 @@ void PairFastmlipMaceKokkos<DeviceType>::compute_kk(int eflag, int vflag) {
   graph_kernels.m_close_flag = d_close_flag;
   graph_kernels.m_close_tags = d_close_tags;
   graph_kernels.m_close_rsq = d_close_rsq;
-  using Graph = GraphFunctor<DeviceType, T>;
 
-  Kokkos::parallel_for("fastmlip::pair_mace_kk::count_edges",
-                       Kokkos::RangePolicy<DeviceType, typename Graph::TagCountEdges>(0, inum),
-                       graph_kernels);
+  Kokkos::parallel_for("fastmlip::pair_kk::count_edges",
+                       Kokkos::RangePolicy<DeviceType, typename Graph::TagCountEdges>(0, inum), graph_kernels);
   int close = 0;
   Kokkos::deep_copy(close, d_close_flag);
   if (close != 0) {
     auto h_tags = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_close_tags);
     double rsq = 0;
     Kokkos::deep_copy(rsq, d_close_rsq);
-    error_too_close(h_tags(0), h_tags(1), rsq);
+    this->error_too_close(h_tags(0), h_tags(1), rsq);
   }
-  Kokkos::parallel_scan("fastmlip::pair_mace_kk::edge_offsets",
+  Kokkos::parallel_scan("fastmlip::pair_kk::edge_offsets",
                         Kokkos::RangePolicy<DeviceType, typename Graph::TagEdgeOffsets>(0, nlocal + 1),
                         graph_kernels);
   int num_edges = 0;
   Kokkos::deep_copy(num_edges, Kokkos::subview(d_edge_start, nlocal));
 
   auto& buf = buffers<T>();
-  grow_mirrored(m_sender, num_edges, "fastmlip::pair_mace_kk::sender");
-  grow_mirrored(m_receiver, num_edges, "fastmlip::pair_mace_kk::receiver");
-  grow_mirrored(buf.vectors, 3 * static_cast<std::size_t>(num_edges), "fastmlip::pair_mace_kk::vectors");
-  graph_kernels.m_sender = m_sender.d;
-  graph_kernels.m_receiver = m_receiver.d;
+  grow_mirrored(m_center, num_edges, "fastmlip::pair_kk::center");
+  grow_mirrored(m_neighbor, num_edges, "fastmlip::pair_kk::neighbor");
+  grow_mirrored(buf.vectors, 3 * static_cast<std::size_t>(num_edges), "fastmlip::pair_kk::vectors");
+  graph_kernels.m_center = m_center.d;
+  graph_kernels.m_neighbor = m_neighbor.d;
   graph_kernels.m_vectors = buf.vectors.d;
-  Kokkos::parallel_for("fastmlip::pair_mace_kk::fill_edges",
+  Kokkos::parallel_for("fastmlip::pair_kk::fill_edges",
                        Kokkos::RangePolicy<DeviceType, typename Graph::TagFillEdges>(0, inum), graph_kernels);
-  Kokkos::parallel_for("fastmlip::pair_mace_kk::species",
+  Kokkos::parallel_for("fastmlip::pair_kk::species",
                        Kokkos::RangePolicy<DeviceType, typename Graph::TagSpecies>(0, nall), graph_kernels);
 
-  // The model, in host memory (see the header): graph to the host mirrors, results back.
+  // The model, in host memory (see the header): graph to the host mirrors, positions and IDs to
+  // the host (a style may read them, as CHGNet's bond matching does), results back.
   to_host(m_species, nall);
-  to_host(m_sender, num_edges);
-  to_host(m_receiver, num_edges);
+  to_host(m_center, num_edges);
+  to_host(m_neighbor, num_edges);
   to_host(buf.vectors, 3 * static_cast<std::size_t>(num_edges));
-  MaceGraph<T> graph;
-  graph.n_local = nlocal;
-  graph.n_total = nall;
-  graph.species = m_species.h.data();
-  graph.num_edges = num_edges;
-  graph.sender = m_sender.h.data();
-  graph.receiver = m_receiver.h.data();
-  graph.vectors = buf.vectors.h.data();
-  const fastmlip::models::MaceResult<T>* result = nullptr;
+  this->atomKK->sync(Host, X_MASK | TAG_MASK);
+  typename Style::template Edges<T> edges;
+  edges.nlocal = nlocal;
+  edges.nall = nall;
+  edges.num_edges = num_edges;
+  edges.species = m_species.h.data();
+  edges.center = m_center.h.data();
+  edges.neighbor = m_neighbor.h.data();
+  edges.vectors = buf.vectors.h.data();
+  typename Style::Output out;
   {
     ExchangeOnHost host_exchange(this);
-    result = &run_model(graph);
+    out = this->evaluate(edges);
   }
 
-  using Tally = TallyFunctor<DeviceType, T>;
+  if (this->eflag_global) {
+    this->eng_vdwl += out.energy;  // the model's own double-precision sum of the per-atom energies
+  }
+  if (this->eflag_atom) {
+    TallyFunctor<DeviceType, T, double> eatom;
+    eatom.m_node_energy = on_device<DeviceType>(out.node_energy, nlocal, d_node_energy,
+                                                "fastmlip::pair_kk::node_energy");
+    eatom.m_eatom = d_eatom;
+    Kokkos::parallel_for("fastmlip::pair_kk::tally_eatom",
+                         Kokkos::RangePolicy<DeviceType, typename TallyFunctor<DeviceType, T, double>::TagTallyEatom>(
+                             0, nlocal),
+                         eatom);
+  }
+  if (out.gradient_d != nullptr) {
+    tally_kk<T>(num_edges, out.gradient_d);
+  } else {
+    tally_kk<T>(num_edges, out.gradient_f);
+  }
+
+  if (this->eflag_atom) {
+    k_eatom.template modify<DeviceType>();
+    k_eatom.template sync<LMPHostType>();
+  }
+  if (this->vflag_atom) {
+    k_vatom.template modify<DeviceType>();
+    k_vatom.template sync<LMPHostType>();
+  }
+  this->atomKK->modified(this->execution_space, (eflag || vflag) ? this->datamask_modify : F_MASK);
+}
+
+template <class DeviceType, class Style>
+template <class T, class G>
+void PairFastmlipKokkos<DeviceType, Style>::tally_kk(int num_edges, const G* gradient) {
+  using Tally = TallyFunctor<DeviceType, T, G>;
   Tally tally;
-  tally.m_sender = m_sender.d;
-  tally.m_receiver = m_receiver.d;
-  tally.m_vectors = buf.vectors.d;
-  tally.m_gradient =
-      on_device<DeviceType>(result->edge_gradient.data(), 3 * static_cast<std::size_t>(num_edges),
-                            buf.gradient, "fastmlip::pair_mace_kk::gradient");
-  tally.m_x = atomKK->k_x.template view<DeviceType>();
-  tally.m_f = atomKK->k_f.template view<DeviceType>();
+  tally.m_center = m_center.d;
+  tally.m_neighbor = m_neighbor.d;
+  tally.m_vectors = buffers<T>().vectors.d;
+  tally.m_gradient = on_device<DeviceType>(gradient, 3 * static_cast<std::size_t>(num_edges), buffers<G>().gradient,
+                                           "fastmlip::pair_kk::gradient");
+  tally.m_x = this->atomKK->k_x.template view<DeviceType>();
+  tally.m_f = this->atomKK->k_f.template view<DeviceType>();
   tally.m_scatter_f = typename Tally::ScatterF(tally.m_f);
-  if (vflag_atom) {
+  if (this->vflag_atom) {
     tally.m_scatter_vatom = typename Tally::ScatterVatom(d_vatom);
   }
 
-  if (eflag_global) {
-    eng_vdwl += result->energy;  // the model's own double-precision sum of node_energy
-  }
-  if (eflag_atom) {
-    tally.m_node_energy = on_device<DeviceType>(result->node_energy.data(), nlocal, d_node_energy,
-                                                "fastmlip::pair_mace_kk::node_energy");
-    tally.m_eatom = d_eatom;
-    Kokkos::parallel_for("fastmlip::pair_mace_kk::tally_eatom",
-                         Kokkos::RangePolicy<DeviceType, typename Tally::TagTallyEatom>(0, nlocal), tally);
-  }
-
-  const bool explicit_virial = vflag_global && !vflag_fdotr;
+  const bool explicit_virial = this->vflag_global && !this->vflag_fdotr;
   EV_FLOAT ev;
-  if (vflag_atom) {
+  if (this->vflag_atom) {
     using Policy = Kokkos::RangePolicy<DeviceType, typename Tally::template TagTallyEdges<1>>;
     if (explicit_virial) {
-      Kokkos::parallel_reduce("fastmlip::pair_mace_kk::tally_edges", Policy(0, num_edges), tally, ev);
+      Kokkos::parallel_reduce("fastmlip::pair_kk::tally_edges", Policy(0, num_edges), tally, ev);
     } else {
-      Kokkos::parallel_for("fastmlip::pair_mace_kk::tally_edges", Policy(0, num_edges), tally);
+      Kokkos::parallel_for("fastmlip::pair_kk::tally_edges", Policy(0, num_edges), tally);
     }
   } else {
     using Policy = Kokkos::RangePolicy<DeviceType, typename Tally::template TagTallyEdges<0>>;
     if (explicit_virial) {
-      Kokkos::parallel_reduce("fastmlip::pair_mace_kk::tally_edges", Policy(0, num_edges), tally, ev);
+      Kokkos::parallel_reduce("fastmlip::pair_kk::tally_edges", Policy(0, num_edges), tally, ev);
     } else {
-      Kokkos::parallel_for("fastmlip::pair_mace_kk::tally_edges", Policy(0, num_edges), tally);
+      Kokkos::parallel_for("fastmlip::pair_kk::tally_edges", Policy(0, num_edges), tally);
     }
   }
   Kokkos::Experimental::contribute(tally.m_f, tally.m_scatter_f);
-  if (vflag_atom) {
+  if (this->vflag_atom) {
     Kokkos::Experimental::contribute(d_vatom, tally.m_scatter_vatom);
   }
   if (explicit_virial) {
     for (int k = 0; k < 6; ++k) {
-      virial[k] += ev.v[k];
+      this->virial[k] += ev.v[k];
     }
   }
-  if (vflag_fdotr) {
+  if (this->vflag_fdotr) {
     // Pair::virial_fdotr_compute on DeviceType: all local and ghost atoms, or with
     // neigh_modify include only the first nfirst local atoms and the ghosts.
-    if (neighbor->includegroup != 0) {
-      tally.m_skip_begin = atom->nfirst;
-      tally.m_skip_end = nlocal;
+    if (this->neighbor->includegroup != 0) {
+      tally.m_skip_begin = this->atom->nfirst;
+      tally.m_skip_end = this->atom->nlocal;
     }
     EV_FLOAT fdotr;
-    Kokkos::parallel_reduce("fastmlip::pair_mace_kk::virial_fdotr",
-                            Kokkos::RangePolicy<DeviceType, typename Tally::TagVirialFdotr>(0, nall), tally,
-                            fdotr);
+    Kokkos::parallel_reduce("fastmlip::pair_kk::virial_fdotr",
+                            Kokkos::RangePolicy<DeviceType, typename Tally::TagVirialFdotr>(
+                                0, this->atom->nlocal + this->atom->nghost),
+                            tally, fdotr);
     for (int k = 0; k < 6; ++k) {
-      virial[k] += fdotr.v[k];
+      this->virial[k] += fdotr.v[k];
     }
-    vflag_fdotr = 0;
+    this->vflag_fdotr = 0;
   }
-
-  if (eflag_atom) {
-    k_eatom.template modify<DeviceType>();
-    k_eatom.template sync<LMPHostType>();
-  }
-  if (vflag_atom) {
-    k_vatom.template modify<DeviceType>();
-    k_vatom.template sync<LMPHostType>();
-  }
-  atomKK->modified(execution_space, (eflag || vflag) ? datamask_modify : F_MASK);
 }
 
 namespace LAMMPS_NS {
-template class PairFastmlipMaceKokkos<LMPDeviceType>;
+template class PairFastmlipKokkos<LMPDeviceType, PairFastmlipMace>;
+template class PairFastmlipKokkos<LMPDeviceType, PairFastmlipChgnet>;
 #ifdef LMP_KOKKOS_GPU
-template class PairFastmlipMaceKokkos<LMPHostType>;
+template class PairFastmlipKokkos<LMPHostType, PairFastmlipMace>;
+template class PairFastmlipKokkos<LMPHostType, PairFastmlipChgnet>;
 #endif
 }  // namespace LAMMPS_NS
 

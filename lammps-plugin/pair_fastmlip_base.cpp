@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: MIT
+#include "pair_fastmlip_base.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "atom.h"
+#include "comm.h"
+#include "core/error.hpp"
+#include "error.h"
+#include "force.h"
+#include "io/potential_file.hpp"
+#include "kokkos_runtime.h"
+#include "lammps_compat.h"
+#include "memory.h"
+#include "neigh_list.h"
+#include "neighbor.h"
+#include "update.h"
+
+using namespace LAMMPS_NS;
+
+PairFastmlipBase::PairFastmlipBase(LAMMPS* lmp, std::string style, std::string kind)
+    : Pair(lmp), m_style(std::move(style)), m_kind(std::move(kind)) {
+  single_enable = 0;
+  restartinfo = 0;  // like other many-body styles: pair_coeff names the file again after read_restart
+  one_coeff = 1;
+  manybody_flag = 1;
+  // The virial is sum over edges of -v (x) dE/dv; with ghost forces kept (newton on) that
+  // equals sum_i x_i . f_i over local and ghost atoms, which fdotr computes.
+  no_virial_fdotr_compute = 0;
+}
+
+PairFastmlipBase::~PairFastmlipBase() {
+  if (allocated) {
+    memory->destroy(setflag);
+    memory->destroy(cutsq);
+  }
+}
+
+void PairFastmlipBase::allocate() {
+  allocated = 1;
+  const int n = atom->ntypes;
+  memory->create(setflag, n + 1, n + 1, "pair:setflag");
+  memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
+  for (int i = 1; i <= n; ++i) {
+    for (int j = i; j <= n; ++j) {
+      setflag[i][j] = 0;
+    }
+  }
+}
+
+// pair_coeff * * file.safetensors Sym1 Sym2 ... (one element symbol per LAMMPS type)
+void PairFastmlipBase::coeff(int narg, char** arg) {
+  if (!allocated) {
+    allocate();
+  }
+  const int ntypes = atom->ntypes;
+  if (narg != 3 + ntypes) {
+    error->all(FLERR, "pair_coeff for {}: expected '* * <potential file>' and {} element symbols "
+                      "(one per atom type), got {} arguments", m_style, ntypes, narg);
+  }
+  if (std::strcmp(arg[0], "*") != 0 || std::strcmp(arg[1], "*") != 0) {
+    error->all(FLERR, "pair_coeff for {} must be 'pair_coeff * * <file> <symbols...>'", m_style);
+  }
+  const std::string path = arg[2];
+  const std::vector<std::string> symbols(arg + 3, arg + narg);
+  fastmlip::plugin::ensure_kokkos_running();
+  try {
+    const auto file = fastmlip::io::read_potential_file(path);
+    if (file.model_kind() != m_kind) {
+      const std::string other = file.model_kind();
+      const bool known = other == "mace" || other == "chgnet";
+      error->all(FLERR, "pair_coeff for {}: {} holds a '{}' model, not a '{}' one{}", m_style, path, other, m_kind,
+                 known ? "; use pair_style fastmlip/" + other : "");
+    }
+    load_model(file, path, symbols);
+  } catch (const fastmlip::Error& e) {
+    error->all(FLERR, "pair_coeff for {}: {}", m_style, e.what());
+  }
+  for (int i = 1; i <= ntypes; ++i) {
+    for (int j = i; j <= ntypes; ++j) {
+      setflag[i][j] = 1;
+    }
+  }
+}
+
+void PairFastmlipBase::init_style() {
+  if (!has_model()) {
+    error->all(FLERR, "pair_style {}: no potential; use 'pair_coeff * * <file> <symbols...>'", m_style);
+  }
+  if (std::strcmp(update->unit_style, "metal") != 0) {
+    error->all(FLERR, "pair_style {} requires 'units metal' (the potential is in eV and Angstrom), not 'units {}'",
+               m_style, update->unit_style);
+  }
+  if (force->newton_pair == 0) {
+    error->all(FLERR, "pair_style {} requires 'newton on' (forces on ghost atoms are returned to their owners by "
+                      "LAMMPS' reverse communication)", m_style);
+  }
+  if (atom->tag_enable == 0) {
+    error->all(FLERR, "pair_style {} requires atom IDs (errors name atoms by them, and bonds are matched across "
+                      "ranks by them)", m_style);
+  }
+  fastmlip::plugin::request_full_list(this, neighbor, instance_me);
+  // LAMMPS sizes its exchange buffers from these at comm->init(), which follows.
+  comm_forward = comm_reverse = max_exchange_width();
+}
+
+double PairFastmlipBase::init_one(int, int) { return m_cutoff; }
+
+double PairFastmlipBase::memory_usage() {
+  double bytes = Pair::memory_usage();
+  bytes += static_cast<double>(m_species.capacity() + m_center.capacity() + m_neighbor.capacity() +
+                               m_edge_start.capacity()) * sizeof(int);
+  bytes += static_cast<double>(m_vectors_d.capacity()) * sizeof(double) +
+           static_cast<double>(m_vectors_f.capacity()) * sizeof(float);
+  return bytes;
+}
+
+void PairFastmlipBase::error_too_close(tagint a, tagint b, double rsq) {
+  error->one(FLERR, "pair_style {}: atoms {} and {} are {:.4g} Angstrom apart, closer than {} Angstrom; check the "
+                    "structure (overlapping atoms, a wrong lattice constant or units)",
+             m_style, a, b, std::sqrt(rsq), kMinDistance);
+}
+
+void PairFastmlipBase::compute(int eflag, int vflag) {
+  if (single_precision()) {
+    compute_host<float>(eflag, vflag);
+  } else {
+    compute_host<double>(eflag, vflag);
+  }
+}
+
+template <class T>
+void PairFastmlipBase::compute_host(int eflag, int vflag) {
+  ev_init(eflag, vflag);
+  double** x = atom->x;
+  const int* type = atom->type;
+  const tagint* tag = atom->tag;
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  const double cutsq_model = m_cutoff * m_cutoff;
+
+  m_species.resize(nall);
+  for (int i = 0; i < nall; ++i) {
+    m_species[i] = m_type_species[type[i]];
+  }
+  // Edges i -> j for local i, grouped by i in index order (the models' CSR layout), whatever
+  // order the neighbor list holds its atoms in: count, offsets, fill.
+  const int inum = list->inum;
+  const int* ilist = list->ilist;
+  const int* numneigh = list->numneigh;
+  int** firstneigh = list->firstneigh;
+  m_edge_start.assign(nlocal + 1, 0);
+  for (int ii = 0; ii < inum; ++ii) {
+    const int i = ilist[ii];
+    int count = 0;
+    for (int jj = 0; jj < numneigh[i]; ++jj) {
+      const int j = firstneigh[i][jj] & NEIGHMASK;
+      const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
+      const double rsq = dx * dx + dy * dy + dz * dz;
+      if (rsq < kMinDistance * kMinDistance) {
+        error_too_close(tag[i], tag[j], rsq);
+      }
+      count += rsq < cutsq_model ? 1 : 0;
+    }
+    m_edge_start[i + 1] = count;
+  }
+  for (int i = 0; i < nlocal; ++i) {
+    m_edge_start[i + 1] += m_edge_start[i];
+  }
+  const int num_edges = m_edge_start[nlocal];
+  m_center.resize(num_edges);
+  m_neighbor.resize(num_edges);
+  std::vector<T>& vectors = [&]() -> std::vector<T>& {
+    if constexpr (std::is_same_v<T, double>) {
+      return m_vectors_d;
+    } else {
+      return m_vectors_f;
+    }
+  }();
+  vectors.resize(3 * static_cast<std::size_t>(num_edges));
+  for (int ii = 0; ii < inum; ++ii) {
+    const int i = ilist[ii];
+    int e = m_edge_start[i];
+    for (int jj = 0; jj < numneigh[i]; ++jj) {
+      const int j = firstneigh[i][jj] & NEIGHMASK;
+      const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
+      if (dx * dx + dy * dy + dz * dz >= cutsq_model) {
+        continue;
+      }
+      m_center[e] = i;
+      m_neighbor[e] = j;
+      vectors[3 * e] = static_cast<T>(dx);
+      vectors[3 * e + 1] = static_cast<T>(dy);
+      vectors[3 * e + 2] = static_cast<T>(dz);
+      ++e;
+    }
+  }
+
+  Edges<T> edges;
+  edges.nlocal = nlocal;
+  edges.nall = nall;
+  edges.num_edges = num_edges;
+  edges.species = m_species.data();
+  edges.center = m_center.data();
+  edges.neighbor = m_neighbor.data();
+  edges.vectors = vectors.data();
+  const Output out = evaluate(edges);
+
+  if (eflag_global) {
+    eng_vdwl += out.energy;  // the model's own double-precision sum of the per-atom energies
+  }
+  if (eflag_atom) {
+    for (int i = 0; i < nlocal; ++i) {
+      eatom[i] += out.node_energy[i];
+    }
+  }
+  if (out.gradient_d != nullptr) {
+    tally_host(edges, out.gradient_d);
+  } else {
+    tally_host(edges, out.gradient_f);
+  }
+  if (vflag_fdotr) {
+    virial_fdotr_compute();
+  }
+}
+
+// v = x_j - x_i: F_i = -dE/dx_i = +dE/dv, F_j = -dE/dv. Each edge's virial -v (x) dE/dv is split
+// evenly between its two atoms for the per-atom virial.
+template <class T, class G>
+void PairFastmlipBase::tally_host(const Edges<T>& edges, const G* gradient) {
+  double** f = atom->f;
+  const bool explicit_virial = vflag_global && !vflag_fdotr;
+  for (int e = 0; e < edges.num_edges; ++e) {
+    const int i = edges.center[e], j = edges.neighbor[e];
+    const G* ge = gradient + 3 * static_cast<std::size_t>(e);
+    const double g[3] = {static_cast<double>(ge[0]), static_cast<double>(ge[1]), static_cast<double>(ge[2])};
+    for (int k = 0; k < 3; ++k) {
+      f[i][k] += g[k];
+      f[j][k] -= g[k];
+    }
+    if (explicit_virial || vflag_atom) {
+      const T* ve = edges.vectors + 3 * static_cast<std::size_t>(e);
+      const double v[3] = {static_cast<double>(ve[0]), static_cast<double>(ve[1]), static_cast<double>(ve[2])};
+      const double w[6] = {-v[0] * g[0], -v[1] * g[1], -v[2] * g[2], -v[0] * g[1], -v[0] * g[2], -v[1] * g[2]};
+      for (int k = 0; k < 6; ++k) {
+        if (explicit_virial) {
+          virial[k] += w[k];
+        }
+        if (vflag_atom) {
+          vatom[i][k] += 0.5 * w[k];
+          vatom[j][k] += 0.5 * w[k];
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void PairFastmlipBase::exchange_nodes(T* rows, int width, bool reverse) {
+  m_comm = CommRows{};
+  if constexpr (std::is_same_v<T, double>) {
+    m_comm.d = rows;
+  } else {
+    m_comm.f = rows;
+  }
+  m_comm.width = width;
+  if (reverse) {
+    comm_reverse = width;
+    fastmlip::plugin::reverse_comm(comm, this);
+    const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
+    std::fill(rows + static_cast<std::size_t>(nlocal) * width, rows + static_cast<std::size_t>(nall) * width, T(0));
+  } else {
+    comm_forward = width;
+    fastmlip::plugin::forward_comm(comm, this);
+  }
+  m_comm = CommRows{};
+}
+
+template void PairFastmlipBase::exchange_nodes<double>(double*, int, bool);
+template void PairFastmlipBase::exchange_nodes<float>(float*, int, bool);
+
+int PairFastmlipBase::pack_atom(int j, double* buf) const {
+  const int w = m_comm.width;
+  const std::size_t row = static_cast<std::size_t>(j) * w;
+  for (int k = 0; k < w; ++k) {
+    buf[k] = m_comm.d ? m_comm.d[row + k] : static_cast<double>(m_comm.f[row + k]);
+  }
+  return w;
+}
+
+int PairFastmlipBase::unpack_atom(int j, const double* buf, bool add) {
+  const int w = m_comm.width;
+  const std::size_t row = static_cast<std::size_t>(j) * w;
+  for (int k = 0; k < w; ++k) {
+    if (m_comm.d) {
+      m_comm.d[row + k] = add ? m_comm.d[row + k] + buf[k] : buf[k];
+    } else {
+      m_comm.f[row + k] = add ? m_comm.f[row + k] + static_cast<float>(buf[k]) : static_cast<float>(buf[k]);
+    }
+  }
+  return w;
+}
+
+// Forward and reverse communication move the same per-atom layout, so pack_atom/unpack_atom
+// serve all four hooks.
+int PairFastmlipBase::pack_forward_comm(int n, int* list, double* buf, int, int*) {
+  int m = 0;
+  for (int i = 0; i < n; ++i) m += pack_atom(list[i], buf + m);
+  return m;
+}
+
+void PairFastmlipBase::unpack_forward_comm(int n, int first, double* buf) {
+  int m = 0;
+  for (int j = first; j < first + n; ++j) m += unpack_atom(j, buf + m, false);
+}
+
+int PairFastmlipBase::pack_reverse_comm(int n, int first, double* buf) {
+  int m = 0;
+  for (int j = first; j < first + n; ++j) m += pack_atom(j, buf + m);
+  return m;
+}
+
+void PairFastmlipBase::unpack_reverse_comm(int n, int* list, double* buf) {
+  int m = 0;
+  for (int i = 0; i < n; ++i) m += unpack_atom(list[i], buf + m, true);
+}

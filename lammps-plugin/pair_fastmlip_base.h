@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// What every fastmlip pair style does the same way, whatever the model: the LAMMPS side of a
+// graph potential evaluated by the core on the host.
+//
+//   pair_coeff * * <file> <symbols>  file read, model kind checked, one element per type
+//   init_style                        units metal, newton on, atom IDs, a full neighbor list
+//   compute                           edges i -> j for local i from the full list (the model's
+//                                     CSR layout), the model (evaluate(), per style), then
+//                                     forces, energies and virials tallied from dE/d(edge vector)
+//   pack/unpack_*_comm                ghost rows of the model's per-layer exchanges
+//
+// A style (MACE, CHGNet) supplies its settings, its model, evaluate() and what its exchanges
+// move. The KOKKOS variants (pair_fastmlip_kokkos.h) replace only the edge building and the
+// tally, by kernels on the KOKKOS device, and call the same evaluate().
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/feature_exchange.hpp"
+#include "pair.h"
+
+namespace fastmlip::io {
+class PotentialFile;
+}
+
+namespace LAMMPS_NS {
+
+class PairFastmlipBase : public Pair {
+ public:
+  /// `style`: the style's name in messages ("fastmlip/mace"); `kind`: the potential file's
+  /// model kind it evaluates ("mace").
+  PairFastmlipBase(LAMMPS* lmp, std::string style, std::string kind);
+  ~PairFastmlipBase() override;
+
+  void compute(int eflag, int vflag) override;
+  void coeff(int narg, char** arg) override;
+  void init_style() override;
+  double init_one(int i, int j) override;
+  double memory_usage() override;
+
+  int pack_forward_comm(int n, int* list, double* buf, int pbc_flag, int* pbc) override;
+  void unpack_forward_comm(int n, int first, double* buf) override;
+  int pack_reverse_comm(int n, int first, double* buf) override;
+  void unpack_reverse_comm(int n, int* list, double* buf) override;
+
+  /// The model's graph in host memory: edges i -> j with i local, grouped by i in index order;
+  /// vectors[e] = x_j - x_i. Nodes 0..nlocal-1 local, nlocal..nall-1 ghosts.
+  template <class T>
+  struct Edges {
+    int nlocal = 0, nall = 0, num_edges = 0;
+    const int* species = nullptr;  ///< [nall] the style's species index of each atom's type
+    const int* center = nullptr;    ///< [num_edges] i
+    const int* neighbor = nullptr;  ///< [num_edges] j
+    const T* vectors = nullptr;     ///< [num_edges][3]
+  };
+  /// What the model returns, in its buffers (valid until the next evaluate()): the energy,
+  /// per-atom energies [nlocal] and dE/d(vectors) [num_edges][3], in double or in the compute
+  /// precision (exactly one of the two gradient pointers is set).
+  struct Output {
+    double energy = 0;
+    const double* node_energy = nullptr;
+    const double* gradient_d = nullptr;
+    const float* gradient_f = nullptr;
+  };
+
+  /// The rows the current exchange moves (set by exchange_nodes, or a style's own exchange):
+  /// node rows of `width` values per atom, or (CHGNet) per-atom slot rows, pass `pass`.
+  struct CommRows {
+    double* d = nullptr;
+    float* f = nullptr;
+    int width = 0;
+    bool slots = false;
+    int pass = 0;
+  };
+
+  /// Overwrites the ghost rows of `rows` (nall rows of `width`) with their owners' rows, or
+  /// (reverse) adds them into their owners' rows and zeroes them, through LAMMPS' pair
+  /// communication. Every rank calls it the same number of times with the same width.
+  template <class T>
+  void exchange_nodes(T* rows, int width, bool reverse);
+
+  const std::string& style_name() const { return m_style; }
+
+ protected:
+  /// Builds the model from a file of the right kind; fills m_type_species (one entry per
+  /// LAMMPS type, from the symbols) and m_cutoff, or raises error->all naming the type.
+  /// fastmlip::Error thrown from here becomes an error->all naming the style.
+  virtual void load_model(const fastmlip::io::PotentialFile& file, const std::string& path,
+                          const std::vector<std::string>& symbols) = 0;
+  virtual bool has_model() const = 0;
+  virtual bool single_precision() const = 0;
+  /// The widest row (in doubles) any exchange moves: LAMMPS sizes its buffers from it.
+  virtual int max_exchange_width() const = 0;
+  /// Runs the model on a graph; rank-local model errors become error->one.
+  virtual Output evaluate(const Edges<double>& edges) = 0;
+  virtual Output evaluate(const Edges<float>& edges) = 0;
+  /// Atom j's part of an exchange buffer, packed, or unpacked (added with `add`); the number
+  /// of doubles. The base moves node rows; a style with other rows overrides both.
+  virtual int pack_atom(int j, double* buf) const;
+  virtual int unpack_atom(int j, const double* buf, bool add);
+
+  /// The rank-local error for atoms `a` and `b`, `rsq` apart (squared), closer than
+  /// kMinDistance.
+  void error_too_close(tagint a, tagint b, double rsq);
+  /// Atoms closer than this (Angstrom) are an error, not a force: no training set holds such
+  /// pairs, and a model extrapolates wildly there (the manuals document the limit).
+  static constexpr double kMinDistance = 0.1;
+
+  std::string m_style, m_kind;
+  std::vector<int> m_type_species;  // [ntypes + 1]
+  double m_cutoff = 0.0;
+  CommRows m_comm;
+
+ private:
+  void allocate();
+  template <class T>
+  void compute_host(int eflag, int vflag);
+  template <class T, class G>
+  void tally_host(const Edges<T>& edges, const G* gradient);
+
+  // Host graph buffers, reused between steps.
+  std::vector<int> m_species, m_center, m_neighbor, m_edge_start;
+  std::vector<double> m_vectors_d;
+  std::vector<float> m_vectors_f;
+};
+
+/// The models' node-row exchange (fastmlip::models::FeatureExchange) through a pair style.
+template <class T, class Base = fastmlip::models::FeatureExchange<T>>
+class PairNodeExchange : public Base {
+ public:
+  explicit PairNodeExchange(PairFastmlipBase* pair) : m_pair(pair) {}
+  void forward(T* rows, int width) override { m_pair->exchange_nodes(rows, width, false); }
+  void reverse(T* rows, int width) override { m_pair->exchange_nodes(rows, width, true); }
+
+ protected:
+  PairFastmlipBase* m_pair;
+};
+
+}  // namespace LAMMPS_NS
