@@ -39,16 +39,14 @@ unsupported, and SUPPORTED. The output is written atomically and deterministical
 mace_to_fastmlip.py's.
 """
 import argparse
-import hashlib
 import importlib.util
-import json
 import math
 import os
-import struct
 import sys
-import tempfile
 
 import numpy as np
+
+from potential_writer import provenance, sha256_of, write_potential
 
 WRITER = "fastmlip-convert-chgnet 0.1.0"
 EXIT_UNSUPPORTED = 2
@@ -194,50 +192,6 @@ def _tensors(state_dict, dtype, name):
     return out
 
 
-_SAFETENSORS_DTYPES = {np.dtype("<f8"): "F64", np.dtype("<f4"): "F32"}
-
-
-def _write_container(f, tensors, metadata):
-    """The container of docs/potential-format.md, written by hand for the reason given in
-    mace_to_fastmlip.py (safetensors.numpy.save_file orders the metadata by hash): tensors by
-    decreasing element size, then name; the header padded with spaces to a multiple of 8."""
-    order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
-    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
-    offset = 0
-    for key in order:
-        a = tensors[key]
-        header[key] = {"dtype": _SAFETENSORS_DTYPES[a.dtype], "shape": list(a.shape),
-                       "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
-    text += b" " * (-len(text) % 8)
-    f.write(struct.pack("<Q", len(text)))
-    f.write(text)
-    for key in order:
-        f.write(tensors[key].tobytes(order="C"))
-
-
-def _verify(path, tensors, metadata):
-    """Read the file back with the safetensors package: the container is what we meant."""
-    from safetensors import safe_open
-
-    with safe_open(path, framework="np") as f:
-        if f.metadata() != metadata or set(f.keys()) != set(tensors):
-            raise RuntimeError(f"chgnet_to_fastmlip: {path}: read-back metadata or tensor names differ")
-        for key, a in tensors.items():
-            b = f.get_tensor(key)
-            if b.dtype != a.dtype or b.shape != a.shape or b.tobytes() != a.tobytes():
-                raise RuntimeError(f"chgnet_to_fastmlip: {path}: read-back tensor '{key}' differs")
-
-
-def sha256_of(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def pretrained_path(name):
     """The checkpoint `name` ("0.3.0", "0.2.0", "r2scan") inside the installed chgnet package,
     found without importing it (chgnet's __init__ is light, but its model module needs pymatgen)."""
@@ -288,11 +242,7 @@ def convert(state_dict, model_args, path, *, version, dtype="float32", name="che
 
     import torch
 
-    prov = {"writer": WRITER, "converted_with": f"torch {torch.__version__}"}
-    if source_sha256 is not None:
-        prov["source_sha256"] = source_sha256
-    if source_name is not None:
-        prov["source_name"] = source_name
+    prov = provenance(WRITER, f"torch {torch.__version__}", source_sha256=source_sha256, source_name=source_name)
     meta = {
         "model": "chgnet",
         "species": [{"Z": z, "symbol": s} for z, s in enumerate(ELEMENT_SYMBOLS, start=1)],
@@ -302,30 +252,8 @@ def convert(state_dict, model_args, path, *, version, dtype="float32", name="che
         "hyperparameters": hyper,
         "provenance": prov,
     }
-    header = {
-        "format": "fastmlip-potential",
-        "format_version": "1",
-        # sorted keys and fixed separators: the same checkpoint gives the same bytes.
-        "fastmlip": json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False),
-    }
     tensors = _tensors(state_dict, dtype, name)
-
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            _write_container(f, tensors, header)
-            f.flush()
-            os.fsync(f.fileno())
-        _verify(tmp, tensors, header)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a potential is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_potential(path, meta, tensors, who="chgnet_to_fastmlip")
     return meta, tensors
 
 

@@ -31,15 +31,14 @@ Needs torch, e3nn and mace-torch (to unpickle the .model and to recognise its mo
 and safetensors; tests/reference/setup-venv.sh makes such an environment.
 """
 import argparse
-import hashlib
-import json
 import math
 import os
-import struct
 import sys
-import tempfile
 
 import numpy as np
+
+from potential_writer import provenance as make_provenance
+from potential_writer import sha256_of, write_potential
 
 WRITER = "fastmlip-convert-mace 0.1.0"
 EXIT_UNSUPPORTED = 2
@@ -430,44 +429,6 @@ def _tensors(model):
     return out
 
 
-_SAFETENSORS_DTYPES = {np.dtype("<f8"): "F64", np.dtype("<i8"): "I64"}
-
-
-def _write_container(f, tensors, metadata):
-    """The safetensors container of docs/potential-format.md, written here rather than with
-    safetensors.numpy.save_file because that writer emits the __metadata__ keys in hash-map
-    order, which changes from run to run; this one is a pure function of its input. Tensors go
-    by decreasing element size, then name (all are 8 bytes wide here, so by name), and the
-    header is padded with spaces so that the buffer starts at a multiple of 8."""
-    order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
-    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
-    offset = 0
-    for name in order:
-        a = tensors[name]
-        header[name] = {"dtype": _SAFETENSORS_DTYPES[a.dtype], "shape": list(a.shape),
-                        "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
-    text += b" " * (-len(text) % 8)
-    f.write(struct.pack("<Q", len(text)))
-    f.write(text)
-    for name in order:
-        f.write(tensors[name].tobytes(order="C"))
-
-
-def _verify(path, tensors, metadata):
-    """Read the file back with the safetensors package: the container is what we meant."""
-    from safetensors import safe_open
-
-    with safe_open(path, framework="np") as f:
-        if f.metadata() != metadata or set(f.keys()) != set(tensors):
-            raise RuntimeError(f"mace_to_fastmlip: {path}: read-back metadata or tensor names differ")
-        for name, a in tensors.items():
-            b = f.get_tensor(name)
-            if b.dtype != a.dtype or b.shape != a.shape or b.tobytes() != a.tobytes():
-                raise RuntimeError(f"mace_to_fastmlip: {path}: read-back tensor '{name}' differs")
-
-
 def _check_finite_json(obj, where="metadata"):
     if isinstance(obj, float):
         _finite(obj, where)
@@ -516,15 +477,8 @@ def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_
 
     if dtype not in ("auto", "float32", "float64"):
         raise ValueError(f"mace_to_fastmlip: dtype '{dtype}' is not auto, float32 or float64")
-    prov = {"writer": WRITER, "converted_with": _versions()}
-    if source_sha256 is not None:
-        prov["source_sha256"] = source_sha256
-    if source_name is not None:
-        prov["source_name"] = source_name
-    for k, v in (provenance or {}).items():
-        if k in prov:
-            raise ValueError(f"mace_to_fastmlip: provenance key '{k}' is set by the converter")
-        prov[k] = v
+    prov = make_provenance(WRITER, _versions(), source_sha256=source_sha256, source_name=source_name,
+                           extra=provenance, who="mace_to_fastmlip")
 
     meta = {
         "model": "mace",
@@ -536,39 +490,8 @@ def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_
         "provenance": prov,
     }
     _check_finite_json(meta)
-    header = {
-        "format": "fastmlip-potential",
-        "format_version": "1",
-        # sorted keys and fixed separators: the same model gives the same bytes.
-        "fastmlip": json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False),
-    }
-    tensors = _tensors(model)
-
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            _write_container(f, tensors, header)
-            f.flush()
-            os.fsync(f.fileno())
-        _verify(tmp, tensors, header)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a potential is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_potential(path, meta, _tensors(model), who="mace_to_fastmlip")
     return meta
-
-
-def sha256_of(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_model(path):
