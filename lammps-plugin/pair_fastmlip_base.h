@@ -94,6 +94,9 @@ class PairFastmlipBase : public Pair {
   virtual int max_exchange_width() const = 0;
   /// Runs the model on a graph; rank-local model errors become error->one.
   virtual Output evaluate(const Edges<double>& edges) = 0;
+  /// Whether evaluate() reads atom->x and atom->tag besides the graph (then the KOKKOS variant
+  /// brings them to the host first).
+  virtual bool evaluate_reads_atoms() const { return false; }
   virtual Output evaluate(const Edges<float>& edges) = 0;
   /// Atom j's part of an exchange buffer, packed, or unpacked (added with `add`); the number
   /// of doubles. The base moves node rows; a style with other rows overrides both.

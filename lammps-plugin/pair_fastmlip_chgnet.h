@@ -52,6 +52,7 @@ class PairFastmlipChgnet : public PairFastmlipBase {
   int max_exchange_width() const override;
   Output evaluate(const Edges<double>& edges) override;
   Output evaluate(const Edges<float>& edges) override;
+  bool evaluate_reads_atoms() const override { return true; }  // short bonds and bond matching
   int pack_atom(int j, double* buf) const override;
   int unpack_atom(int j, const double* buf, bool add) override;
 

@@ -436,13 +436,15 @@ void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
   Kokkos::parallel_for("fastmlip::pair_kk::species",
                        Kokkos::RangePolicy<DeviceType, typename Graph::TagSpecies>(0, nall), graph_kernels);
 
-  // The model, in host memory (see the header): graph to the host mirrors, positions and IDs to
-  // the host (a style may read them, as CHGNet's bond matching does), results back.
+  // The model, in host memory (see the header): graph to the host mirrors (and positions and IDs
+  // for a style that reads them, as CHGNet's bond matching does), results back.
   to_host(m_species, nall);
   to_host(m_center, num_edges);
   to_host(m_neighbor, num_edges);
   to_host(buf.vectors, 3 * static_cast<std::size_t>(num_edges));
-  this->atomKK->sync(Host, X_MASK | TAG_MASK);
+  if (this->evaluate_reads_atoms()) {
+    this->atomKK->sync(Host, X_MASK | TAG_MASK);
+  }
   typename Style::template Edges<T> edges;
   edges.nlocal = nlocal;
   edges.nall = nall;
