@@ -49,7 +49,7 @@
 #include "core/error.hpp"
 #include "graph/neighbor_list.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
-#include "math/simd_math.hpp"
+#include "math/simd_kernels.hpp"
 
 namespace fastmlip::models {
 
@@ -69,73 +69,10 @@ T silu(T z) {
   return z * sigmoid(z);
 }
 
-using math::kSimdBytes;
-
-/// y[r][j] (+)= bias[j] + sum_k x[r][k] M[k][j] for `rows` rows, M row-major [K][J]: every
-/// dense product of the model (forward: M = W^T; input gradient: M = W). Register-blocked:
-/// a block of 4 rows x 4 vectors of y stays in 16 registers while k runs, so each loaded row
-/// of M serves 4 rows of x and y is written once (about twice the speed of streaming y
-/// through the cache, measured on the SSE2 baseline).
+/// The dense products and activation loops of the active SIMD level (math/simd_kernels.hpp).
 template <class T>
-void gemm(const T* x, int rows, int ldx, int K, const T* M, int J, T* y, int ldy, bool accumulate, const T* bias) {
-  typedef T V __attribute__((vector_size(kSimdBytes)));
-  constexpr int kL = kSimdBytes / static_cast<int>(sizeof(T)), kR = 4, kV = 4, kJ = kL * kV;
-  int r0 = 0;
-  int j_done = 0;  // columns covered by the blocked kernel
-  for (; r0 + kR <= rows; r0 += kR) {
-    int j0 = 0;
-    for (; j0 + kJ <= J; j0 += kJ) {
-      V acc[kR][kV];
-#pragma GCC unroll 16
-      for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 16
-        for (int v = 0; v < kV; ++v) {
-          if (accumulate) {
-            __builtin_memcpy(&acc[r][v], y + static_cast<std::size_t>(r0 + r) * ldy + j0 + v * kL, kSimdBytes);
-          } else if (bias) {
-            __builtin_memcpy(&acc[r][v], bias + j0 + v * kL, kSimdBytes);
-          } else {
-            acc[r][v] = V{};
-          }
-        }
-      }
-      for (int k = 0; k < K; ++k) {
-        V m[kV];
-        const T* mp = M + static_cast<std::size_t>(k) * J + j0;
-#pragma GCC unroll 16
-        for (int v = 0; v < kV; ++v) __builtin_memcpy(&m[v], mp + v * kL, kSimdBytes);
-#pragma GCC unroll 16
-        for (int r = 0; r < kR; ++r) {
-          const V xv = V{} + x[static_cast<std::size_t>(r0 + r) * ldx + k];
-#pragma GCC unroll 16
-          for (int v = 0; v < kV; ++v) acc[r][v] += xv * m[v];
-        }
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 16
-        for (int v = 0; v < kV; ++v) {
-          __builtin_memcpy(y + static_cast<std::size_t>(r0 + r) * ldy + j0 + v * kL, &acc[r][v], kSimdBytes);
-        }
-      }
-    }
-    j_done = j0;
-  }
-  // What the blocks left: whole rows past the last block of 4, and columns past the last
-  // block of kJ (the radial basis' width, the readout's single output), one row at a time.
-  for (int r = 0; r < rows; ++r) {
-    const int j_start = r < r0 ? j_done : 0;
-    if (j_start >= J) continue;
-    T* yr = y + static_cast<std::size_t>(r) * ldy;
-    const T* xr = x + static_cast<std::size_t>(r) * ldx;
-    if (!accumulate)
-      for (int j = j_start; j < J; ++j) yr[j] = bias ? bias[j] : T(0);
-    for (int k = 0; k < K; ++k) {
-      const T xv = xr[k];
-      const T* m = M + static_cast<std::size_t>(k) * J;
-      for (int j = j_start; j < J; ++j) yr[j] += xv * m[j];
-    }
-  }
+const math::SimdKernels<T>& simd() {
+  return math::simd_kernels<T>();
 }
 
 /// y = x W^T + b, torch's nn.Linear, over `rows` rows. The weight is kept transposed
@@ -148,11 +85,12 @@ struct Dense {
 
   /// y = x W^T + b, or y += x W^T with `accumulate` (the bias is then not added).
   void forward(const T* x, int rows, int ldx, T* y, int ldy, bool accumulate = false) const {
-    gemm(x, rows, ldx, in, wt.data(), out, y, ldy, accumulate, accumulate || b.empty() ? nullptr : b.data());
+    simd<T>().gemm(x, rows, ldx, in, wt.data(), out, y, ldy, accumulate,
+                   accumulate || b.empty() ? nullptr : b.data());
   }
   /// gx (+)= gy W.
   void backward(const T* gy, int rows, int ldy, T* gx, int ldx, bool accumulate) const {
-    gemm(gy, rows, ldy, out, w.data(), in, gx, ldx, accumulate, static_cast<const T*>(nullptr));
+    simd<T>().gemm(gy, rows, ldy, out, w.data(), in, gx, ldx, accumulate, nullptr);
   }
 };
 
@@ -177,6 +115,10 @@ struct LayerNorm {
     }
     *inv_sigma = inv;
   }
+  /// forward() over `rows` contiguous rows, in SIMD registers (row sums in another order).
+  void forward_rows(T* y, T* yhat, T* inv_sigma, int rows) const {
+    simd<T>().layer_norm_forward(y, yhat, inv_sigma, gamma.data(), beta.data(), rows, dim, static_cast<T>(kEps));
+  }
   /// g <- dL/dy from dL/d(LN(y)), in place.
   void backward(T* g, const T* yhat, T inv_sigma) const {
     T m1 = 0, m2 = 0;
@@ -188,6 +130,10 @@ struct LayerNorm {
     m1 /= static_cast<T>(dim);
     m2 /= static_cast<T>(dim);
     for (int j = 0; j < dim; ++j) g[j] = inv_sigma * (g[j] - m1 - yhat[j] * m2);
+  }
+  /// backward() over `rows` contiguous rows, in SIMD registers.
+  void backward_rows(T* g, const T* yhat, const T* inv_sigma, int rows) const {
+    simd<T>().layer_norm_backward(g, yhat, inv_sigma, gamma.data(), rows, dim);
   }
 };
 
@@ -242,10 +188,9 @@ struct GatedMlp {
   /// ld out. w keeps what backward needs.
   void forward_from_z1(int rows, T* y, Work& w) const {
     const int f = width2;
+    const auto& k = simd<T>();
     if (hidden > 0) {
-      const std::size_t n1 = static_cast<std::size_t>(rows) * f;
-      math::sigmoid_array(w.z1.data(), w.s1.data(), n1);
-      for (std::size_t k = 0; k < n1; ++k) w.a1[k] = w.z1[k] * w.s1[k];
+      k.silu_forward(w.z1.data(), w.s1.data(), w.a1.data(), static_cast<std::size_t>(rows) * f);
       core2.forward(w.a1.data(), rows, f, w.c.data(), out);
       gate2.forward(w.a1.data() + hidden, rows, f, w.g.data(), out);
     } else {
@@ -256,43 +201,27 @@ struct GatedMlp {
       }
     }
     if (norm) {
-      for (int r = 0; r < rows; ++r) {
-        const std::size_t o = static_cast<std::size_t>(r) * out;
-        ln_core.forward(w.c.data() + o, w.chat.data() + o, &w.cinv[r]);
-        ln_gate.forward(w.g.data() + o, w.ghat.data() + o, &w.ginv[r]);
-      }
+      ln_core.forward_rows(w.c.data(), w.chat.data(), w.cinv.data(), rows);
+      ln_gate.forward_rows(w.g.data(), w.ghat.data(), w.ginv.data(), rows);
     }
-    const std::size_t n = static_cast<std::size_t>(rows) * out;
-    math::sigmoid_array(w.c.data(), w.sc.data(), n);
-    math::sigmoid_array(w.g.data(), w.sg.data(), n);
-    for (std::size_t k = 0; k < n; ++k) y[k] = w.c[k] * w.sc[k] * w.sg[k];
+    k.gate_forward(w.c.data(), w.g.data(), w.sc.data(), w.sg.data(), y, static_cast<std::size_t>(rows) * out);
   }
 
   /// w.ga = dL/d(first-layer outputs) for the rows forward_from_z1() last ran on, from
   /// gy = dL/dy (ld out).
   void backward_to_z1(const T* gy, int rows, Work& w) const {
     const int f = width2;
-    for (int r = 0; r < rows; ++r) {
-      const std::size_t o = static_cast<std::size_t>(r) * out;
-      for (int j = 0; j < out; ++j) {
-        const T c = w.c[o + j], sc = w.sc[o + j], sg = w.sg[o + j];
-        const T core = c * sc;
-        // silu'(c) = s (1 + c (1 - s)), sigmoid'(g) = s (1 - s)
-        w.gc[o + j] = gy[o + j] * sg * sc * (T(1) + c * (T(1) - sc));
-        w.gg[o + j] = gy[o + j] * core * sg * (T(1) - sg);
-      }
-      if (norm) {
-        ln_core.backward(w.gc.data() + o, w.chat.data() + o, w.cinv[r]);
-        ln_gate.backward(w.gg.data() + o, w.ghat.data() + o, w.ginv[r]);
-      }
+    const auto& k = simd<T>();
+    k.gate_backward(gy, w.c.data(), w.sc.data(), w.sg.data(), w.gc.data(), w.gg.data(),
+                    static_cast<std::size_t>(rows) * out);
+    if (norm) {
+      ln_core.backward_rows(w.gc.data(), w.chat.data(), w.cinv.data(), rows);
+      ln_gate.backward_rows(w.gg.data(), w.ghat.data(), w.ginv.data(), rows);
     }
     if (hidden > 0) {
       core2.backward(w.gc.data(), rows, out, w.ga.data(), f, false);
       gate2.backward(w.gg.data(), rows, out, w.ga.data() + hidden, f, false);
-      for (std::size_t k = 0; k < static_cast<std::size_t>(rows) * f; ++k) {
-        const T z = w.z1[k], s = w.s1[k];
-        w.ga[k] *= s * (T(1) + z * (T(1) - s));
-      }
+      k.silu_backward(w.z1.data(), w.s1.data(), w.ga.data(), static_cast<std::size_t>(rows) * f);
     } else {
       for (int r = 0; r < rows; ++r) {
         std::copy_n(w.gc.data() + static_cast<std::size_t>(r) * out, out, w.ga.data() + static_cast<std::size_t>(r) * f);
@@ -306,21 +235,13 @@ struct GatedMlp {
 /// z1 row t += proj row idx[t] (a gathered projection), for `rows` rows.
 template <class T>
 void add_rows(const std::vector<T>& proj, const int* idx, int rows, int width, T* z1) {
-  for (int t = 0; t < rows; ++t) {
-    const T* p = proj.data() + static_cast<std::size_t>(idx[t]) * width;
-    T* z = z1 + static_cast<std::size_t>(t) * width;
-    for (int j = 0; j < width; ++j) z[j] += p[j];
-  }
+  simd<T>().add_rows(proj.data(), idx, rows, width, z1);
 }
 
 /// acc row idx[t] += ga row t: the adjoint of add_rows.
 template <class T>
 void scatter_rows(const T* ga, const int* idx, int rows, int width, std::vector<T>& acc) {
-  for (int t = 0; t < rows; ++t) {
-    const T* g = ga + static_cast<std::size_t>(t) * width;
-    T* a = acc.data() + static_cast<std::size_t>(idx[t]) * width;
-    for (int j = 0; j < width; ++j) a[j] += g[j];
-  }
+  simd<T>().scatter_rows(ga, idx, rows, width, acc.data());
 }
 
 /// Rows per tile of the GMLP loops: the tile's activations stay in cache between the GEMMs.
