@@ -11,6 +11,6 @@ namespace {
 #include "math/impl/gemm_impl.hpp"
 }  // namespace
 
-const GemmTable gemm_avx2 = {&gemm<32, 4, 4, float>, &gemm<32, 4, 4, double>};
+const GemmTable gemm_avx2 = {&gemm<32, 6, 2, float>, &gemm<32, 4, 2, double>};
 
 }  // namespace fastmlip::math::isa

@@ -12,6 +12,6 @@ namespace {
 #include "math/impl/gemm_impl.hpp"
 }  // namespace
 
-const GemmTable gemm_avx512 = {&gemm<64, 6, 4, float>, &gemm<64, 6, 4, double>};
+const GemmTable gemm_avx512 = {&gemm<64, 8, 2, float>, &gemm<64, 8, 2, double>};
 
 }  // namespace fastmlip::math::isa

@@ -21,6 +21,6 @@ constexpr int kBaseBytes = 16;
 #include "math/impl/gemm_impl.hpp"
 }  // namespace
 
-const GemmTable gemm_base = {&gemm<kBaseBytes, 4, 4, float>, &gemm<kBaseBytes, 4, 4, double>};
+const GemmTable gemm_base = {&gemm<kBaseBytes, 3, 4, float>, &gemm<kBaseBytes, 4, 4, double>};
 
 }  // namespace fastmlip::math::isa
