@@ -18,6 +18,14 @@ struct Vectors {
   typedef T Vec __attribute__((vector_size(B)));
   typedef SimdInt<T> Int __attribute__((vector_size(B)));
 };
+template <int B, class T, bool kScalar = (B == static_cast<int>(sizeof(T)))>
+struct VecOrScalar {
+  using type = typename Vectors<B, T>::Vec;
+};
+template <int B, class T>
+struct VecOrScalar<B, T, true> {
+  using type = T;
+};
 template <class T>
 struct Scalars {
   using Vec = T;
@@ -108,17 +116,18 @@ void gate_backward(const T* gy, const T* c, const T* sc, const T* sg, T* gc, T* 
   });
 }
 
-/// Sum of the lanes of a vector (or the value itself).
+/// Sum of the lanes of a vector (or the value itself), as a tree of half-width additions (a
+/// few shuffles and adds, where a lane-by-lane loop is a chain of 16 dependent adds).
 template <class T, class V>
 inline T lane_sum(V v) {
   if constexpr (sizeof(V) == sizeof(T)) {
     return v;
   } else {
-    T s = 0;
-    for (int l = 0; l < static_cast<int>(sizeof(V) / sizeof(T)); ++l) {
-      s += v[l];
-    }
-    return s;
+    using H = typename VecOrScalar<static_cast<int>(sizeof(V) / 2), T>::type;
+    H lo, hi;
+    __builtin_memcpy(&lo, &v, sizeof(H));
+    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(H), sizeof(H));
+    return lane_sum<T>(lo + hi);
   }
 }
 
