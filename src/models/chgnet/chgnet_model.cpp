@@ -30,9 +30,9 @@
 // b^0 plus the biases so far (none for v0.3.0): the redundancy removal of FastCHGNet. b^0, w and
 // g^0 are recomputed per tile from r and theta rather than stored (edge_rows, angle_rows).
 //
-// Reverse pass: tile by tile, each GMLP's activations are restored (kept from the forward when
-// the step's fit in set_activation_budget, i.e. small cells) or recomputed from its gathered
-// input, and differentiated in the same tile.
+// Reverse pass: tile by tile, each GMLP's activations are read where the forward left them (kept
+// per tile when the step's fit in set_activation_budget, i.e. small cells) or recomputed from
+// its gathered input, and differentiated in the same tile.
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -49,7 +49,7 @@
 #include "core/error.hpp"
 #include "graph/neighbor_list.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
-#include "math/simd_math.hpp"
+#include "math/simd_kernels.hpp"
 
 namespace fastmlip::models {
 
@@ -69,73 +69,10 @@ T silu(T z) {
   return z * sigmoid(z);
 }
 
-using math::kSimdBytes;
-
-/// y[r][j] (+)= bias[j] + sum_k x[r][k] M[k][j] for `rows` rows, M row-major [K][J]: every
-/// dense product of the model (forward: M = W^T; input gradient: M = W). Register-blocked:
-/// a block of 4 rows x 4 vectors of y stays in 16 registers while k runs, so each loaded row
-/// of M serves 4 rows of x and y is written once (about twice the speed of streaming y
-/// through the cache, measured on the SSE2 baseline).
+/// The dense products and activation loops of the active SIMD level (math/simd_kernels.hpp).
 template <class T>
-void gemm(const T* x, int rows, int ldx, int K, const T* M, int J, T* y, int ldy, bool accumulate, const T* bias) {
-  typedef T V __attribute__((vector_size(kSimdBytes)));
-  constexpr int kL = kSimdBytes / static_cast<int>(sizeof(T)), kR = 4, kV = 4, kJ = kL * kV;
-  int r0 = 0;
-  int j_done = 0;  // columns covered by the blocked kernel
-  for (; r0 + kR <= rows; r0 += kR) {
-    int j0 = 0;
-    for (; j0 + kJ <= J; j0 += kJ) {
-      V acc[kR][kV];
-#pragma GCC unroll 16
-      for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 16
-        for (int v = 0; v < kV; ++v) {
-          if (accumulate) {
-            __builtin_memcpy(&acc[r][v], y + static_cast<std::size_t>(r0 + r) * ldy + j0 + v * kL, kSimdBytes);
-          } else if (bias) {
-            __builtin_memcpy(&acc[r][v], bias + j0 + v * kL, kSimdBytes);
-          } else {
-            acc[r][v] = V{};
-          }
-        }
-      }
-      for (int k = 0; k < K; ++k) {
-        V m[kV];
-        const T* mp = M + static_cast<std::size_t>(k) * J + j0;
-#pragma GCC unroll 16
-        for (int v = 0; v < kV; ++v) __builtin_memcpy(&m[v], mp + v * kL, kSimdBytes);
-#pragma GCC unroll 16
-        for (int r = 0; r < kR; ++r) {
-          const V xv = V{} + x[static_cast<std::size_t>(r0 + r) * ldx + k];
-#pragma GCC unroll 16
-          for (int v = 0; v < kV; ++v) acc[r][v] += xv * m[v];
-        }
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 16
-        for (int v = 0; v < kV; ++v) {
-          __builtin_memcpy(y + static_cast<std::size_t>(r0 + r) * ldy + j0 + v * kL, &acc[r][v], kSimdBytes);
-        }
-      }
-    }
-    j_done = j0;
-  }
-  // What the blocks left: whole rows past the last block of 4, and columns past the last
-  // block of kJ (the radial basis' width, the readout's single output), one row at a time.
-  for (int r = 0; r < rows; ++r) {
-    const int j_start = r < r0 ? j_done : 0;
-    if (j_start >= J) continue;
-    T* yr = y + static_cast<std::size_t>(r) * ldy;
-    const T* xr = x + static_cast<std::size_t>(r) * ldx;
-    if (!accumulate)
-      for (int j = j_start; j < J; ++j) yr[j] = bias ? bias[j] : T(0);
-    for (int k = 0; k < K; ++k) {
-      const T xv = xr[k];
-      const T* m = M + static_cast<std::size_t>(k) * J;
-      for (int j = j_start; j < J; ++j) yr[j] += xv * m[j];
-    }
-  }
+const math::SimdKernels<T>& simd() {
+  return math::simd_kernels<T>();
 }
 
 /// y = x W^T + b, torch's nn.Linear, over `rows` rows. The weight is kept transposed
@@ -148,11 +85,12 @@ struct Dense {
 
   /// y = x W^T + b, or y += x W^T with `accumulate` (the bias is then not added).
   void forward(const T* x, int rows, int ldx, T* y, int ldy, bool accumulate = false) const {
-    gemm(x, rows, ldx, in, wt.data(), out, y, ldy, accumulate, accumulate || b.empty() ? nullptr : b.data());
+    simd<T>().gemm(x, rows, ldx, in, wt.data(), out, y, ldy, accumulate,
+                   accumulate || b.empty() ? nullptr : b.data());
   }
   /// gx (+)= gy W.
   void backward(const T* gy, int rows, int ldy, T* gx, int ldx, bool accumulate) const {
-    gemm(gy, rows, ldy, out, w.data(), in, gx, ldx, accumulate, static_cast<const T*>(nullptr));
+    simd<T>().gemm(gy, rows, ldy, out, w.data(), in, gx, ldx, accumulate, nullptr);
   }
 };
 
@@ -177,6 +115,10 @@ struct LayerNorm {
     }
     *inv_sigma = inv;
   }
+  /// forward() over `rows` contiguous rows, in SIMD registers (row sums in another order).
+  void forward_rows(T* y, T* yhat, T* inv_sigma, int rows) const {
+    simd<T>().layer_norm_forward(y, yhat, inv_sigma, gamma.data(), beta.data(), rows, dim, static_cast<T>(kEps));
+  }
   /// g <- dL/dy from dL/d(LN(y)), in place.
   void backward(T* g, const T* yhat, T inv_sigma) const {
     T m1 = 0, m2 = 0;
@@ -189,7 +131,15 @@ struct LayerNorm {
     m2 /= static_cast<T>(dim);
     for (int j = 0; j < dim; ++j) g[j] = inv_sigma * (g[j] - m1 - yhat[j] * m2);
   }
+  /// backward() over `rows` contiguous rows, in SIMD registers.
+  void backward_rows(T* g, const T* yhat, const T* inv_sigma, int rows) const {
+    simd<T>().layer_norm_backward(g, yhat, inv_sigma, gamma.data(), rows, dim);
+  }
 };
+
+/// Rows per tile of the GMLP loops: the tile's activations stay in cache between the GEMMs.
+constexpr int kTile = 32;
+constexpr std::size_t kTileRows = kTile;
 
 /// chgnet's GatedMLP with LayerNorm: core and gate MLPs of one hidden layer (or none), their
 /// first layers merged into one GEMM of [core | gate] outputs (FastCHGNet).
@@ -209,27 +159,45 @@ struct GatedMlp {
   bool norm = true;                              // LayerNorm on core and gate (gMLP_norm "layer")
   LayerNorm<T> ln_core, ln_gate;
 
-  /// Per-tile scratch, sized for `rows` rows.
-  struct Work {
-    std::vector<T> z1, a1, c, g, chat, ghat, cinv, ginv, gc, gg, ga;
-    std::vector<T> s1, sc, sg;  // sigmoids of z1 (hidden), c and g, reused by the reverse
+  /// One tile's activations, what the forward computes and the reverse reads: pointers into
+  /// one buffer of acts_size() values (layout()), which is the tile's kept buffer when the
+  /// step keeps its activations, so that neither pass copies them. z1, s1 [rows][width2];
+  /// c, g, chat, ghat, sc, sg, y [rows][out]; cinv, ginv [rows]. s1 only with a hidden layer,
+  /// chat, ghat, cinv, ginv only with LayerNorm (else null).
+  struct Acts {
+    T *z1, *s1, *c, *g, *chat, *ghat, *cinv, *ginv, *sc, *sg, *y;
   };
-  void size(Work& w, int rows) const {
-    const std::size_t r = static_cast<std::size_t>(rows);
-    w.z1.resize(r * width2);
-    w.a1.resize(r * width2);
-    w.c.resize(r * out);
-    w.g.resize(r * out);
-    w.chat.resize(r * out);
-    w.ghat.resize(r * out);
-    w.cinv.resize(r);
-    w.ginv.resize(r);
-    w.gc.resize(r * out);
-    w.gg.resize(r * out);
-    w.ga.resize(r * width2);
-    w.s1.resize(r * width2);
-    w.sc.resize(r * out);
-    w.sg.resize(r * out);
+  std::size_t acts_size() const {
+    const std::size_t r = kTileRows, f = width2, o = out;
+    return r * f + (hidden > 0 ? r * f : 0) + 5 * r * o + (norm ? 2 * r * o + 2 * r : 0);
+  }
+  Acts layout(T* p) const {
+    const std::size_t r = kTileRows, f = width2, o = out;
+    auto take = [&p](std::size_t n) {
+      T* q = p;
+      p += n;
+      return q;
+    };
+    Acts a{};
+    a.z1 = take(r * f);
+    a.s1 = hidden > 0 ? take(r * f) : nullptr;
+    a.c = take(r * o), a.g = take(r * o), a.sc = take(r * o), a.sg = take(r * o), a.y = take(r * o);
+    if (norm) a.chat = take(r * o), a.ghat = take(r * o), a.cinv = take(r), a.ginv = take(r);
+    return a;
+  }
+  /// Per-tile scratch that is never kept.
+  struct Work {
+    std::vector<T> a1, gc, gg, ga;
+  };
+  void size(Work& w) const {
+    const std::size_t r = kTileRows;
+    auto grow = [](std::vector<T>& v, std::size_t n) {
+      if (v.size() < n) v.resize(n);
+    };
+    grow(w.a1, r * width2);
+    grow(w.gc, r * out);
+    grow(w.gg, r * out);
+    grow(w.ga, r * width2);
   }
 
   /// proj[rows][width2] = rows of `x` (ld = the segment's width) times segment s.
@@ -238,61 +206,42 @@ struct GatedMlp {
     seg[s].forward(x, rows, seg[s].in, proj.data(), width2);
   }
 
-  /// Finishes the forward pass of `rows` rows whose first-layer outputs are in w.z1; y has
-  /// ld out. w keeps what backward needs.
-  void forward_from_z1(int rows, T* y, Work& w) const {
+  /// Finishes the forward pass of `rows` rows whose first-layer outputs are in a.z1, into y
+  /// (ld out; a.y or elsewhere). a keeps what backward needs.
+  void forward_from_z1(int rows, const Acts& a, T* y, Work& w) const {
     const int f = width2;
+    const auto& k = simd<T>();
     if (hidden > 0) {
-      const std::size_t n1 = static_cast<std::size_t>(rows) * f;
-      math::sigmoid_array(w.z1.data(), w.s1.data(), n1);
-      for (std::size_t k = 0; k < n1; ++k) w.a1[k] = w.z1[k] * w.s1[k];
-      core2.forward(w.a1.data(), rows, f, w.c.data(), out);
-      gate2.forward(w.a1.data() + hidden, rows, f, w.g.data(), out);
+      k.silu_forward(a.z1, a.s1, w.a1.data(), static_cast<std::size_t>(rows) * f);
+      core2.forward(w.a1.data(), rows, f, a.c, out);
+      gate2.forward(w.a1.data() + hidden, rows, f, a.g, out);
     } else {
       for (int r = 0; r < rows; ++r) {
-        std::copy_n(w.z1.data() + static_cast<std::size_t>(r) * f, out, w.c.data() + static_cast<std::size_t>(r) * out);
-        std::copy_n(w.z1.data() + static_cast<std::size_t>(r) * f + out, out,
-                    w.g.data() + static_cast<std::size_t>(r) * out);
+        std::copy_n(a.z1 + static_cast<std::size_t>(r) * f, out, a.c + static_cast<std::size_t>(r) * out);
+        std::copy_n(a.z1 + static_cast<std::size_t>(r) * f + out, out, a.g + static_cast<std::size_t>(r) * out);
       }
     }
     if (norm) {
-      for (int r = 0; r < rows; ++r) {
-        const std::size_t o = static_cast<std::size_t>(r) * out;
-        ln_core.forward(w.c.data() + o, w.chat.data() + o, &w.cinv[r]);
-        ln_gate.forward(w.g.data() + o, w.ghat.data() + o, &w.ginv[r]);
-      }
+      ln_core.forward_rows(a.c, a.chat, a.cinv, rows);
+      ln_gate.forward_rows(a.g, a.ghat, a.ginv, rows);
     }
-    const std::size_t n = static_cast<std::size_t>(rows) * out;
-    math::sigmoid_array(w.c.data(), w.sc.data(), n);
-    math::sigmoid_array(w.g.data(), w.sg.data(), n);
-    for (std::size_t k = 0; k < n; ++k) y[k] = w.c[k] * w.sc[k] * w.sg[k];
+    k.gate_forward(a.c, a.g, a.sc, a.sg, y, static_cast<std::size_t>(rows) * out);
   }
 
-  /// w.ga = dL/d(first-layer outputs) for the rows forward_from_z1() last ran on, from
-  /// gy = dL/dy (ld out).
-  void backward_to_z1(const T* gy, int rows, Work& w) const {
+  /// w.ga = dL/d(first-layer outputs) of the rows whose forward is in a, from gy = dL/dy
+  /// (ld out).
+  void backward_to_z1(const T* gy, int rows, const Acts& a, Work& w) const {
     const int f = width2;
-    for (int r = 0; r < rows; ++r) {
-      const std::size_t o = static_cast<std::size_t>(r) * out;
-      for (int j = 0; j < out; ++j) {
-        const T c = w.c[o + j], sc = w.sc[o + j], sg = w.sg[o + j];
-        const T core = c * sc;
-        // silu'(c) = s (1 + c (1 - s)), sigmoid'(g) = s (1 - s)
-        w.gc[o + j] = gy[o + j] * sg * sc * (T(1) + c * (T(1) - sc));
-        w.gg[o + j] = gy[o + j] * core * sg * (T(1) - sg);
-      }
-      if (norm) {
-        ln_core.backward(w.gc.data() + o, w.chat.data() + o, w.cinv[r]);
-        ln_gate.backward(w.gg.data() + o, w.ghat.data() + o, w.ginv[r]);
-      }
+    const auto& k = simd<T>();
+    k.gate_backward(gy, a.c, a.sc, a.sg, w.gc.data(), w.gg.data(), static_cast<std::size_t>(rows) * out);
+    if (norm) {
+      ln_core.backward_rows(w.gc.data(), a.chat, a.cinv, rows);
+      ln_gate.backward_rows(w.gg.data(), a.ghat, a.ginv, rows);
     }
     if (hidden > 0) {
       core2.backward(w.gc.data(), rows, out, w.ga.data(), f, false);
       gate2.backward(w.gg.data(), rows, out, w.ga.data() + hidden, f, false);
-      for (std::size_t k = 0; k < static_cast<std::size_t>(rows) * f; ++k) {
-        const T z = w.z1[k], s = w.s1[k];
-        w.ga[k] *= s * (T(1) + z * (T(1) - s));
-      }
+      k.silu_backward(a.z1, a.s1, w.ga.data(), static_cast<std::size_t>(rows) * f);
     } else {
       for (int r = 0; r < rows; ++r) {
         std::copy_n(w.gc.data() + static_cast<std::size_t>(r) * out, out, w.ga.data() + static_cast<std::size_t>(r) * f);
@@ -306,25 +255,15 @@ struct GatedMlp {
 /// z1 row t += proj row idx[t] (a gathered projection), for `rows` rows.
 template <class T>
 void add_rows(const std::vector<T>& proj, const int* idx, int rows, int width, T* z1) {
-  for (int t = 0; t < rows; ++t) {
-    const T* p = proj.data() + static_cast<std::size_t>(idx[t]) * width;
-    T* z = z1 + static_cast<std::size_t>(t) * width;
-    for (int j = 0; j < width; ++j) z[j] += p[j];
-  }
+  simd<T>().add_rows(proj.data(), idx, rows, width, z1);
 }
 
 /// acc row idx[t] += ga row t: the adjoint of add_rows.
 template <class T>
 void scatter_rows(const T* ga, const int* idx, int rows, int width, std::vector<T>& acc) {
-  for (int t = 0; t < rows; ++t) {
-    const T* g = ga + static_cast<std::size_t>(t) * width;
-    T* a = acc.data() + static_cast<std::size_t>(idx[t]) * width;
-    for (int j = 0; j < width; ++j) a[j] += g[j];
-  }
+  simd<T>().scatter_rows(ga, idx, rows, width, acc.data());
 }
 
-/// Rows per tile of the GMLP loops: the tile's activations stay in cache between the GEMMs.
-constexpr int kTile = 32;
 
 }  // namespace
 
@@ -761,7 +700,7 @@ struct ChgnetModel<T>::Impl {
   }
 
   typename GatedMlp<T>::Work work;
-  std::vector<T> X, Y, GX, GY, Wt, G0t, GW, Bt, Ft, GRt;
+  std::vector<T> X, GX, GY, Wt, G0t, GW, Bt, Ft, GRt;
   void size_tiles() {
     Bt.resize(static_cast<std::size_t>(kTile) * n_radial);
     Ft.resize(static_cast<std::size_t>(kTile) * n_angular);
@@ -772,21 +711,16 @@ struct ChgnetModel<T>::Impl {
     G0t.resize(static_cast<std::size_t>(kTile) * Fg);
     X.resize(static_cast<std::size_t>(kTile) * wmax);
     GX.resize(X.size());
-    Y.resize(static_cast<std::size_t>(kTile) * wmax);
-    GY.resize(Y.size());
+    GY.resize(static_cast<std::size_t>(kTile) * wmax);
     // One scratch for every GMLP: each field as large as the largest GMLP needs.
-    for (const auto* set : {&atom_gmlp, &bond_gmlp, &angle_gmlp})
+    std::size_t acts = 0;
+    for (const auto* set : {&atom_gmlp, &bond_gmlp, &angle_gmlp}) {
       for (const auto& m : *set) {
-        typename GatedMlp<T>::Work w;
-        m.size(w, kTile);
-        auto grow = [](std::vector<T>& dst, const std::vector<T>& need) {
-          if (dst.size() < need.size()) dst.resize(need.size());
-        };
-        grow(work.z1, w.z1), grow(work.a1, w.a1), grow(work.c, w.c), grow(work.g, w.g);
-        grow(work.chat, w.chat), grow(work.ghat, w.ghat), grow(work.cinv, w.cinv), grow(work.ginv, w.ginv);
-        grow(work.gc, w.gc), grow(work.gg, w.gg), grow(work.ga, w.ga);
-        grow(work.s1, w.s1), grow(work.sc, w.sc), grow(work.sg, w.sg);
+        m.size(work);
+        acts = std::max(acts, m.acts_size());
       }
+    }
+    if (scratch_acts.size() < acts) scratch_acts.resize(acts);
   }
 
   /// A tile's GMLP activations, kept from the forward pass for the reverse pass when the whole
@@ -794,12 +728,12 @@ struct ChgnetModel<T>::Impl {
   /// reverse then skips recomputing the forward (a third of its work). Larger systems
   /// recompute, so memory stays proportional to the graph. The arithmetic is the same either
   /// way: results do not depend on which.
-  struct Kept {
-    std::vector<T> z1, s1, c, g, chat, ghat, cinv, ginv, sc, sg, y;
-  };
   double keep_bytes = 512.0 * 1024 * 1024;
   bool keep = false;
-  std::vector<std::vector<Kept>> kept;  // [GMLP use][tile]: atom k, then bond k, then angle k
+  /// [GMLP use][tile] (atom k, then bond k, then angle k): one buffer per tile (GatedMlp::
+  /// layout), kept across calls so that an MD run does not reallocate them every step.
+  std::vector<std::vector<std::vector<T>>> kept;
+  std::vector<T> scratch_acts;  // the activations of the tile at hand when nothing is kept
   int use_atom(int k) const { return k; }
   int use_bond(int k) const { return n_conv + k; }
   int use_angle(int k) const { return 2 * n_conv - 1 + k; }
@@ -810,44 +744,24 @@ struct ChgnetModel<T>::Impl {
     const double per_row = 2.0 * 128 + 8.0 * std::max({Fa, Fb, Fg}) + 2;  // floats a tile row keeps, at most
     const double bytes = (tiles_e * n_conv + tiles_a * (2 * K - 1)) * kTile * per_row * sizeof(T);
     keep = gradients && bytes <= keep_bytes;
-    kept.assign(keep ? 3 * n_conv : 0, {});
-  }
-  void save(int use, int tile, int rows, const GatedMlp<T>& m, const T* y, int width) {
-    if (!keep) return;
-    auto& v = kept[use];
-    if (static_cast<int>(v.size()) <= tile) v.resize(tile + 1);
-    Kept& k = v[tile];
-    const std::size_t r = rows, f = m.width2, o = m.out;
-    k.z1.assign(work.z1.begin(), work.z1.begin() + r * f);
-    if (m.hidden > 0) k.s1.assign(work.s1.begin(), work.s1.begin() + r * f);
-    k.c.assign(work.c.begin(), work.c.begin() + r * o);
-    k.g.assign(work.g.begin(), work.g.begin() + r * o);
-    k.sc.assign(work.sc.begin(), work.sc.begin() + r * o);
-    k.sg.assign(work.sg.begin(), work.sg.begin() + r * o);
-    if (m.norm) {
-      k.chat.assign(work.chat.begin(), work.chat.begin() + r * o);
-      k.ghat.assign(work.ghat.begin(), work.ghat.begin() + r * o);
-      k.cinv.assign(work.cinv.begin(), work.cinv.begin() + r);
-      k.ginv.assign(work.ginv.begin(), work.ginv.begin() + r);
+    if (keep) {
+      kept.resize(3 * n_conv);
+      // Tiles beyond this step's are freed: what stays kept is within keep_bytes.
+      for (int k = 0; k < n_conv; ++k) {
+        kept[use_atom(k)].resize(static_cast<std::size_t>(tiles_e));
+        if (k < K) kept[use_bond(k)].resize(static_cast<std::size_t>(tiles_a));
+        if (k + 1 < K) kept[use_angle(k)].resize(static_cast<std::size_t>(tiles_a));
+      }
+    } else {
+      kept.clear();
     }
-    if (y != nullptr) k.y.assign(y, y + r * width);
   }
-  /// Puts a kept tile back into `work` (and its output into y); false when nothing is kept.
-  bool restore(int use, int tile, T* y) {
-    if (!keep) return false;
-    Kept& k = kept[use][tile];
-    std::copy(k.z1.begin(), k.z1.end(), work.z1.begin());
-    std::copy(k.s1.begin(), k.s1.end(), work.s1.begin());
-    std::copy(k.c.begin(), k.c.end(), work.c.begin());
-    std::copy(k.g.begin(), k.g.end(), work.g.begin());
-    std::copy(k.sc.begin(), k.sc.end(), work.sc.begin());
-    std::copy(k.sg.begin(), k.sg.end(), work.sg.begin());
-    std::copy(k.chat.begin(), k.chat.end(), work.chat.begin());
-    std::copy(k.ghat.begin(), k.ghat.end(), work.ghat.begin());
-    std::copy(k.cinv.begin(), k.cinv.end(), work.cinv.begin());
-    std::copy(k.ginv.begin(), k.ginv.end(), work.ginv.begin());
-    if (y != nullptr) std::copy(k.y.begin(), k.y.end(), y);
-    return true;
+  /// The activations of tile `tile` of GMLP use `use`: its kept buffer, or the scratch.
+  typename GatedMlp<T>::Acts acts(int use, int tile, const GatedMlp<T>& m) {
+    if (!keep) return m.layout(scratch_acts.data());
+    std::vector<T>& b = kept[use][tile];
+    if (b.size() < m.acts_size()) b.resize(m.acts_size());
+    return m.layout(b.data());
   }
 
   /// AtomConv k: x^{k+1} from x^k (ghost rows of x^k current).
@@ -857,13 +771,13 @@ struct ChgnetModel<T>::Impl {
     std::vector<T> agg(static_cast<std::size_t>(NL) * Fa, T(0));
     for (int e0 = 0; e0 < E; e0 += kTile) {
       const int rows = std::min(kTile, E - e0);
-      atom_z1(k, m, gr, e0, rows, work.z1.data());
-      m.forward_from_z1(rows, Y.data(), work);
-      save(use_atom(k), e0 / kTile, rows, m, Y.data(), Fa);
+      const auto act = acts(use_atom(k), e0 / kTile, m);
+      atom_z1(k, m, gr, e0, rows, act.z1);
+      m.forward_from_z1(rows, act, act.y, work);
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
         T* a = agg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
-        const T* y = Y.data() + static_cast<std::size_t>(t) * Fa;
+        const T* y = act.y + static_cast<std::size_t>(t) * Fa;
         const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
         for (int j = 0; j < Fa; ++j) a[j] += y[j] * w[j];
       }
@@ -880,13 +794,13 @@ struct ChgnetModel<T>::Impl {
     H.assign(static_cast<std::size_t>(n_slots) * Fb, T(0));
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
-      angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
-      m.forward_from_z1(rows, Y.data(), work);
-      save(use_bond(k), a0 / kTile, rows, m, Y.data(), Fb);
+      const auto act = acts(use_bond(k), a0 / kTile, m);
+      angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
+      m.forward_from_z1(rows, act, act.y, work);
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
         T* h = H.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
-        const T* y = Y.data() + static_cast<std::size_t>(t) * Fb;
+        const T* y = act.y + static_cast<std::size_t>(t) * Fb;
         const T* wa = w_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
         const T* wb = w_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
         for (int j = 0; j < Fb; ++j) h[j] += y[j] * wa[j] * wb[j];
@@ -912,10 +826,10 @@ struct ChgnetModel<T>::Impl {
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
       const T* gk = angle_rows(k, a0, rows);
-      angle_z1(m, gk, a0, rows, work.z1.data());
+      const auto act = acts(use_angle(k), a0 / kTile, m);
+      angle_z1(m, gk, a0, rows, act.z1);
       T* out = g[k + 1].data() + static_cast<std::size_t>(a0) * Fg;
-      m.forward_from_z1(rows, out, work);
-      save(use_angle(k), a0 / kTile, rows, m, nullptr, 0);
+      m.forward_from_z1(rows, act, out, work);
       for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) out[q] += gk[q];
     }
   }
@@ -1000,17 +914,18 @@ struct ChgnetModel<T>::Impl {
     if (!keep) project_atom(k, m);
     for (int e0 = 0; e0 < E; e0 += kTile) {
       const int rows = std::min(kTile, E - e0);
-      if (restore(use_atom(k), e0 / kTile, Y.data())) {
+      const auto act = acts(use_atom(k), e0 / kTile, m);
+      if (keep) {
         edge_rows(k, e0, rows);  // the weights w of these edges
       } else {
-        atom_z1(k, m, gr, e0, rows, work.z1.data());
-        m.forward_from_z1(rows, Y.data(), work);
+        atom_z1(k, m, gr, e0, rows, act.z1);
+        m.forward_from_z1(rows, act, act.y, work);
       }
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
         const T* ga = gagg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
         const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
-        const T* y = Y.data() + static_cast<std::size_t>(t) * Fa;
+        const T* y = act.y + static_cast<std::size_t>(t) * Fa;
         T* gw = GW.data() + static_cast<std::size_t>(t) * Fa;
         T* gy = GY.data() + static_cast<std::size_t>(t) * Fa;
         for (int j = 0; j < Fa; ++j) {
@@ -1018,7 +933,7 @@ struct ChgnetModel<T>::Impl {
           gw[j] = ga[j] * y[j];
         }
       }
-      m.backward_to_z1(GY.data(), rows, work);
+      m.backward_to_z1(GY.data(), rows, act, work);
       m.seg[1].backward(work.ga.data(), rows, W2, GX.data(), Fb, false);
       // Short edges' bond adjoints go to b^k; long edges' (b^0 plus biases) to the basis,
       // with the weights' adjoint.
@@ -1088,9 +1003,10 @@ struct ChgnetModel<T>::Impl {
     start_angle_adjoints(m);
     for (int a0 = 0; a0 < A; a0 += kTile) {
       const int rows = std::min(kTile, A - a0);
-      if (!restore(use_bond(k), a0 / kTile, Y.data())) {
-        angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
-        m.forward_from_z1(rows, Y.data(), work);
+      const auto act = acts(use_bond(k), a0 / kTile, m);
+      if (!keep) {
+        angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
+        m.forward_from_z1(rows, act, act.y, work);
       }
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
@@ -1099,7 +1015,7 @@ struct ChgnetModel<T>::Impl {
         const T* wb = w_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
         T* gwa = gw_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
         T* gwb = gw_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
-        const T* y = Y.data() + static_cast<std::size_t>(t) * Fb;
+        const T* y = act.y + static_cast<std::size_t>(t) * Fb;
         T* gy = GY.data() + static_cast<std::size_t>(t) * Fb;
         for (int j = 0; j < Fb; ++j) {
           gy[j] = gh[j] * wa[j] * wb[j];
@@ -1107,7 +1023,7 @@ struct ChgnetModel<T>::Impl {
           gwb[j] += gh[j] * y[j] * wa[j];
         }
       }
-      m.backward_to_z1(GY.data(), rows, work);
+      m.backward_to_z1(GY.data(), rows, act, work);
       reverse_angle_z1(m, k, a0, rows);
     }
     finish_angle_adjoints(m, gbs[k], gxs[k + 1]);
@@ -1123,11 +1039,12 @@ struct ChgnetModel<T>::Impl {
       const int rows = std::min(kTile, A - a0);
       const T* gn = gnext.data() + static_cast<std::size_t>(a0) * Fg;
       add_angle_adjoint(k, a0, rows, gn);  // the residual g^{k+1} = g^k + ...
-      if (!restore(use_angle(k), a0 / kTile, nullptr)) {
-        angle_z1(m, angle_rows(k, a0, rows), a0, rows, work.z1.data());
-        m.forward_from_z1(rows, Y.data(), work);
+      const auto act = acts(use_angle(k), a0 / kTile, m);
+      if (!keep) {
+        angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
+        m.forward_from_z1(rows, act, act.y, work);
       }
-      m.backward_to_z1(gn, rows, work);
+      m.backward_to_z1(gn, rows, act, work);
       reverse_angle_z1(m, k, a0, rows);
     }
     finish_angle_adjoints(m, gbs[k + 1], gxs[k + 1]);

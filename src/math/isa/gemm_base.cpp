@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+// The GEMM at level base: the build's own target (SSE2 on portable x86-64: 16 registers of 16 bytes, no FMA).
+// Internal linkage throughout (math/impl/simd_math_impl.hpp says why); only the table is
+// exported. Register blocks (rows x registers) as measured best for CHGNet's shapes.
+#define FASTMLIP_ISA_TRANSLATION_UNIT
+#include "math/isa/isa_tables.hpp"
+
+namespace fastmlip::math::isa {
+namespace {
+
+// Register width of the build's target: wider when FASTMLIP_ENABLE_NATIVE gives the whole
+// build AVX or AVX-512.
+#if defined(__AVX512F__)
+constexpr int kBaseBytes = 64;
+#elif defined(__AVX__)
+constexpr int kBaseBytes = 32;
+#else
+constexpr int kBaseBytes = 16;
+#endif
+
+#include "math/impl/gemm_impl.hpp"
+}  // namespace
+
+const GemmTable gemm_base = {&gemm<kBaseBytes, 3, 4, float>, &gemm<kBaseBytes, 4, 4, double>};
+
+}  // namespace fastmlip::math::isa
