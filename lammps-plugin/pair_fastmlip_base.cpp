@@ -262,13 +262,7 @@ void PairFastmlipBase::tally_host(const Edges<T>& edges, const G* gradient) {
 
 template <class T>
 void PairFastmlipBase::exchange_nodes(T* rows, int width, bool reverse) {
-  m_comm = CommRows{};
-  if constexpr (std::is_same_v<T, double>) {
-    m_comm.d = rows;
-  } else {
-    m_comm.f = rows;
-  }
-  m_comm.width = width;
+  bind_rows(rows, width);
   if (reverse) {
     comm_reverse = width;
     fastmlip::plugin::reverse_comm(comm, this);

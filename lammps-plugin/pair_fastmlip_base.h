@@ -15,6 +15,7 @@
 // tally, by kernels on the KOKKOS device, and call the same evaluate().
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "models/feature_exchange.hpp"
@@ -103,6 +104,17 @@ class PairFastmlipBase : public Pair {
   virtual int pack_atom(int j, double* buf) const;
   virtual int unpack_atom(int j, const double* buf, bool add);
 
+  /// Points m_comm at `rows` (node rows of `width` values, in T) for the next exchange.
+  template <class T>
+  void bind_rows(T* rows, int width) {
+    m_comm = CommRows{};
+    if constexpr (std::is_same_v<T, double>) {
+      m_comm.d = rows;
+    } else {
+      m_comm.f = rows;
+    }
+    m_comm.width = width;
+  }
   /// The rank-local error for atoms `a` and `b`, `rsq` apart (squared), closer than
   /// kMinDistance.
   void error_too_close(tagint a, tagint b, double rsq);

@@ -256,13 +256,7 @@ void PairFastmlipChgnet::build_slots(int nlocal, int nall, int num_edges, const 
 template <class T>
 void PairFastmlipChgnet::exchange_slots(T* rows, int width, bool reverse) {
   for (int p = 0; p < m_passes; ++p) {
-    m_comm = CommRows{};
-    if constexpr (std::is_same_v<T, double>) {
-      m_comm.d = rows;
-    } else {
-      m_comm.f = rows;
-    }
-    m_comm.width = width;
+    bind_rows(rows, width);
     m_comm.slots = true;
     m_comm.pass = p;
     if (reverse) {

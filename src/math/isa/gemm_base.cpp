@@ -8,16 +8,6 @@
 namespace fastmlip::math::isa {
 namespace {
 
-// Register width of the build's target: wider when FASTMLIP_ENABLE_NATIVE gives the whole
-// build AVX or AVX-512.
-#if defined(__AVX512F__)
-constexpr int kBaseBytes = 64;
-#elif defined(__AVX__)
-constexpr int kBaseBytes = 32;
-#else
-constexpr int kBaseBytes = 16;
-#endif
-
 #include "math/impl/gemm_impl.hpp"
 }  // namespace
 

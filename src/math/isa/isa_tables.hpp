@@ -22,6 +22,17 @@ struct ElementwiseTable {
   SimdKernels<double> f64;
 };
 
+/// Register width (bytes) of the build's own target, the base level: wider when
+/// FASTMLIP_ENABLE_NATIVE gives the whole build AVX or AVX-512. (A namespace-scope constexpr
+/// has internal linkage, so each unit has its own.)
+#if defined(__AVX512F__)
+constexpr int kBaseBytes = 64;
+#elif defined(__AVX__)
+constexpr int kBaseBytes = 32;
+#else
+constexpr int kBaseBytes = 16;
+#endif
+
 // Declared unconditionally: a definition must see its extern declaration (a namespace-scope
 // const would otherwise have internal linkage). The avx2 and avx512 units are built only for
 // x86-64 (FASTMLIP_HAVE_ISA_AVX2 / _AVX512 on math/simd_kernels.cpp then).
