@@ -7,6 +7,7 @@ find_package(MPI REQUIRED COMPONENTS C)
 # need libmpi_cxx at link time and are not exported by liblammps (plugin load would fail).
 add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 find_package(nlohmann_json 3.10 REQUIRED)
+find_package(yaml-cpp REQUIRED)  # the trainer's --config files
 
 if(FASTMLIP_ENABLE_KOKKOS)
   # Reuse an existing Kokkos::kokkos target (e.g. the one a LAMMPS superbuild made).

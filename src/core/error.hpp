@@ -31,13 +31,17 @@ class FileError : public Error {
   FileError(const std::string& path, long line, const std::string& what)
       : Error(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + what),
         m_path(path),
-        m_line(line) {}
+        m_line(line),
+        m_detail(what) {}
   const std::string& path() const noexcept { return m_path; }
   long line() const noexcept { return m_line; }
+  /// The message without the "path:line: " prefix, for callers that add context and rethrow.
+  const std::string& detail() const noexcept { return m_detail; }
 
  private:
   std::string m_path;
   long m_line;
+  std::string m_detail;
 };
 
 /// Input that would make the arithmetic meaningless (coincident atoms, a NaN label). Raised

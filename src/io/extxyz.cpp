@@ -190,6 +190,18 @@ void Frame::set_array(const std::string& name, int width, std::vector<double> va
 ExtxyzReader::ExtxyzReader(std::istream& in, std::string source) : m_in(in), m_source(std::move(source)) {}
 
 bool ExtxyzReader::next(Frame& frame) {
+  try {
+    if (!read_frame(frame)) {
+      return false;
+    }
+  } catch (const FileError& e) {
+    throw FileError(e.path(), e.line(), "frame " + std::to_string(m_frames + 1) + ": " + e.detail());
+  }
+  frame.index = ++m_frames;
+  return true;
+}
+
+bool ExtxyzReader::read_frame(Frame& frame) {
   std::string line;
   // Skip blank lines between frames (some writers leave a trailing newline).
   do {

@@ -42,7 +42,8 @@ struct Frame {
 
   /// Where the frame came from, for error messages ("" and 0 if built in memory).
   std::string source;
-  long line = 0;  ///< 1-based line of the atom-count line
+  long line = 0;   ///< 1-based line of the atom-count line
+  long index = 0;  ///< 1-based position of the frame in its file (ase.io.read's index + 1)
 
   std::size_t natoms() const noexcept { return species.size(); }
   /// The info value of `key`, or nullptr.
@@ -58,7 +59,8 @@ struct Frame {
   void set_array(const std::string& name, int width, std::vector<double> values);
 };
 
-/// Reads frames one by one from a stream; errors name `source` and the line.
+/// Reads frames one by one from a stream; errors (FileError) name `source`, the line and the
+/// 1-based frame ("data.xyz:17: frame 3: atom 2 has 4 columns, ...").
 class ExtxyzReader {
  public:
   ExtxyzReader(std::istream& in, std::string source);
@@ -66,9 +68,11 @@ class ExtxyzReader {
   bool next(Frame& frame);
 
  private:
+  bool read_frame(Frame& frame);
   std::istream& m_in;
   std::string m_source;
   long m_line = 0;
+  long m_frames = 0;  ///< frames read so far
 };
 
 /// All frames of a file. Throws FileError (path, line) on malformed content.

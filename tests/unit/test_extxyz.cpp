@@ -104,6 +104,24 @@ TEST(Extxyz, MalformedInputNamesFileAndLine) {
   }
 }
 
+TEST(Extxyz, MalformedInputNamesTheFrame) {
+  // The third frame (lines 8-10) is cut short: the error names line 11 and frame 3 (1-based, ase.io.read's
+  // index 2), so a user can find it in a file of thousands of frames.
+  const std::string text = std::string(kTwoFrames) + "2\nProperties=species:S:1:pos:R:3\nCu 0 0 0\n";
+  try {
+    parse(text, "three.xyz");
+    FAIL() << "no error";
+  } catch (const FileError& e) {
+    EXPECT_EQ(e.line(), 11) << e.what();
+    EXPECT_NE(std::string(e.what()).find("three.xyz:11: frame 3: file ends inside a frame"), std::string::npos)
+        << e.what();
+  }
+  const auto frames = parse(kTwoFrames);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].index, 1);
+  EXPECT_EQ(frames[1].index, 2);
+}
+
 TEST(Extxyz, MissingInfoKeyNamesTheFrame) {
   const auto frames = parse(kTwoFrames, "data.xyz");
   try {
