@@ -67,8 +67,8 @@ inline torch::Tensor defined_or_zeros(const torch::Tensor& g, const torch::Tenso
 
 struct KernelBackwardFunction : public torch::autograd::Function<KernelBackwardFunction> {
   /// args = the kernel's inputs, then the output's cotangent.
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, c10::intrusive_ptr<KernelOp> op,
-                                                at::TensorList args) {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                c10::intrusive_ptr<KernelOp> op, at::TensorList args) {
     ctx->saved_data["op"] = c10::IValue::make_capsule(op);
     ctx->save_for_backward(args.vec());
     const std::vector<torch::Tensor> in(args.begin(), args.end() - 1);
@@ -136,7 +136,8 @@ struct KernelFunction : public torch::autograd::Function<KernelFunction> {
 }  // namespace detail
 
 /// y = op(in...), differentiable twice with respect to every input.
-inline torch::Tensor apply_kernel(const c10::intrusive_ptr<KernelOp>& op, const std::vector<torch::Tensor>& in) {
+inline torch::Tensor apply_kernel(const c10::intrusive_ptr<KernelOp>& op,
+                                  const std::vector<torch::Tensor>& in) {
   std::vector<torch::Tensor> args;
   args.reserve(in.size());
   for (const auto& t : in) {

@@ -9,12 +9,12 @@
 ///   SphericalHarm.  u [E, 3]                        Y [E, (lmax+1)^2]        math/spherical_harmonics.hpp
 ///   Bessel          r [E]                           B [E, num_bessel]        kernels/radial_basis_kokkos.hpp
 ///   RadialMLP       B [E, n_0], W_l [n_l, n_l+1]    R [E, n_L]               kernels/radial_mlp_kokkos.hpp
-///   ChannelwiseTP   x [N, d1], Y [E, d2], R [E, w]  A [N, d_out]             kernels/channelwise_tp_kokkos.hpp
-///   Linear          x [n, d_in], W [sets, w]        y [n, d_out]             kernels/linear_kokkos.hpp
-///   SymContraction  x [n, d_in], W_(o,nu) [E, K, C] B [n, d_out]             kernels/symmetric_contraction_kokkos.hpp
-#include <Kokkos_Core.hpp>
+///   ChannelwiseTP   x [N, d1], Y [E, d2], R [E, w]  A [N, d_out] kernels/channelwise_tp_kokkos.hpp Linear x
+///   [n, d_in], W [sets, w]        y [n, d_out]             kernels/linear_kokkos.hpp SymContraction  x [n,
+///   d_in], W_(o,nu) [E, K, C] B [n, d_out]             kernels/symmetric_contraction_kokkos.hpp
 #include <torch/torch.h>
 
+#include <Kokkos_Core.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,7 +36,8 @@ using KernelExec = Kokkos::DefaultHostExecutionSpace;
 
 template <class T>
 constexpr torch::Dtype torch_dtype() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "torch_dtype: T must be float or double");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "torch_dtype: T must be float or double");
   return std::is_same_v<T, double> ? torch::kFloat64 : torch::kFloat32;
 }
 
@@ -131,16 +132,17 @@ class SphericalHarmonicsOp final : public KernelOp {
     compute_spherical_harmonics(m_lmax, static_cast<std::size_t>(E), in[0].data_ptr<T>(), Y.data_ptr<T>());
     return Y;
   }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in, const torch::Tensor& g) const override {
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
     const auto E = in[0].size(0);
     torch::Tensor gu = ops_detail::zeros<T>({E, 3});
     reverse_spherical_harmonics(m_lmax, static_cast<std::size_t>(E), in[0].data_ptr<T>(), g.data_ptr<T>(),
                                 gu.data_ptr<T>());
     return {gu};
   }
-  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(const std::vector<torch::Tensor>& in,
-                                                                       const std::vector<torch::Tensor>& tangent,
-                                                                       const torch::Tensor& g) const override {
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
     const auto E = in[0].size(0);
     auto u = ops_detail::pack<T>(in[0], tangent[0]);
     auto gd = ops_detail::pack<T>(g, torch::Tensor());
@@ -170,14 +172,15 @@ class BesselOp final : public KernelOp {
     m_k.compute(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(B));
     return B;
   }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in, const torch::Tensor& g) const override {
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
     torch::Tensor gr = ops_detail::zeros<T>({in[0].size(0)});
     m_k.reverse(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gr));
     return {gr};
   }
-  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(const std::vector<torch::Tensor>& in,
-                                                                       const std::vector<torch::Tensor>& tangent,
-                                                                       const torch::Tensor& g) const override {
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
     const auto E = in[0].size(0);
     auto r = ops_detail::pack<T>(in[0], tangent[0]);
     auto gd = ops_detail::pack<T>(g, torch::Tensor());
@@ -210,7 +213,8 @@ class RadialMLPOp final : public KernelOp {
     k.compute(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(R));
     return R;
   }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in, const torch::Tensor& g) const override {
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
     const auto k = kernel(in);
     torch::Tensor gB = ops_detail::zeros<T>({in[0].size(0), m_mlp.width_in()});
     k.reverse(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(g), ops_detail::mat<T>(gB));
@@ -221,9 +225,9 @@ class RadialMLPOp final : public KernelOp {
     }
     return out;
   }
-  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(const std::vector<torch::Tensor>& in,
-                                                                       const std::vector<torch::Tensor>& tangent,
-                                                                       const torch::Tensor& g) const override {
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
     kernels::RadialMLP mlp = m_mlp;
     std::vector<std::vector<double>> wt;
     for (int l = 0; l < m_mlp.num_layers(); ++l) {
@@ -284,15 +288,17 @@ class ChannelwiseTPOp final : public KernelOp {
                    ops_detail::mat<T>(A));
     return A;
   }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in, const torch::Tensor& g) const override {
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
     auto gx = torch::zeros_like(in[0]), gY = torch::zeros_like(in[1]), gw = torch::zeros_like(in[2]);
     m_k->k.reverse(*m_graph, ops_detail::mat<T>(in[0]), ops_detail::mat<T>(in[1]), ops_detail::mat<T>(in[2]),
-                   ops_detail::mat<T>(g), ops_detail::mat<T>(gx), ops_detail::mat<T>(gY), ops_detail::mat<T>(gw));
+                   ops_detail::mat<T>(g), ops_detail::mat<T>(gx), ops_detail::mat<T>(gY),
+                   ops_detail::mat<T>(gw));
     return {gx, gY, gw};
   }
-  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(const std::vector<torch::Tensor>& in,
-                                                                       const std::vector<torch::Tensor>& tangent,
-                                                                       const torch::Tensor& g) const override {
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
     std::vector<std::vector<Dual<T>>> d(3), gd(3);
     std::vector<ops_detail::Mat<Dual<T>>> v(3), gv(3);
     for (int k = 0; k < 3; ++k) {
@@ -343,16 +349,17 @@ class LinearOp final : public KernelOp {
     m_k->k.compute(ops_detail::mat<T>(in[1]), labels(), ops_detail::mat<T>(in[0]), ops_detail::mat<T>(y));
     return y;
   }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in, const torch::Tensor& g) const override {
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
     auto gx = torch::zeros_like(in[0]), gW = torch::zeros_like(in[1]);
     const auto W = ops_detail::mat<T>(in[1]), x = ops_detail::mat<T>(in[0]), gv = ops_detail::mat<T>(g);
     m_k->k.reverse(W, labels(), x, gv, ops_detail::mat<T>(gx));
     m_k->k.reverse_weights(W, labels(), x, gv, ops_detail::mat<T>(gW));
     return {gx, gW};
   }
-  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(const std::vector<torch::Tensor>& in,
-                                                                       const std::vector<torch::Tensor>& tangent,
-                                                                       const torch::Tensor& g) const override {
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
     auto x = ops_detail::pack<T>(in[0], tangent[0]), W = ops_detail::pack<T>(in[1], tangent[1]);
     auto go = ops_detail::pack<T>(g, torch::Tensor());
     const auto n = in[0].size(0), din = in[0].size(1), dout = g.size(1);
@@ -362,13 +369,15 @@ class LinearOp final : public KernelOp {
     m_k->kd.compute(Wv, labels(), xv, ops_detail::dmat<T>(y, n, dout));
     m_k->kd.reverse(Wv, labels(), xv, gv, ops_detail::dmat<T>(gx, n, din));
     m_k->kd.reverse_weights(Wv, labels(), xv, gv, ops_detail::dmat<T>(gW, in[1].size(0), in[1].size(1)));
-    return {ops_detail::tangents<T>(y, {n, dout}),
-            {ops_detail::tangents<T>(gx, {n, din}), ops_detail::tangents<T>(gW, {in[1].size(0), in[1].size(1)})}};
+    return {
+        ops_detail::tangents<T>(y, {n, dout}),
+        {ops_detail::tangents<T>(gx, {n, din}), ops_detail::tangents<T>(gW, {in[1].size(0), in[1].size(1)})}};
   }
 
  private:
   ops_detail::Labels labels() const {
-    return m_sets.defined() ? ops_detail::Labels(m_sets.data_ptr<int>(), m_sets.size(0)) : ops_detail::Labels();
+    return m_sets.defined() ? ops_detail::Labels(m_sets.data_ptr<int>(), m_sets.size(0))
+                            : ops_detail::Labels();
   }
   std::shared_ptr<const LinearKernels<T>> m_k;
   torch::Tensor m_sets;
@@ -394,7 +403,8 @@ struct SymmetricContractionKernels {
 template <class T>
 class SymmetricContractionOp final : public KernelOp {
  public:
-  SymmetricContractionOp(std::shared_ptr<SymmetricContractionKernels<T>> k, torch::Tensor species, std::string name)
+  SymmetricContractionOp(std::shared_ptr<SymmetricContractionKernels<T>> k, torch::Tensor species,
+                         std::string name)
       : m_k(std::move(k)), m_species(std::move(species)), m_name(std::move(name)) {}
   std::string name() const override { return m_name; }
 
@@ -404,16 +414,17 @@ class SymmetricContractionOp final : public KernelOp {
     m_k->k.compute(labels(), ops_detail::mat<T>(in[0]), ops_detail::mat<T>(y));
     return y;
   }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in, const torch::Tensor& g) const override {
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
     m_k->k.set_weights(weights(in), m_k->num_elements);
     auto gx = torch::zeros_like(in[0]);
     const auto x = ops_detail::mat<T>(in[0]), gv = ops_detail::mat<T>(g);
     m_k->k.reverse(labels(), x, gv, ops_detail::mat<T>(gx));
     return with_weights(gx, m_k->k.reverse_weights(labels(), x, gv), in);
   }
-  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(const std::vector<torch::Tensor>& in,
-                                                                       const std::vector<torch::Tensor>& tangent,
-                                                                       const torch::Tensor& g) const override {
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
     m_k->kd.set_weights(weights(in), weights(tangent), m_k->num_elements);
     const auto n = in[0].size(0), din = in[0].size(1), dout = g.size(1);
     auto x = ops_detail::pack<T>(in[0], tangent[0]);
@@ -447,7 +458,8 @@ class SymmetricContractionOp final : public KernelOp {
     return W;
   }
   template <class S>
-  static std::vector<torch::Tensor> with_weights(torch::Tensor gx, const std::vector<std::vector<std::vector<S>>>& gW,
+  static std::vector<torch::Tensor> with_weights(torch::Tensor gx,
+                                                 const std::vector<std::vector<std::vector<S>>>& gW,
                                                  const std::vector<torch::Tensor>& in) {
     std::vector<torch::Tensor> out{std::move(gx)};
     std::size_t k = 1;
@@ -459,7 +471,9 @@ class SymmetricContractionOp final : public KernelOp {
     }
     return out;
   }
-  ops_detail::Labels labels() const { return ops_detail::Labels(m_species.data_ptr<int>(), m_species.size(0)); }
+  ops_detail::Labels labels() const {
+    return ops_detail::Labels(m_species.data_ptr<int>(), m_species.size(0));
+  }
   std::shared_ptr<SymmetricContractionKernels<T>> m_k;
   torch::Tensor m_species;
   std::string m_name;

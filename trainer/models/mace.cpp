@@ -39,7 +39,8 @@ MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double c
     const std::size_t n = s.species.size();
     if (s.positions.size() != 3 * n) {
       throw InputError("make_mace_batch: structure " + std::to_string(g) + " has " + std::to_string(n) +
-                       " species but " + std::to_string(s.positions.size()) + " position values (need 3 per atom)");
+                       " species but " + std::to_string(s.positions.size()) +
+                       " position values (need 3 per atom)");
     }
     const double* cell = s.cell ? s.cell->data() : nullptr;
     const auto nl = graph::build_neighbor_list(s.positions.data(), n, cell, s.pbc, opt);
@@ -65,7 +66,8 @@ MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double c
   }
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  const auto N = offset, E = static_cast<std::int64_t>(sender.size()), G = static_cast<std::int64_t>(structures.size());
+  const auto N = offset, E = static_cast<std::int64_t>(sender.size()),
+             G = static_cast<std::int64_t>(structures.size());
   MaceBatch b;
   b.positions = torch::from_blob(pos.data(), {N, 3}, f64).clone();
   b.species = torch::from_blob(species.data(), {N}, i64).clone();
@@ -88,13 +90,13 @@ constexpr double kSiluCst = 1.6791767923989418;
 /// ase.data.covalent_radii (Z = 0..118), mace-torch's ZBLBasis buffer.
 const std::vector<double>& ase_covalent_radii() {
   static const std::vector<double> r = {
-      0.2,  0.31, 0.28, 1.28, 0.96, 0.84, 0.76, 0.71, 0.66, 0.57, 0.58, 1.66, 1.41, 1.21, 1.11, 1.07, 1.05, 1.02,
-      1.06, 2.03, 1.76, 1.7,  1.6,  1.53, 1.39, 1.39, 1.32, 1.26, 1.24, 1.32, 1.22, 1.22, 1.2,  1.19, 1.2,  1.2,
-      1.16, 2.2,  1.95, 1.9,  1.75, 1.64, 1.54, 1.47, 1.46, 1.42, 1.39, 1.45, 1.44, 1.42, 1.39, 1.39, 1.38, 1.39,
-      1.4,  2.44, 2.15, 2.07, 2.04, 2.03, 2.01, 1.99, 1.98, 1.98, 1.96, 1.94, 1.92, 1.92, 1.89, 1.9,  1.87, 1.87,
-      1.75, 1.7,  1.62, 1.51, 1.44, 1.41, 1.36, 1.36, 1.32, 1.45, 1.46, 1.48, 1.4,  1.5,  1.5,  2.6,  2.21, 2.15,
-      2.06, 2.0,  1.96, 1.9,  1.87, 1.8,  1.69, 0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,
-      0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2};
+      0.2,  0.31, 0.28, 1.28, 0.96, 0.84, 0.76, 0.71, 0.66, 0.57, 0.58, 1.66, 1.41, 1.21, 1.11, 1.07, 1.05,
+      1.02, 1.06, 2.03, 1.76, 1.7,  1.6,  1.53, 1.39, 1.39, 1.32, 1.26, 1.24, 1.32, 1.22, 1.22, 1.2,  1.19,
+      1.2,  1.2,  1.16, 2.2,  1.95, 1.9,  1.75, 1.64, 1.54, 1.47, 1.46, 1.42, 1.39, 1.45, 1.44, 1.42, 1.39,
+      1.39, 1.38, 1.39, 1.4,  2.44, 2.15, 2.07, 2.04, 2.03, 2.01, 1.99, 1.98, 1.98, 1.96, 1.94, 1.92, 1.92,
+      1.89, 1.9,  1.87, 1.87, 1.75, 1.7,  1.62, 1.51, 1.44, 1.41, 1.36, 1.36, 1.32, 1.45, 1.46, 1.48, 1.4,
+      1.5,  1.5,  2.6,  2.21, 2.15, 2.06, 2.0,  1.96, 1.9,  1.87, 1.8,  1.69, 0.2,  0.2,  0.2,  0.2,  0.2,
+      0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2};
   return r;
 }
 
@@ -105,7 +107,9 @@ std::vector<double> randn(torch::Generator& gen, std::int64_t n, double scale) {
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + n);
 }
 
-std::string irrep_str(int mul, int l) { return std::to_string(mul) + "x" + std::to_string(l) + (l % 2 ? "o" : "e"); }
+std::string irrep_str(int mul, int l) {
+  return std::to_string(mul) + "x" + std::to_string(l) + (l % 2 ? "o" : "e");
+}
 
 }  // namespace
 
@@ -118,8 +122,10 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   }
   if (C < 1 || T < 1 || c.max_L < 0 || c.max_ell < 0 || c.correlation < 1 || c.num_bessel < 1 ||
       c.mlp_irreps < 1 || !(c.r_max > 0) || !(c.avg_num_neighbors > 0)) {
-    throw InputError(fn + "num_channels, num_interactions, correlation, num_bessel and MLP_irreps must be positive, "
-                          "max_L and max_ell non-negative, r_max and avg_num_neighbors positive");
+    throw InputError(
+        fn +
+        "num_channels, num_interactions, correlation, num_bessel and MLP_irreps must be positive, "
+        "max_L and max_ell non-negative, r_max and avg_num_neighbors positive");
   }
   auto gen = at::detail::createCPUGenerator(c.seed);
   io::PotentialFile pot;
@@ -149,7 +155,8 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   pot.add<double>("radial_embedding.bessel_fn.prefactor", {}, {std::sqrt(2.0 / c.r_max)});
   pot.add<double>("atomic_energies_fn.atomic_energies", {E}, c.e0s);
 
-  nlohmann::json inter = nlohmann::json::array(), prods = nlohmann::json::array(), reads = nlohmann::json::array();
+  nlohmann::json inter = nlohmann::json::array(), prods = nlohmann::json::array(),
+                 reads = nlohmann::json::array();
   Irreps features = scalars;
   for (int t = 0; t < T; ++t) {
     const std::string p = "interactions." + std::to_string(t) + ".";
@@ -171,15 +178,16 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
     }
     pot.add<double>(p + "linear.weight", {lin.weight_numel}, randn(gen, lin.weight_numel, 1.0));
     pot.add<double>(p + "skip_tp.weight", {skip.weight_numel * E}, randn(gen, skip.weight_numel * E, 1.0));
-    inter.push_back({{"class", residual ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock"},
-                     {"node_feats_irreps", features.str()},
-                     {"edge_attrs_irreps", sh.str()},
-                     {"target_irreps", target.str()},
-                     {"hidden_irreps", hidden.str()},
-                     {"irreps_mid", tp.irreps_out.str()},
-                     {"radial_mlp", widths},
-                     {"radial_mlp_cst", kSiluCst},
-                     {"avg_num_neighbors", c.avg_num_neighbors}});
+    inter.push_back(
+        {{"class", residual ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock"},
+         {"node_feats_irreps", features.str()},
+         {"edge_attrs_irreps", sh.str()},
+         {"target_irreps", target.str()},
+         {"hidden_irreps", hidden.str()},
+         {"irreps_mid", tp.irreps_out.str()},
+         {"radial_mlp", widths},
+         {"radial_mlp_cst", kSiluCst},
+         {"avg_num_neighbors", c.avg_num_neighbors}});
     const std::string q = "products." + std::to_string(t) + ".";
     // Our coupling basis, not mace-torch's U: it spans the same functions with fewer columns
     // (docs/equivariant-conventions.md); weights drawn as mace-torch draws them, randn / K.
@@ -188,8 +196,8 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
       const std::string s = q + "symmetric_contractions.contractions." + std::to_string(o) + ".";
       for (int nu = 1; nu <= c.correlation; ++nu) {
         const auto& shape = basis.shapes[o][nu - 1];
-        pot.add<double>(s + "U_matrix_" + std::to_string(nu), std::vector<std::int64_t>(shape.begin(), shape.end()),
-                        basis.U[o][nu - 1]);
+        pot.add<double>(s + "U_matrix_" + std::to_string(nu),
+                        std::vector<std::int64_t>(shape.begin(), shape.end()), basis.U[o][nu - 1]);
       }
       // mace-torch creates weights_max first, then orders correlation-1 .. 1.
       for (int nu = c.correlation; nu >= 1; --nu) {
@@ -201,13 +209,16 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
     }
     const auto plin = kernels::EquivariantLinear::e3nn(hidden, hidden);
     pot.add<double>(q + "linear.weight", {plin.weight_numel}, randn(gen, plin.weight_numel, 1.0));
-    prods.push_back(
-        {{"correlation", c.correlation}, {"irreps_in", target.str()}, {"irreps_out", hidden.str()}, {"use_sc", residual}});
+    prods.push_back({{"correlation", c.correlation},
+                     {"irreps_in", target.str()},
+                     {"irreps_out", hidden.str()},
+                     {"use_sc", residual}});
     const std::string r = "readouts." + std::to_string(t) + ".";
     if (t < T - 1) {
       const auto ro = kernels::EquivariantLinear::e3nn(hidden, head_out);
       pot.add<double>(r + "linear.weight", {ro.weight_numel}, randn(gen, ro.weight_numel, 1.0));
-      reads.push_back({{"class", "LinearReadoutBlock"}, {"irreps_in", hidden.str()}, {"irreps_out", head_out.str()}});
+      reads.push_back(
+          {{"class", "LinearReadoutBlock"}, {"irreps_in", hidden.str()}, {"irreps_out", head_out.str()}});
     } else {
       const Irreps mlp = Irreps::parse(irrep_str(c.mlp_irreps, 0));
       const auto l1 = kernels::EquivariantLinear::e3nn(hidden, mlp);
@@ -241,14 +252,10 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
     for (int z : c.atomic_numbers) {
       per_species.push_back(radii.at(z));
     }
-    zbl = {{"p", c.num_polynomial_cutoff},
-           {"a_exp", 0.3},
-           {"a_prefactor", 0.4543},
-           {"c", {0.1818, 0.5099, 0.2802, 0.02817}},
-           {"covalent_radii", per_species},
-           {"screening_exponents", {3.2, 0.9423, 0.4028, 0.2016}},
-           {"bohr_radius", 0.529},
-           {"coulomb_constant", 14.3996}};
+    zbl = {{"p", c.num_polynomial_cutoff},  {"a_exp", 0.3},
+           {"a_prefactor", 0.4543},         {"c", {0.1818, 0.5099, 0.2802, 0.02817}},
+           {"covalent_radii", per_species}, {"screening_exponents", {3.2, 0.9423, 0.4028, 0.2016}},
+           {"bohr_radius", 0.529},          {"coulomb_constant", 14.3996}};
   }
   pot.add<std::int64_t>("atomic_numbers", {E},
                         std::vector<std::int64_t>(c.atomic_numbers.begin(), c.atomic_numbers.end()));
@@ -282,7 +289,8 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
 
 template <class T>
 struct MaceTorchModel<T>::Impl {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "MaceTorchModel: T must be float or double");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "MaceTorchModel: T must be float or double");
 
   /// A trainable tensor and where it goes in the file: its shape there and, for the skip
   /// weights, the file index of each of our elements (regrouped by element).
@@ -326,7 +334,9 @@ struct MaceTorchModel<T>::Impl {
     for (std::size_t i = 0; i < v.size(); ++i) {
       ours[i] = file_index.empty() ? v[i] : v[static_cast<std::size_t>(file_index[i])];
     }
-    auto value = torch::tensor(ours, torch::TensorOptions().dtype(torch::kFloat64)).reshape(shape).to(torch_dtype<T>());
+    auto value = torch::tensor(ours, torch::TensorOptions().dtype(torch::kFloat64))
+                     .reshape(shape)
+                     .to(torch_dtype<T>());
     value.requires_grad_(true);
     named.emplace_back(name, value);
     params.push_back({t.shape, std::move(file_index)});
@@ -378,7 +388,8 @@ struct MaceTorchModel<T>::Impl {
       for (std::size_t o = 0; o < L.P->sc.irreps_out.size(); ++o) {
         const std::string c = pp + "symmetric_contractions.contractions." + std::to_string(o) + ".";
         for (int nu = 1; nu <= corr; ++nu) {
-          const std::string name = nu == corr ? c + "weights_max" : c + "weights." + std::to_string(corr - 1 - nu);
+          const std::string name =
+              nu == corr ? c + "weights_max" : c + "weights." + std::to_string(corr - 1 - nu);
           L.W_sc.push_back(add_param(name, file.get(name).shape));
         }
       }
@@ -410,7 +421,8 @@ struct MaceTorchModel<T>::Impl {
       radius.push_back(Z.covalent_radii[s.z]);
     }
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-    const auto zs = torch::tensor(z, f64).to(torch_dtype<T>()), rs = torch::tensor(radius, f64).to(torch_dtype<T>());
+    const auto zs = torch::tensor(z, f64).to(torch_dtype<T>()),
+               rs = torch::tensor(radius, f64).to(torch_dtype<T>());
     const auto s_recv = species.index_select(0, receiver), s_send = species.index_select(0, sender);
     const auto zu = zs.index_select(0, s_send), zv = zs.index_select(0, s_recv);
     const auto a = Z.a_prefactor * Z.bohr_radius / (zu.pow(Z.a_exp) + zv.pow(Z.a_exp));
@@ -422,7 +434,8 @@ struct MaceTorchModel<T>::Impl {
     const auto rc = rs.index_select(0, s_send) + rs.index_select(0, s_recv);
     const auto x = r / rc;
     const double p = Z.p;
-    const auto env = 1 - (p + 1) * (p + 2) / 2 * x.pow(p) + p * (p + 2) * x.pow(p + 1) - p * (p + 1) / 2 * x.pow(p + 2);
+    const auto env =
+        1 - (p + 1) * (p + 2) / 2 * x.pow(p) + p * (p + 2) * x.pow(p + 1) - p * (p + 1) / 2 * x.pow(p + 2);
     const auto pair = torch::where(r < rc, 0.5 * V * env, torch::zeros_like(r));
     return torch::zeros({N}, real()).index_add(0, receiver, pair);
   }
@@ -467,7 +480,8 @@ struct MaceTorchModel<T>::Impl {
       pos.requires_grad_(true);
     }
     torch::Tensor disp;
-    torch::Tensor u = pos.index_select(0, b.receiver) - pos.index_select(0, b.sender) + b.shifts.to(torch_dtype<T>());
+    torch::Tensor u =
+        pos.index_select(0, b.receiver) - pos.index_select(0, b.sender) + b.shifts.to(torch_dtype<T>());
     if (o.virials) {
       // mace-torch's displacement trick (utils.get_symmetric_displacement): positions and
       // cell strained by (1 + S), S the symmetric part; every edge vector is a difference of
@@ -479,8 +493,9 @@ struct MaceTorchModel<T>::Impl {
     }
     const torch::Tensor r = (u * u).sum(1).sqrt();
     if (r.numel() > 0 && !(r.detach().min().item<double>() > 0)) {
-      throw InputError("MaceTorchModel::forward: an edge has zero length (coincident atoms, or a self-edge "
-                       "without an image shift)");
+      throw InputError(
+          "MaceTorchModel::forward: an edge has zero length (coincident atoms, or a self-edge "
+          "without an image shift)");
     }
     // The kernels read int32 labels; the edge index is built once per batch on the host.
     const auto species32 = b.species.to(torch::kInt32).contiguous();
@@ -503,8 +518,10 @@ struct MaceTorchModel<T>::Impl {
       const auto h = linear(L.up, x, L.W_up, false, "linear_up");
       std::vector<torch::Tensor> mlp_in{B};
       mlp_in.insert(mlp_in.end(), L.W_mlp.begin(), L.W_mlp.end());
-      const auto R = apply_kernel(c10::make_intrusive<RadialMLPOp<T>>(L.mlp_shape, "conv_tp_weights" + L.tag), mlp_in);
-      const auto A = apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L.tp, graph, "conv_tp" + L.tag), {h, Y, R});
+      const auto R =
+          apply_kernel(c10::make_intrusive<RadialMLPOp<T>>(L.mlp_shape, "conv_tp_weights" + L.tag), mlp_in);
+      const auto A =
+          apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L.tp, graph, "conv_tp" + L.tag), {h, Y, R});
       auto m = linear(L.lin, A, L.W_lin, false, "linear") / L.I->avg_num_neighbors;
       torch::Tensor sc;
       if (L.I->residual) {
@@ -517,7 +534,8 @@ struct MaceTorchModel<T>::Impl {
       std::vector<torch::Tensor> sc_in{m};
       sc_in.insert(sc_in.end(), L.W_sc.begin(), L.W_sc.end());
       const auto s = apply_kernel(
-          c10::make_intrusive<SymmetricContractionOp<T>>(L.sc, species32, "symmetric_contraction" + L.tag), sc_in);
+          c10::make_intrusive<SymmetricContractionOp<T>>(L.sc, species32, "symmetric_contraction" + L.tag),
+          sc_in);
       x = linear(L.prod, s, L.W_prod, false, "products.linear");
       if (L.add_sc) {
         x = x + sc;

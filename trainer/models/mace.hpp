@@ -48,7 +48,7 @@ struct MaceBatch {
   /// [E, 3] Cartesian shifts: the edge vector is r_receiver - r_sender + shift (mace-torch's
   /// convention; for a periodic image r_sender + S.cell the shift is -S.cell).
   torch::Tensor shifts;
-  torch::Tensor cell;       ///< [num_graphs, 3, 3] rows a, b, c (zeros without a cell); for stress
+  torch::Tensor cell;  ///< [num_graphs, 3, 3] rows a, b, c (zeros without a cell); for stress
   std::int64_t num_graphs = 0;
 };
 
@@ -84,20 +84,20 @@ struct MaceConfig {
   std::vector<int> atomic_numbers;  ///< the model's species, in order
   std::vector<double> e0s;          ///< E0 per species (eV)
   double r_max = 5.0;
-  int num_bessel = 8;               ///< num_radial_basis
-  int num_polynomial_cutoff = 5;    ///< num_cutoff_basis
+  int num_bessel = 8;             ///< num_radial_basis
+  int num_polynomial_cutoff = 5;  ///< num_cutoff_basis
   int max_ell = 3;
   int num_channels = 128;
   int max_L = 1;
   int correlation = 3;
   int num_interactions = 2;
   std::vector<int> radial_mlp = {64, 64, 64};
-  int mlp_irreps = 16;              ///< MLP_irreps "16x0e"
+  int mlp_irreps = 16;  ///< MLP_irreps "16x0e"
   double avg_num_neighbors = 1.0;
-  bool scale_shift = true;          ///< ScaleShiftMACE (else MACE)
+  bool scale_shift = true;  ///< ScaleShiftMACE (else MACE)
   double scale = 1.0, shift = 0.0;
-  bool residual_first = false;      ///< RealAgnosticResidualInteractionBlock as the first block too
-  bool zbl = false;                 ///< mace-torch's ZBL pair repulsion (pair_repulsion)
+  bool residual_first = false;  ///< RealAgnosticResidualInteractionBlock as the first block too
+  bool zbl = false;             ///< mace-torch's ZBL pair repulsion (pair_repulsion)
   std::uint64_t seed = 123;
 };
 
