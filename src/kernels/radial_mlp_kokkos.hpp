@@ -24,8 +24,29 @@ class RadialMLPKokkos {
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
-  explicit RadialMLPKokkos(const RadialMLP& mlp) : m_mlp(mlp) {
+  explicit RadialMLPKokkos(const RadialMLP& mlp) : RadialMLPKokkos(mlp, nullptr) {}
+
+  /// For T = Dual only: weights w + eps * t with tangents `weight_tangents` (the layout of
+  /// mlp.weights), so that a Dual run differentiates forward-mode with respect to the weights
+  /// as well as the inputs. The trainer's double backward needs this: the backward of a
+  /// weight gradient is a directional derivative in which the weights move too.
+  RadialMLPKokkos(const RadialMLP& mlp, const std::vector<std::vector<double>>& weight_tangents)
+      : RadialMLPKokkos(mlp, &weight_tangents) {
+    static_assert(is_dual_v<T>, "RadialMLPKokkos: weight tangents need a Dual scalar");
+  }
+
+ private:
+  RadialMLPKokkos(const RadialMLP& mlp, const std::vector<std::vector<double>>* tangents) : m_mlp(mlp) {
     mlp.validate();
+    if (tangents != nullptr) {
+      bool ok = tangents->size() == mlp.weights.size();
+      for (std::size_t l = 0; ok && l < mlp.weights.size(); ++l) {
+        ok = (*tangents)[l].size() == mlp.weights[l].size();
+      }
+      if (!ok) {
+        throw InputError("RadialMLPKokkos: the weight tangents do not have the weights' layout");
+      }
+    }
     int hidden_total = 0;
     for (int l = 1; l + 1 < static_cast<int>(mlp.widths.size()); ++l) {
       hidden_total += mlp.widths[l];
@@ -43,8 +64,8 @@ class RadialMLPKokkos {
       z_off.push_back(z);
       z += l + 1 < mlp.num_layers() ? mlp.widths[l + 1] : 0;
       const double scale = 1.0 / std::sqrt(static_cast<double>(mlp.widths[l]));
-      for (double w : mlp.weights[l]) {
-        W.push_back(static_cast<T>(w * scale));
+      for (std::size_t i = 0; i < mlp.weights[l].size(); ++i) {
+        W.push_back(weight_value(mlp.weights[l][i] * scale, tangents ? (*tangents)[l][i] * scale : 0.0));
         layer_of.push_back(l);
       }
     }
@@ -59,6 +80,17 @@ class RadialMLPKokkos {
     m_f.m_max_width = *std::max_element(mlp.widths.begin(), mlp.widths.end() - 1);
     m_f.m_cst = static_cast<T>(mlp.act_cst);
   }
+
+  static T weight_value(double value, double tangent) {
+    if constexpr (is_dual_v<T>) {
+      using V = typename T::value_type;
+      return T(static_cast<V>(value), static_cast<V>(tangent));
+    } else {
+      return static_cast<T>(value);
+    }
+  }
+
+ public:
 
   void compute(ConstMatrix in, Matrix out) const {
     impl::check_shape("RadialMLPKokkos", "compute", "in", in, in.extent(0), m_mlp.width_in());

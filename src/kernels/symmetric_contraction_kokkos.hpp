@@ -77,7 +77,21 @@ class SymmetricContractionKokkos {
 
   /// Sets the element weights (mace-torch layout, see SymmetricContraction::fold).
   void set_weights(const std::vector<std::vector<std::vector<double>>>& W, int num_elements) {
-    const auto coef = m_sc.fold(W, num_elements);
+    upload_coef(m_sc.fold(W, num_elements), nullptr, num_elements);
+  }
+
+  /// For T = Dual only: weights W + eps * W_tangent (same layout), so that a Dual run also
+  /// differentiates forward-mode with respect to the weights (the trainer's double backward).
+  /// fold() is linear, so the coefficients' tangents are the folded tangents.
+  void set_weights(const std::vector<std::vector<std::vector<double>>>& W,
+                   const std::vector<std::vector<std::vector<double>>>& W_tangent, int num_elements) {
+    static_assert(is_dual_v<T>, "SymmetricContractionKokkos: weight tangents need a Dual scalar");
+    const auto tangent = m_sc.fold(W_tangent, num_elements);
+    upload_coef(m_sc.fold(W, num_elements), &tangent, num_elements);
+  }
+
+ private:
+  void upload_coef(const std::vector<double>& coef, const std::vector<double>* tangent, int num_elements) {
     // Channels padded with zeros to whole blocks: the kernels read a block's coefficients
     // without a bounds test.
     constexpr int B = Functor::kChannelBlock;
@@ -88,12 +102,19 @@ class SymmetricContractionKokkos {
     const std::size_t G = m_sc.entries.size(), C = m_sc.channels;
     for (std::size_t i = 0; i < coef.size(); ++i) {
       const std::size_t c = i % C, g = (i / C) % G, el = i / (C * G);
-      h(el, g, c) = static_cast<T>(coef[i]);
+      if constexpr (is_dual_v<T>) {
+        using V = typename T::value_type;
+        h(el, g, c) = T(static_cast<V>(coef[i]), tangent ? static_cast<V>((*tangent)[i]) : V(0));
+      } else {
+        h(el, g, c) = static_cast<T>(coef[i]);
+      }
     }
     Kokkos::deep_copy(d, h);
     m_f.m_coef = d;
     m_num_elements = num_elements;
   }
+
+ public:
 
   int num_elements() const noexcept { return m_num_elements; }
 

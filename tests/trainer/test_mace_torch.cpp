@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: MIT
+// The trainer's MACE (trainer/models/): core kernels as LibTorch autograd functions.
+//  * Parity: on every committed mace-torch fixture (tests/reference/data/mace/, written by
+//    tests/reference/make_mace_fixtures.py), energy, forces and virial equal the plugin's
+//    MaceModel and mace-torch's stored results, for one graph and for all of a model's
+//    structures in one batch.
+//  * Gradients: d(energy)/d(weights) and d(force and virial loss)/d(weights) (the double
+//    backward) against central finite differences, in double, on small random models with odd
+//    sizes, ZBL and a non-linear readout.
+//  * Export: a fresh model, trained a little (perturbed), saved and loaded by MaceModel gives
+//    the same energy and forces; the file is byte-reproducible; a fine-tuned fixture too.
+//  * float32 runs, forward and double backward, and agrees with float64.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../models/mace_test_graph.hpp"
+#include "io/potential_file.hpp"
+#include "models/mace.hpp"
+#include "models/mace/mace_model.hpp"
+
+namespace fastmlip::test {
+namespace {
+
+using Exec = Kokkos::DefaultHostExecutionSpace;
+using trainer::MaceBatch;
+using trainer::MaceForwardOptions;
+using trainer::MaceStructure;
+using trainer::MaceTorchModel;
+
+const std::string kFixtures = std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace";
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw std::runtime_error("cannot read " + path);
+  }
+  return nlohmann::json::parse(in);
+}
+
+template <class Model>
+MaceStructure structure_of(const nlohmann::json& s, const Model& m) {
+  MaceStructure out;
+  for (const auto& p : s["positions"]) {
+    for (const auto& x : p) {
+      out.positions.push_back(x.get<double>());
+    }
+  }
+  for (const auto& z : s["atomic_numbers"]) {
+    out.species.push_back(m.species_index(z.get<int>()));
+  }
+  bool any = false;
+  for (int k = 0; k < 3; ++k) {
+    out.pbc[k] = s["pbc"][k].get<bool>();
+    any = any || out.pbc[k];
+  }
+  if (any) {
+    std::array<double, 9> cell{};
+    for (int a = 0; a < 3; ++a) {
+      for (int b = 0; b < 3; ++b) {
+        cell[3 * a + b] = s["cell"][a][b].get<double>();
+      }
+    }
+    out.cell = cell;
+  }
+  return out;
+}
+
+Structure as_test_structure(const MaceStructure& s) {
+  Structure t;
+  t.positions = s.positions;
+  t.species = s.species;
+  t.cell = s.cell;
+  t.pbc = s.pbc;
+  return t;
+}
+
+/// Energy, forces and virial of one structure from the plugin's model (double).
+struct Reference {
+  double energy = 0;
+  std::vector<double> forces;
+  std::array<double, 9> virial{};
+};
+
+Reference plugin_reference(models::MaceModel<Exec, double>& m, const MaceStructure& s) {
+  const Structure t = as_test_structure(s);
+  const auto g = folded_graph<double>(t, m.cutoff());
+  models::MaceResult<double> r;
+  m.compute(g.view(), nullptr, true, r);
+  return {r.energy, forces(g, r.edge_gradient), virial(g, r.edge_gradient)};
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) {
+    m = std::max(m, std::abs(x));
+  }
+  return m;
+}
+
+std::vector<double> values(const torch::Tensor& t) {
+  const auto c = t.detach().to(torch::kFloat64).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+/// Largest |a - b| over the largest |b| (floored at 1e-300, so zero references compare absolutely).
+double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    d = std::max(d, std::abs(a[i] - b[i]));
+  }
+  return d / std::max(1e-300, max_abs(b));
+}
+
+std::vector<double> json_values(const nlohmann::json& a) {
+  std::vector<double> out;
+  if (a.is_array()) {
+    for (const auto& x : a) {
+      const auto v = json_values(x);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+  } else {
+    out.push_back(a.get<double>());
+  }
+  return out;
+}
+
+// ---- parity -----------------------------------------------------------------------------------
+
+TEST(MaceTorchParity, MatchesMaceModelAndMaceTorchOnEveryFixture) {
+  if (!std::filesystem::exists(kFixtures + "/index.json")) {
+    GTEST_SKIP() << "no mace-torch fixtures in " << kFixtures << "; parity NOT checked";
+  }
+  const double tol = 1e-10;
+  const auto index = read_json(kFixtures + "/index.json");
+  int checked = 0;
+  for (const auto& entry : index["models"]) {
+    if (!entry.value("committed", true)) {
+      continue;
+    }
+    const std::string name = entry["name"].get<std::string>();
+    const auto doc = read_json(kFixtures + "/" + entry["results"].get<std::string>());
+    const auto pot = io::read_potential_file(kFixtures + "/" + entry["potential"].get<std::string>());
+    double worst_plugin = 0, worst_torch = 0, worst_batch = 0;
+    // All structures of one head in one batch, against their single-graph results.
+    std::map<std::string, std::vector<std::pair<MaceStructure, std::vector<double>>>> by_head;
+    for (const auto& ref : doc["results"]) {
+      const std::string head = ref["head"].get<std::string>();
+      MaceTorchModel<double> model(pot, head);
+      models::MaceOptions opt;
+      opt.head = head;
+      models::MaceModel<Exec, double> plugin(pot, opt);
+      const std::string what = name + " / " + ref["structure"].get<std::string>() + " / " + head;
+      const auto s = structure_of(doc["structures"][ref["structure"].get<std::string>()], model);
+      const auto batch = trainer::make_mace_batch({s}, model.cutoff());
+      EXPECT_EQ(batch.sender.size(0), ref["num_edges"].get<int>()) << what;
+      MaceForwardOptions o;
+      o.virials = true;
+      const auto out = model.forward(batch, o);
+      const auto E = values(out.energy), F = values(out.forces), W = values(out.virials);
+      const auto p = plugin_reference(plugin, s);
+      const double e_plugin = std::abs(E[0] - p.energy) / std::max(1.0, std::abs(p.energy));
+      const double e_torch = std::abs(E[0] - ref["energy"].get<double>()) / std::max(1.0, std::abs(p.energy));
+      const double f_plugin = rel_err(F, p.forces), f_torch = rel_err(F, json_values(ref["forces"]));
+      const double w_plugin = rel_err(W, std::vector<double>(p.virial.begin(), p.virial.end()));
+      const double w_torch = rel_err(W, json_values(ref["virial"]));
+      const double ne = rel_err(values(out.node_energy), json_values(ref["node_energy"]));
+      for (double e : {e_plugin, f_plugin, w_plugin}) {
+        EXPECT_LE(e, tol) << what << " against MaceModel";
+        worst_plugin = std::max(worst_plugin, e);
+      }
+      for (double e : {e_torch, f_torch, w_torch, ne}) {
+        EXPECT_LE(e, tol) << what << " against mace-torch";
+        worst_torch = std::max(worst_torch, e);
+      }
+      std::vector<double> single{E[0]};
+      single.insert(single.end(), F.begin(), F.end());
+      by_head[head].emplace_back(s, single);
+      ++checked;
+    }
+    for (const auto& [head, items] : by_head) {
+      MaceTorchModel<double> model(pot, head);
+      std::vector<MaceStructure> all;
+      for (const auto& it : items) {
+        all.push_back(it.first);
+      }
+      const auto out = model.forward(trainer::make_mace_batch(all, model.cutoff()));
+      const auto E = values(out.energy), F = values(out.forces);
+      std::size_t atom = 0;
+      for (std::size_t g = 0; g < items.size(); ++g) {
+        const auto& ref = items[g].second;
+        const double e = std::abs(E[g] - ref[0]) / std::max(1.0, std::abs(ref[0]));
+        const std::vector<double> f(F.begin() + 3 * atom, F.begin() + 3 * atom + (ref.size() - 1));
+        const double ef = rel_err(f, std::vector<double>(ref.begin() + 1, ref.end()));
+        EXPECT_LE(std::max(e, ef), 1e-12) << name << " / " << head << ": graph " << g << " of a batch";
+        worst_batch = std::max({worst_batch, e, ef});
+        atom += (ref.size() - 1) / 3;
+      }
+    }
+    std::printf("%-44s max rel err vs MaceModel %.1e, vs mace-torch %.1e, batched vs single %.1e\n",
+                name.c_str(), worst_plugin, worst_torch, worst_batch);
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// ---- gradients --------------------------------------------------------------------------------
+
+/// Random positions in a box, at least min_dist apart.
+MaceStructure random_structure(int n, double side, int species, std::uint64_t seed, bool periodic) {
+  const Structure s = test::random_structure(n, side, 1.1, species, seed, periodic);
+  MaceStructure out;
+  out.positions = s.positions;
+  out.species = s.species;
+  out.cell = s.cell;
+  out.pbc = s.pbc;
+  if (periodic) {
+    // A sheared cell, so that every virial component is exercised.
+    (*out.cell)[3] = 0.37 * side;
+    (*out.cell)[7] = -0.21 * side;
+  }
+  return out;
+}
+
+trainer::MaceConfig small_config(int variant) {
+  trainer::MaceConfig c;
+  c.atomic_numbers = {29, 28, 13};
+  c.e0s = {-1.3, -2.1, -0.7};
+  c.r_max = 3.7;
+  c.num_bessel = 5;
+  c.num_polynomial_cutoff = 5;
+  c.num_channels = 3;
+  c.radial_mlp = {7, 5};
+  c.mlp_irreps = 5;
+  c.avg_num_neighbors = 4.3;
+  c.seed = 11 + variant;
+  if (variant == 0) {  // mace_run_train's shape: non-residual first block, ScaleShiftMACE, ZBL
+    c.max_ell = 2;
+    c.max_L = 1;
+    c.correlation = 3;
+    c.num_interactions = 2;
+    c.scale_shift = true;
+    c.scale = 1.3;
+    c.shift = -0.2;
+    c.zbl = true;
+  } else {  // plain MACE, residual first block, max_L 2, three interactions
+    c.max_ell = 3;
+    c.max_L = 2;
+    c.correlation = 2;
+    c.num_interactions = 3;
+    c.scale_shift = false;
+    c.residual_first = true;
+  }
+  return c;
+}
+
+MaceBatch small_batch(double cutoff, std::uint64_t seed) {
+  return trainer::make_mace_batch(
+      {random_structure(5, 3.1, 3, seed, true), random_structure(3, 2.2, 3, seed + 1, false)}, cutoff);
+}
+
+/// Loss on forces and virials, with fixed random weights and a quadratic term.
+torch::Tensor force_loss(const trainer::MaceOutput& out, const torch::Tensor& vf, const torch::Tensor& vw) {
+  return (out.forces * vf).sum() + 0.3 * out.forces.pow(2).sum() + (out.virials * vw).sum() +
+         0.05 * out.energy.sum();
+}
+
+void check_gradients(int variant) {
+  torch::manual_seed(5);
+  const auto pot = trainer::make_mace_potential(small_config(variant));
+  MaceTorchModel<double> model(pot);
+  const auto batch = small_batch(model.cutoff(), 100 + variant);
+  ASSERT_GT(batch.sender.size(0), 10) << "the test structures need edges";
+  const auto vf = torch::randn({batch.positions.size(0), 3}, torch::kFloat64);
+  const auto vw = torch::randn({batch.num_graphs, 3, 3}, torch::kFloat64);
+  MaceForwardOptions train;
+  train.virials = true;
+  train.create_graph = true;
+  const auto out = model.forward(batch, train);
+  const auto params = model.parameters();
+  const auto dE = torch::autograd::grad({out.energy.sum()}, params, {}, /*retain_graph=*/true);
+  const auto dL = torch::autograd::grad({force_loss(out, vf, vw)}, params);
+
+  MaceForwardOptions eval;
+  eval.virials = true;
+  const double h = 1e-5;
+  const auto& named = model.named_parameters();
+  torch::NoGradGuard no_grad;
+  int checked = 0;
+  for (std::size_t k = 0; k < named.size(); ++k) {
+    auto flat = named[k].second.view({-1});
+    const auto n = flat.numel();
+    // Three entries of each tensor (first, middle, last): every weight kind, every layer.
+    for (std::int64_t i : {std::int64_t{0}, n / 2, n - 1}) {
+      const double w0 = flat[i].item<double>();
+      double e[2], l[2];
+      for (int side = 0; side < 2; ++side) {
+        flat[i] = w0 + (side ? h : -h);
+        const auto o = model.forward(batch, eval);
+        e[side] = o.energy.sum().item<double>();
+        l[side] = force_loss(o, vf, vw).item<double>();
+      }
+      flat[i] = w0;
+      const double fd_e = (e[1] - e[0]) / (2 * h), fd_l = (l[1] - l[0]) / (2 * h);
+      const double ad_e = dE[k].view({-1})[i].item<double>(), ad_l = dL[k].view({-1})[i].item<double>();
+      EXPECT_NEAR(ad_e, fd_e, 1e-6 * std::max(1.0, std::abs(fd_e)))
+          << named[k].first << "[" << i << "] energy";
+      EXPECT_NEAR(ad_l, fd_l, 1e-6 * std::max(1.0, std::abs(fd_l)))
+          << named[k].first << "[" << i << "] force loss";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 30);
+}
+
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesNonResidualFirstZblScaleShift) { check_gradients(0); }
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesResidualThreeLayersMaxL2) { check_gradients(1); }
+
+TEST(MaceTorchGradients, ThirdDerivativesAreRefused) {
+  const auto pot = trainer::make_mace_potential(small_config(0));
+  MaceTorchModel<double> model(pot);
+  MaceForwardOptions train;
+  train.create_graph = true;
+  const auto out = model.forward(small_batch(model.cutoff(), 7), train);
+  const auto params = model.parameters();
+  try {
+    torch::autograd::grad({out.forces.pow(2).sum()}, params, {}, true, /*create_graph=*/true);
+    ADD_FAILURE() << "a third-order graph was built without an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("third derivatives"), std::string::npos) << e.what();
+  }
+}
+
+// ---- export -----------------------------------------------------------------------------------
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Saves the model, loads it with MaceModel and compares energy and forces on a batch of two
+/// structures; returns the file's bytes.
+std::string check_round_trip(MaceTorchModel<double>& model, const std::string& path,
+                             const std::string& head, std::uint64_t seed) {
+  model.save(path);
+  const auto pot = io::read_potential_file(path);
+  models::MaceOptions opt;
+  opt.head = head;
+  models::MaceModel<Exec, double> plugin(pot, opt);
+  const int species = static_cast<int>(model.species().size());
+  const std::vector<MaceStructure> structures = {random_structure(6, 3.3, species, seed, true),
+                                                 random_structure(4, 2.6, species, seed + 1, false)};
+  const auto out = model.forward(trainer::make_mace_batch(structures, model.cutoff()));
+  const auto E = values(out.energy), F = values(out.forces);
+  std::size_t atom = 0;
+  for (std::size_t g = 0; g < structures.size(); ++g) {
+    const auto p = plugin_reference(plugin, structures[g]);
+    EXPECT_NEAR(E[g], p.energy, 1e-12 * std::max(1.0, std::abs(p.energy))) << path << " graph " << g;
+    const std::vector<double> f(F.begin() + 3 * atom, F.begin() + 3 * atom + p.forces.size());
+    EXPECT_LE(rel_err(f, p.forces), 1e-12) << path << " graph " << g;
+    atom += structures[g].species.size();
+  }
+  return read_bytes(path);
+}
+
+void perturb(MaceTorchModel<double>& model, double scale) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  for (auto& p : model.parameters()) {
+    p.add_(scale * torch::randn_like(p));
+  }
+}
+
+TEST(MaceTorchExport, FreshModelRoundTripsThroughMaceModelAndIsByteReproducible) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (int variant : {0, 1}) {
+    MaceTorchModel<double> model(trainer::make_mace_potential(small_config(variant)));
+    perturb(model, 0.05);  // stands in for a training step: the saved weights are the current ones
+    const auto a = check_round_trip(model, (dir / ("a" + std::to_string(variant))).string(), "", 40);
+    const auto b = check_round_trip(model, (dir / ("b" + std::to_string(variant))).string(), "", 40);
+    EXPECT_FALSE(a.empty());
+    EXPECT_TRUE(a == b) << "two saves of the same model differ";
+    // Reading it back as a training model and saving again changes nothing.
+    MaceTorchModel<double> again(io::read_potential_file((dir / ("a" + std::to_string(variant))).string()));
+    again.save((dir / "c").string());
+    EXPECT_TRUE(read_bytes((dir / "c").string()) == a) << "load + save is not the identity";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MaceTorchExport, FineTunedFixtureRoundTrips) {
+  const std::string path = kFixtures + "/ssmace_multihead_3int_L2_corr2.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_ft_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto pot = io::read_potential_file(path);
+  const auto heads = pot.meta<std::vector<std::string>>("/hyperparameters/heads");
+  MaceTorchModel<double> model(pot, heads.back());
+  perturb(model, 0.02);
+  check_round_trip(model, (dir / "ft").string(), heads.back(), 60);
+  // Every tensor of the source file is saved, those of the other heads included.
+  const auto saved = io::read_potential_file((dir / "ft").string());
+  EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
+  std::filesystem::remove_all(dir);
+}
+
+// ---- float32 ----------------------------------------------------------------------------------
+
+TEST(MaceTorchFloat32, AgreesWithFloat64ForwardAndDoubleBackward) {
+  const auto pot = trainer::make_mace_potential(small_config(0));
+  MaceTorchModel<double> m64(pot);
+  MaceTorchModel<float> m32(pot);
+  const auto batch = small_batch(m64.cutoff(), 9);
+  MaceForwardOptions train;
+  train.virials = true;
+  train.create_graph = true;
+  const auto o64 = m64.forward(batch, train);
+  const auto o32 = m32.forward(batch, train);
+  EXPECT_EQ(o32.energy.scalar_type(), torch::kFloat32);
+  EXPECT_LE(rel_err(values(o32.energy), values(o64.energy)), 1e-5);
+  EXPECT_LE(rel_err(values(o32.forces), values(o64.forces)), 1e-4);
+  EXPECT_LE(rel_err(values(o32.virials), values(o64.virials)), 1e-4);
+  torch::manual_seed(1);
+  const auto vf = torch::randn({batch.positions.size(0), 3}, torch::kFloat64);
+  const auto vw = torch::randn({batch.num_graphs, 3, 3}, torch::kFloat64);
+  const auto g64 = torch::autograd::grad({force_loss(o64, vf, vw)}, m64.parameters());
+  const auto g32 = torch::autograd::grad({force_loss(o32, vf.to(torch::kFloat32), vw.to(torch::kFloat32))},
+                                         m32.parameters());
+  ASSERT_EQ(g64.size(), g32.size());
+  double worst = 0;
+  for (std::size_t k = 0; k < g64.size(); ++k) {
+    worst = std::max(worst, rel_err(values(g32[k]), values(g64[k])));
+  }
+  std::printf("float32 vs float64: force-loss weight gradients max rel err %.1e\n", worst);
+  EXPECT_LE(worst, 1e-3);
+}
+
+}  // namespace
+}  // namespace fastmlip::test

@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: MIT
+// The trainer's MACE: mace-torch 0.3.13's MACE / ScaleShiftMACE (modules/models.py,
+// modules/blocks.py) on the core kernels, as the plugin's MaceModel evaluates it
+// (src/models/mace/mace_model.cpp), with autograd in place of the hand-written reverse pass.
+// The loader is the plugin's (models/mace/mace_spec.hpp), so a file this model accepts is one
+// MaceModel accepts, read the same way.
+#include "models/mace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "core/elements.hpp"
+#include "core/error.hpp"
+#include "graph/neighbor_list.hpp"
+#include "kernels/channelwise_tp.hpp"
+#include "kernels/linear.hpp"
+#include "math/coupling_basis.hpp"
+#include "math/irreps.hpp"
+#include "models/kernel_ops.hpp"
+#include "models/mace/mace_model.hpp"
+#include "models/mace/mace_spec.hpp"
+
+namespace fastmlip::trainer {
+
+// ---- batches ----------------------------------------------------------------------------------
+
+MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double cutoff) {
+  std::vector<double> pos, shifts, cells;
+  std::vector<std::int64_t> species, batch, sender, receiver;
+  graph::NeighborListOptions opt;
+  opt.cutoff = cutoff;
+  std::int64_t offset = 0;
+  for (std::size_t g = 0; g < structures.size(); ++g) {
+    const auto& s = structures[g];
+    const std::size_t n = s.species.size();
+    if (s.positions.size() != 3 * n) {
+      throw InputError("make_mace_batch: structure " + std::to_string(g) + " has " + std::to_string(n) +
+                       " species but " + std::to_string(s.positions.size()) +
+                       " position values (need 3 per atom)");
+    }
+    const double* cell = s.cell ? s.cell->data() : nullptr;
+    const auto nl = graph::build_neighbor_list(s.positions.data(), n, cell, s.pbc, opt);
+    const auto centers = nl.centers();
+    for (std::size_t e = 0; e < nl.num_edges(); ++e) {
+      receiver.push_back(offset + centers[e]);
+      sender.push_back(offset + nl.neighbors[e]);
+      for (int k = 0; k < 3; ++k) {
+        double sh = 0;
+        for (int a = 0; a < 3 && cell != nullptr; ++a) {
+          sh -= nl.shifts[3 * e + a] * cell[3 * a + k];
+        }
+        shifts.push_back(sh);
+      }
+    }
+    pos.insert(pos.end(), s.positions.begin(), s.positions.end());
+    species.insert(species.end(), s.species.begin(), s.species.end());
+    batch.insert(batch.end(), n, static_cast<std::int64_t>(g));
+    for (int k = 0; k < 9; ++k) {
+      cells.push_back(s.cell ? (*s.cell)[k] : 0.0);
+    }
+    offset += static_cast<std::int64_t>(n);
+  }
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  const auto N = offset, E = static_cast<std::int64_t>(sender.size()),
+             G = static_cast<std::int64_t>(structures.size());
+  MaceBatch b;
+  b.positions = torch::from_blob(pos.data(), {N, 3}, f64).clone();
+  b.species = torch::from_blob(species.data(), {N}, i64).clone();
+  b.batch = torch::from_blob(batch.data(), {N}, i64).clone();
+  b.sender = torch::from_blob(sender.data(), {E}, i64).clone();
+  b.receiver = torch::from_blob(receiver.data(), {E}, i64).clone();
+  b.shifts = torch::from_blob(shifts.data(), {E, 3}, f64).clone();
+  b.cell = torch::from_blob(cells.data(), {G, 3, 3}, f64).clone();
+  b.num_graphs = G;
+  return b;
+}
+
+// ---- a fresh model ----------------------------------------------------------------------------
+
+namespace {
+
+/// e3nn's normalize2mom constant of SiLU, as mace-torch's models hold it.
+constexpr double kSiluCst = 1.6791767923989418;
+
+/// ase.data.covalent_radii (Z = 0..118), mace-torch's ZBLBasis buffer.
+const std::vector<double>& ase_covalent_radii() {
+  static const std::vector<double> r = {
+      0.2,  0.31, 0.28, 1.28, 0.96, 0.84, 0.76, 0.71, 0.66, 0.57, 0.58, 1.66, 1.41, 1.21, 1.11, 1.07, 1.05,
+      1.02, 1.06, 2.03, 1.76, 1.7,  1.6,  1.53, 1.39, 1.39, 1.32, 1.26, 1.24, 1.32, 1.22, 1.22, 1.2,  1.19,
+      1.2,  1.2,  1.16, 2.2,  1.95, 1.9,  1.75, 1.64, 1.54, 1.47, 1.46, 1.42, 1.39, 1.45, 1.44, 1.42, 1.39,
+      1.39, 1.38, 1.39, 1.4,  2.44, 2.15, 2.07, 2.04, 2.03, 2.01, 1.99, 1.98, 1.98, 1.96, 1.94, 1.92, 1.92,
+      1.89, 1.9,  1.87, 1.87, 1.75, 1.7,  1.62, 1.51, 1.44, 1.41, 1.36, 1.36, 1.32, 1.45, 1.46, 1.48, 1.4,
+      1.5,  1.5,  2.6,  2.21, 2.15, 2.06, 2.0,  1.96, 1.9,  1.87, 1.8,  1.69, 0.2,  0.2,  0.2,  0.2,  0.2,
+      0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2};
+  return r;
+}
+
+/// Standard normal numbers from torch's CPU generator, seeded: the distribution e3nn and
+/// mace-torch draw their weights from (torch.randn), not their sequence.
+std::vector<double> randn(torch::Generator& gen, std::int64_t n, double scale) {
+  const auto t = torch::randn({n}, gen, torch::TensorOptions().dtype(torch::kFloat64)) * scale;
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + n);
+}
+
+std::string irrep_str(int mul, int l) {
+  return std::to_string(mul) + "x" + std::to_string(l) + (l % 2 ? "o" : "e");
+}
+
+}  // namespace
+
+io::PotentialFile make_mace_potential(const MaceConfig& c) {
+  const std::string fn = "make_mace_potential: ";
+  const int E = static_cast<int>(c.atomic_numbers.size()), C = c.num_channels, T = c.num_interactions;
+  if (E < 1 || static_cast<int>(c.e0s.size()) != E) {
+    throw InputError(fn + "need at least one species and one E0 per species (got " + std::to_string(E) +
+                     " species, " + std::to_string(c.e0s.size()) + " E0s)");
+  }
+  if (C < 1 || T < 1 || c.max_L < 0 || c.max_ell < 0 || c.correlation < 1 || c.num_bessel < 1 ||
+      c.mlp_irreps < 1 || !(c.r_max > 0) || !(c.avg_num_neighbors > 0)) {
+    throw InputError(
+        fn +
+        "num_channels, num_interactions, correlation, num_bessel and MLP_irreps must be positive, "
+        "max_L and max_ell non-negative, r_max and avg_num_neighbors positive");
+  }
+  auto gen = at::detail::createCPUGenerator(c.seed);
+  io::PotentialFile pot;
+  nlohmann::json species = nlohmann::json::array();
+  for (int z : c.atomic_numbers) {
+    species.push_back({{"Z", z}, {"symbol", element_symbol(z)}});
+  }
+  // mace-torch: hidden_irreps = C x (0e + 1o + ... up to max_L); the interaction target is C
+  // copies of the harmonics' irreps; the embedding gives C x 0e.
+  std::string hidden_s, target_s;
+  for (int l = 0; l <= c.max_L; ++l) {
+    hidden_s += (l ? "+" : "") + irrep_str(C, l);
+  }
+  for (int l = 0; l <= c.max_ell; ++l) {
+    target_s += (l ? "+" : "") + irrep_str(C, l);
+  }
+  const Irreps hidden_full = Irreps::parse(hidden_s), target = Irreps::parse(target_s);
+  const Irreps scalars = Irreps::parse(irrep_str(C, 0)), sh = Irreps::spherical_harmonics(c.max_ell);
+  const Irreps head_out = Irreps::parse("1x0e");
+
+  pot.add<double>("node_embedding.linear.weight", {E * C}, randn(gen, E * C, 1.0));
+  std::vector<double> bw;
+  for (int n = 1; n <= c.num_bessel; ++n) {
+    bw.push_back(M_PI / c.r_max * n);
+  }
+  pot.add<double>("radial_embedding.bessel_fn.bessel_weights", {c.num_bessel}, bw);
+  pot.add<double>("radial_embedding.bessel_fn.prefactor", {}, {std::sqrt(2.0 / c.r_max)});
+  pot.add<double>("atomic_energies_fn.atomic_energies", {E}, c.e0s);
+
+  nlohmann::json inter = nlohmann::json::array(), prods = nlohmann::json::array(),
+                 reads = nlohmann::json::array();
+  Irreps features = scalars;
+  for (int t = 0; t < T; ++t) {
+    const std::string p = "interactions." + std::to_string(t) + ".";
+    const bool residual = t > 0 || c.residual_first;
+    const Irreps hidden = (t == T - 1 && T > 1) ? scalars : hidden_full;
+    const auto tp = kernels::ChannelwiseTP::mace(features, sh, target);
+    const auto up = kernels::EquivariantLinear::e3nn(features, features);
+    const auto lin = kernels::EquivariantLinear::e3nn(tp.irreps_out, target);
+    const auto skip = residual ? kernels::EquivariantLinear::element_skip(features, E, hidden)
+                               : kernels::EquivariantLinear::element_skip(target, E, target);
+    std::vector<int> widths{c.num_bessel};
+    widths.insert(widths.end(), c.radial_mlp.begin(), c.radial_mlp.end());
+    widths.push_back(tp.weight_numel);
+    pot.add<double>(p + "linear_up.weight", {up.weight_numel}, randn(gen, up.weight_numel, 1.0));
+    for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
+      const std::int64_t n = static_cast<std::int64_t>(widths[k]) * widths[k + 1];
+      pot.add<double>(p + "conv_tp_weights.layer" + std::to_string(k) + ".weight", {widths[k], widths[k + 1]},
+                      randn(gen, n, 1.0));
+    }
+    pot.add<double>(p + "linear.weight", {lin.weight_numel}, randn(gen, lin.weight_numel, 1.0));
+    pot.add<double>(p + "skip_tp.weight", {skip.weight_numel * E}, randn(gen, skip.weight_numel * E, 1.0));
+    inter.push_back(
+        {{"class", residual ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock"},
+         {"node_feats_irreps", features.str()},
+         {"edge_attrs_irreps", sh.str()},
+         {"target_irreps", target.str()},
+         {"hidden_irreps", hidden.str()},
+         {"irreps_mid", tp.irreps_out.str()},
+         {"radial_mlp", widths},
+         {"radial_mlp_cst", kSiluCst},
+         {"avg_num_neighbors", c.avg_num_neighbors}});
+    const std::string q = "products." + std::to_string(t) + ".";
+    // Our coupling basis, not mace-torch's U: it spans the same functions with fewer columns
+    // (docs/equivariant-conventions.md); weights drawn as mace-torch draws them, randn / K.
+    const auto basis = symmetric_contraction_basis(target, hidden, c.correlation);
+    for (std::size_t o = 0; o < hidden.size(); ++o) {
+      const std::string s = q + "symmetric_contractions.contractions." + std::to_string(o) + ".";
+      for (int nu = 1; nu <= c.correlation; ++nu) {
+        const auto& shape = basis.shapes[o][nu - 1];
+        pot.add<double>(s + "U_matrix_" + std::to_string(nu),
+                        std::vector<std::int64_t>(shape.begin(), shape.end()), basis.U[o][nu - 1]);
+      }
+      // mace-torch creates weights_max first, then orders correlation-1 .. 1.
+      for (int nu = c.correlation; nu >= 1; --nu) {
+        const int K = basis.shapes[o][nu - 1].back();
+        const std::string name =
+            nu == c.correlation ? s + "weights_max" : s + "weights." + std::to_string(c.correlation - 1 - nu);
+        pot.add<double>(name, {E, K, C}, randn(gen, static_cast<std::int64_t>(E) * K * C, 1.0 / K));
+      }
+    }
+    const auto plin = kernels::EquivariantLinear::e3nn(hidden, hidden);
+    pot.add<double>(q + "linear.weight", {plin.weight_numel}, randn(gen, plin.weight_numel, 1.0));
+    prods.push_back({{"correlation", c.correlation},
+                     {"irreps_in", target.str()},
+                     {"irreps_out", hidden.str()},
+                     {"use_sc", residual}});
+    const std::string r = "readouts." + std::to_string(t) + ".";
+    if (t < T - 1) {
+      const auto ro = kernels::EquivariantLinear::e3nn(hidden, head_out);
+      pot.add<double>(r + "linear.weight", {ro.weight_numel}, randn(gen, ro.weight_numel, 1.0));
+      reads.push_back(
+          {{"class", "LinearReadoutBlock"}, {"irreps_in", hidden.str()}, {"irreps_out", head_out.str()}});
+    } else {
+      const Irreps mlp = Irreps::parse(irrep_str(c.mlp_irreps, 0));
+      const auto l1 = kernels::EquivariantLinear::e3nn(hidden, mlp);
+      const auto l2 = kernels::EquivariantLinear::e3nn(mlp, head_out);
+      pot.add<double>(r + "linear_1.weight", {l1.weight_numel}, randn(gen, l1.weight_numel, 1.0));
+      pot.add<double>(r + "linear_2.weight", {l2.weight_numel}, randn(gen, l2.weight_numel, 1.0));
+      reads.push_back({{"class", "NonLinearReadoutBlock"},
+                       {"irreps_in", hidden.str()},
+                       {"mlp_irreps", mlp.str()},
+                       {"gate", "silu"},
+                       {"gate_cst", kSiluCst},
+                       {"irreps_out", head_out.str()},
+                       {"num_heads", 1}});
+    }
+    features = hidden;
+  }
+  if (c.scale_shift) {
+    pot.add<double>("scale_shift.scale", {}, {c.scale});
+    pot.add<double>("scale_shift.shift", {}, {c.shift});
+  }
+  nlohmann::json zbl = nullptr;
+  if (c.zbl) {
+    // ZBLBasis(p=num_polynomial_cutoff): mace-torch's fixed constants and buffers.
+    pot.add<double>("pair_repulsion_fn.c", {4}, {0.1818, 0.5099, 0.2802, 0.02817});
+    pot.add<double>("pair_repulsion_fn.a_exp", {}, {0.3});
+    pot.add<double>("pair_repulsion_fn.a_prefactor", {}, {0.4543});
+    pot.add<std::int64_t>("pair_repulsion_fn.p", {}, {c.num_polynomial_cutoff});
+    const auto& radii = ase_covalent_radii();
+    pot.add<double>("pair_repulsion_fn.covalent_radii", {static_cast<std::int64_t>(radii.size())}, radii);
+    std::vector<double> per_species;
+    for (int z : c.atomic_numbers) {
+      per_species.push_back(radii.at(z));
+    }
+    zbl = {{"p", c.num_polynomial_cutoff},  {"a_exp", 0.3},
+           {"a_prefactor", 0.4543},         {"c", {0.1818, 0.5099, 0.2802, 0.02817}},
+           {"covalent_radii", per_species}, {"screening_exponents", {3.2, 0.9423, 0.4028, 0.2016}},
+           {"bohr_radius", 0.529},          {"coulomb_constant", 14.3996}};
+  }
+  pot.add<std::int64_t>("atomic_numbers", {E},
+                        std::vector<std::int64_t>(c.atomic_numbers.begin(), c.atomic_numbers.end()));
+  pot.metadata = {{"model", "mace"},
+                  {"species", species},
+                  {"cutoffs", {{"r_max", c.r_max}}},
+                  {"units", "metal"},
+                  {"dtype", "float64"},
+                  {"hyperparameters",
+                   {{"model_class", c.scale_shift ? "ScaleShiftMACE" : "MACE"},
+                    {"num_elements", E},
+                    {"r_max", c.r_max},
+                    {"num_bessel", c.num_bessel},
+                    {"num_polynomial_cutoff", c.num_polynomial_cutoff},
+                    {"max_ell", c.max_ell},
+                    {"num_interactions", T},
+                    {"heads", {"Default"}},
+                    {"default_head", "Default"},
+                    {"radial_type", "bessel"},
+                    {"distance_transform", "None"},
+                    {"interactions", inter},
+                    {"products", prods},
+                    {"readouts", reads},
+                    {"zbl", zbl}}},
+                  {"provenance", {{"writer", "fastmlip-trainer 0.1.0"}, {"seed", c.seed}}}};
+  pot.validate_metadata();
+  return pot;
+}
+
+// ---- the model ------------------------------------------------------------------------------
+
+template <class T>
+struct MaceTorchModel<T>::Impl {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "MaceTorchModel: T must be float or double");
+
+  /// A trainable tensor and where it goes in the file: its shape there and, for the skip
+  /// weights, the file index of each of our elements (regrouped by element).
+  struct Param {
+    std::vector<std::int64_t> file_shape;
+    std::vector<std::int64_t> file_index;  // empty: the same order
+  };
+
+  struct Layer {
+    const models::mace::InteractionSpec* I = nullptr;
+    const models::mace::ProductSpec* P = nullptr;
+    const models::mace::ReadoutSpec* R = nullptr;
+    std::shared_ptr<const LinearKernels<T>> up, lin, skip, prod, r1, r2;
+    std::shared_ptr<const ChannelwiseTPKernels<T>> tp;
+    std::shared_ptr<SymmetricContractionKernels<T>> sc;
+    kernels::RadialMLP mlp_shape;
+    torch::Tensor W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
+    std::vector<torch::Tensor> W_mlp, W_sc;
+    torch::Tensor head_mask;  // non-linear readout: 1 on the selected head's hidden units
+    bool add_sc = false;
+    std::string tag;
+  };
+
+  io::PotentialFile file;
+  models::mace::MaceSpec spec;
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::vector<Param> params;
+  std::vector<Layer> layers;
+  torch::Tensor W_emb;  // [E, C]
+  c10::intrusive_ptr<SphericalHarmonicsOp<T>> sh;
+  c10::intrusive_ptr<BesselOp<T>> bessel;
+  torch::Tensor e0;  // [E]
+
+  static torch::TensorOptions real() { return torch::TensorOptions().dtype(torch_dtype<T>()); }
+
+  torch::Tensor add_param(const std::string& name, const std::vector<std::int64_t>& shape,
+                          std::vector<std::int64_t> file_index = {}) {
+    const auto& t = file.get(name);
+    const auto v = t.as<double>(io::Conversion::widen);
+    std::vector<double> ours(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      ours[i] = file_index.empty() ? v[i] : v[static_cast<std::size_t>(file_index[i])];
+    }
+    auto value = torch::tensor(ours, torch::TensorOptions().dtype(torch::kFloat64))
+                     .reshape(shape)
+                     .to(torch_dtype<T>());
+    value.requires_grad_(true);
+    named.emplace_back(name, value);
+    params.push_back({t.shape, std::move(file_index)});
+    return value;
+  }
+
+  Impl(const io::PotentialFile& f, const std::string& head) : file(f) {
+    models::MaceOptions opt;
+    opt.head = head;
+    spec = models::mace::load_mace_spec(file, opt);
+    const int E = spec.num_elements, C = spec.embedding_irreps.dim();
+    sh = c10::make_intrusive<SphericalHarmonicsOp<T>>(spec.max_ell);
+    bessel = c10::make_intrusive<BesselOp<T>>(spec.bessel);
+    e0 = torch::tensor(spec.e0, torch::TensorOptions().dtype(torch::kFloat64)).to(torch_dtype<T>());
+    W_emb = add_param("node_embedding.linear.weight", {E, C});
+    for (int t = 0; t < spec.num_interactions; ++t) {
+      Layer L;
+      L.I = &spec.interactions[t];
+      L.P = &spec.products[t];
+      L.R = &spec.readouts[t];
+      L.tag = " (layer " + std::to_string(t) + ")";
+      const std::string pi = "interactions." + std::to_string(t) + ".";
+      const std::string pp = "products." + std::to_string(t) + ".";
+      const std::string pr = "readouts." + std::to_string(t) + ".";
+      L.up = std::make_shared<const LinearKernels<T>>(L.I->linear_up);
+      L.lin = std::make_shared<const LinearKernels<T>>(L.I->linear);
+      L.skip = std::make_shared<const LinearKernels<T>>(L.I->skip);
+      L.prod = std::make_shared<const LinearKernels<T>>(L.P->linear);
+      L.r1 = std::make_shared<const LinearKernels<T>>(L.R->linear_1);
+      L.tp = std::make_shared<const ChannelwiseTPKernels<T>>(L.I->tp);
+      L.sc = std::make_shared<SymmetricContractionKernels<T>>(L.P->sc, E);
+      L.mlp_shape = L.I->mlp;
+      L.add_sc = L.I->residual && L.P->use_sc;
+      L.W_up = add_param(pi + "linear_up.weight", {1, L.I->linear_up.weight_numel});
+      for (int k = 0; k < L.I->mlp.num_layers(); ++k) {
+        L.W_mlp.push_back(add_param(pi + "conv_tp_weights.layer" + std::to_string(k) + ".weight",
+                                    {L.I->mlp.widths[k], L.I->mlp.widths[k + 1]}));
+      }
+      L.W_lin = add_param(pi + "linear.weight", {1, L.I->linear.weight_numel});
+      // Our element-major layout of the skip weights, as indices into mace-torch's flat vector.
+      std::vector<double> iota(static_cast<std::size_t>(L.I->skip.weight_numel) * L.I->skip.num_sets);
+      std::iota(iota.begin(), iota.end(), 0.0);
+      std::vector<std::int64_t> index;
+      for (double v : L.I->skip.weights_from_e3nn(iota)) {
+        index.push_back(static_cast<std::int64_t>(v));
+      }
+      L.W_skip = add_param(pi + "skip_tp.weight", {L.I->skip.num_sets, L.I->skip.weight_numel}, index);
+      const int corr = L.P->sc.correlation;
+      for (std::size_t o = 0; o < L.P->sc.irreps_out.size(); ++o) {
+        const std::string c = pp + "symmetric_contractions.contractions." + std::to_string(o) + ".";
+        for (int nu = 1; nu <= corr; ++nu) {
+          const std::string name =
+              nu == corr ? c + "weights_max" : c + "weights." + std::to_string(corr - 1 - nu);
+          L.W_sc.push_back(add_param(name, file.get(name).shape));
+        }
+      }
+      L.W_prod = add_param(pp + "linear.weight", {1, L.P->linear.weight_numel});
+      if (!L.R->nonlinear) {
+        L.W_r1 = add_param(pr + "linear.weight", {1, L.R->linear_1.weight_numel});
+      } else {
+        L.r2 = std::make_shared<const LinearKernels<T>>(L.R->linear_2);
+        L.W_r1 = add_param(pr + "linear_1.weight", {1, L.R->linear_1.weight_numel});
+        L.W_r2 = add_param(pr + "linear_2.weight", {1, L.R->linear_2.weight_numel});
+        const int M = L.R->linear_1.irreps_out.dim(), P = L.R->hidden_per_head;
+        std::vector<double> mask(M);
+        for (int k = 0; k < M; ++k) {
+          mask[k] = k / P == spec.head ? 1.0 : 0.0;
+        }
+        L.head_mask = torch::tensor(mask, torch::TensorOptions().dtype(torch::kFloat64)).to(torch_dtype<T>());
+      }
+      layers.push_back(std::move(L));
+    }
+  }
+
+  /// mace-torch's ZBLBasis on every edge; half of each directed edge's energy to its receiver.
+  torch::Tensor zbl(const torch::Tensor& r, const torch::Tensor& species, const torch::Tensor& sender,
+                    const torch::Tensor& receiver, std::int64_t N) const {
+    const auto& Z = *spec.zbl;
+    std::vector<double> z, radius;
+    for (const auto& s : spec.species) {
+      z.push_back(s.z);
+      radius.push_back(Z.covalent_radii[s.z]);
+    }
+    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+    const auto zs = torch::tensor(z, f64).to(torch_dtype<T>()),
+               rs = torch::tensor(radius, f64).to(torch_dtype<T>());
+    const auto s_recv = species.index_select(0, receiver), s_send = species.index_select(0, sender);
+    const auto zu = zs.index_select(0, s_send), zv = zs.index_select(0, s_recv);
+    const auto a = Z.a_prefactor * Z.bohr_radius / (zu.pow(Z.a_exp) + zv.pow(Z.a_exp));
+    auto phi = torch::zeros_like(r);
+    for (int k = 0; k < 4; ++k) {
+      phi = phi + Z.c[k] * torch::exp(-Z.screening[k] * r / a);
+    }
+    const auto V = Z.coulomb * zu * zv / r * phi;
+    const auto rc = rs.index_select(0, s_send) + rs.index_select(0, s_recv);
+    const auto x = r / rc;
+    const double p = Z.p;
+    const auto env =
+        1 - (p + 1) * (p + 2) / 2 * x.pow(p) + p * (p + 2) * x.pow(p + 1) - p * (p + 1) / 2 * x.pow(p + 2);
+    const auto pair = torch::where(r < rc, 0.5 * V * env, torch::zeros_like(r));
+    return torch::zeros({N}, real()).index_add(0, receiver, pair);
+  }
+
+  void validate(const MaceBatch& b) const {
+    const std::string fn = "MaceTorchModel::forward: ";
+    const auto N = b.positions.defined() ? b.positions.size(0) : -1;
+    if (!b.positions.defined() || b.positions.dim() != 2 || b.positions.size(1) != 3) {
+      throw InputError(fn + "positions must be [N, 3]");
+    }
+    auto is_vec = [&](const torch::Tensor& t, std::int64_t n) {
+      return t.defined() && t.dim() == 1 && t.size(0) == n && t.scalar_type() == torch::kInt64;
+    };
+    if (!is_vec(b.species, N) || !is_vec(b.batch, N)) {
+      throw InputError(fn + "species and batch must be int64 [N] with N = " + std::to_string(N));
+    }
+    const auto E = b.sender.defined() ? b.sender.size(0) : -1;
+    if (!is_vec(b.sender, E) || !is_vec(b.receiver, E) || !b.shifts.defined() || b.shifts.dim() != 2 ||
+        b.shifts.size(0) != E || b.shifts.size(1) != 3) {
+      throw InputError(fn + "sender and receiver must be int64 [E], shifts [E, 3]");
+    }
+    if (N > 0) {
+      const auto smin = b.species.min().item<std::int64_t>(), smax = b.species.max().item<std::int64_t>();
+      if (smin < 0 || smax >= spec.num_elements) {
+        throw InputError(fn + "species index " + std::to_string(smin < 0 ? smin : smax) + " outside 0.." +
+                         std::to_string(spec.num_elements - 1) + " (the model " + spec.source + ")");
+      }
+      const auto gmin = b.batch.min().item<std::int64_t>(), gmax = b.batch.max().item<std::int64_t>();
+      if (gmin < 0 || gmax >= b.num_graphs) {
+        throw InputError(fn + "graph index " + std::to_string(gmin < 0 ? gmin : gmax) + " outside 0.." +
+                         std::to_string(b.num_graphs - 1));
+      }
+    }
+  }
+
+  MaceOutput forward(const MaceBatch& b, const MaceForwardOptions& o) {
+    validate(b);
+    torch::AutoGradMode grad_mode(torch::GradMode::is_enabled() || o.forces || o.virials);
+    const auto N = b.positions.size(0), G = b.num_graphs;
+    torch::Tensor pos = b.positions.to(torch_dtype<T>()).detach();
+    if (o.forces) {
+      pos.requires_grad_(true);
+    }
+    torch::Tensor disp;
+    torch::Tensor u =
+        pos.index_select(0, b.receiver) - pos.index_select(0, b.sender) + b.shifts.to(torch_dtype<T>());
+    if (o.virials) {
+      // mace-torch's displacement trick (utils.get_symmetric_displacement): positions and
+      // cell strained by (1 + S), S the symmetric part; every edge vector is a difference of
+      // strained positions and a strained shift, so it is strained the same way.
+      disp = torch::zeros({G, 3, 3}, real()).requires_grad_(true);
+      const torch::Tensor S = 0.5 * (disp + disp.transpose(1, 2));
+      const auto edge_graph = b.batch.index_select(0, b.receiver);
+      u = u + torch::bmm(u.unsqueeze(1), S.index_select(0, edge_graph)).squeeze(1);
+    }
+    const torch::Tensor r = (u * u).sum(1).sqrt();
+    if (r.numel() > 0 && !(r.detach().min().item<double>() > 0)) {
+      throw InputError(
+          "MaceTorchModel::forward: an edge has zero length (coincident atoms, or a self-edge "
+          "without an image shift)");
+    }
+    // The kernels read int32 labels; the edge index is built once per batch on the host.
+    const auto species32 = b.species.to(torch::kInt32).contiguous();
+    const auto send = b.sender.contiguous(), recv = b.receiver.contiguous();
+    std::vector<int> sv(send.data_ptr<std::int64_t>(), send.data_ptr<std::int64_t>() + send.numel());
+    std::vector<int> rv(recv.data_ptr<std::int64_t>(), recv.data_ptr<std::int64_t>() + recv.numel());
+    auto graph = std::make_shared<const kernels::EdgeIndex<KernelExec>>(
+        kernels::EdgeIndex<KernelExec>::build(static_cast<int>(N), sv, rv));
+
+    const torch::Tensor Y = apply_kernel(sh, {u});
+    const torch::Tensor B = apply_kernel(bessel, {r});
+    auto x = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
+    auto inter = torch::zeros({N}, real());
+    for (auto& L : layers) {
+      const auto linear = [&](const std::shared_ptr<const LinearKernels<T>>& k, const torch::Tensor& in,
+                              const torch::Tensor& W, bool by_element, const char* what) {
+        auto op = c10::make_intrusive<LinearOp<T>>(k, by_element ? species32 : torch::Tensor(), what + L.tag);
+        return apply_kernel(op, {in, W});
+      };
+      const auto h = linear(L.up, x, L.W_up, false, "linear_up");
+      std::vector<torch::Tensor> mlp_in{B};
+      mlp_in.insert(mlp_in.end(), L.W_mlp.begin(), L.W_mlp.end());
+      const auto R =
+          apply_kernel(c10::make_intrusive<RadialMLPOp<T>>(L.mlp_shape, "conv_tp_weights" + L.tag), mlp_in);
+      const auto A =
+          apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L.tp, graph, "conv_tp" + L.tag), {h, Y, R});
+      auto m = linear(L.lin, A, L.W_lin, false, "linear") / L.I->avg_num_neighbors;
+      torch::Tensor sc;
+      if (L.I->residual) {
+        if (L.add_sc) {
+          sc = linear(L.skip, x, L.W_skip, true, "skip_tp");
+        }
+      } else {
+        m = linear(L.skip, m, L.W_skip, true, "skip_tp");
+      }
+      std::vector<torch::Tensor> sc_in{m};
+      sc_in.insert(sc_in.end(), L.W_sc.begin(), L.W_sc.end());
+      const auto s = apply_kernel(
+          c10::make_intrusive<SymmetricContractionOp<T>>(L.sc, species32, "symmetric_contraction" + L.tag),
+          sc_in);
+      x = linear(L.prod, s, L.W_prod, false, "products.linear");
+      if (L.add_sc) {
+        x = x + sc;
+      }
+      torch::Tensor out;
+      if (!L.R->nonlinear) {
+        out = linear(L.r1, x, L.W_r1, false, "readout");
+      } else {
+        const auto z = linear(L.r1, x, L.W_r1, false, "readout.linear_1");
+        out = linear(L.r2, L.R->gate_cst * torch::silu(z) * L.head_mask, L.W_r2, false, "readout.linear_2");
+      }
+      inter = inter + out.select(1, spec.head);
+    }
+    if (spec.zbl) {
+      inter = inter + zbl(r, b.species, b.sender, b.receiver, N);
+    }
+    const auto e0_nodes = e0.index_select(0, b.species);
+    MaceOutput out;
+    out.node_energy = spec.scale_shift ? e0_nodes + spec.scale * inter + spec.shift : e0_nodes + inter;
+    out.energy = torch::zeros({G}, real()).index_add(0, b.batch, out.node_energy);
+    if (o.forces || o.virials) {
+      std::vector<torch::Tensor> wrt;
+      if (o.forces) {
+        wrt.push_back(pos);
+      }
+      if (o.virials) {
+        wrt.push_back(disp);
+      }
+      const auto grads = torch::autograd::grad({out.energy.sum()}, wrt, {}, /*retain_graph=*/o.create_graph,
+                                               /*create_graph=*/o.create_graph, /*allow_unused=*/true);
+      std::size_t k = 0;
+      const auto negate = [](const torch::Tensor& g, const torch::Tensor& like) {
+        return g.defined() ? -g : torch::zeros_like(like);
+      };
+      if (o.forces) {
+        out.forces = negate(grads[k], pos);
+        ++k;
+      }
+      if (o.virials) {
+        out.virials = negate(grads[k], disp);
+      }
+    }
+    return out;
+  }
+
+  io::PotentialFile to_file() const {
+    io::PotentialFile out;
+    out.metadata = file.metadata;
+    out.extra_metadata = file.extra_metadata;
+    out.metadata["dtype"] = std::is_same_v<T, double> ? "float64" : "float32";
+    std::map<std::string, std::size_t> which;
+    for (std::size_t k = 0; k < named.size(); ++k) {
+      which[named[k].first] = k;
+    }
+    for (const auto& [name, tensor] : file.tensors()) {
+      const auto it = which.find(name);
+      if (it == which.end()) {
+        out.add(tensor);
+        continue;
+      }
+      const torch::Tensor v = named[it->second].second.detach().to(torch::kFloat64).contiguous();
+      const double* p = v.data_ptr<double>();
+      const auto& P = params[it->second];
+      std::vector<double> values(static_cast<std::size_t>(v.numel()));
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        values[P.file_index.empty() ? i : static_cast<std::size_t>(P.file_index[i])] = p[i];
+      }
+      out.add<double>(name, P.file_shape, values);
+    }
+    return out;
+  }
+};
+
+template <class T>
+MaceTorchModel<T>::MaceTorchModel(const io::PotentialFile& file, const std::string& head)
+    : m_impl(std::make_unique<Impl>(file, head)) {}
+template <class T>
+MaceTorchModel<T>::~MaceTorchModel() = default;
+template <class T>
+MaceTorchModel<T>::MaceTorchModel(MaceTorchModel&&) noexcept = default;
+template <class T>
+MaceTorchModel<T>& MaceTorchModel<T>::operator=(MaceTorchModel&&) noexcept = default;
+
+template <class T>
+MaceOutput MaceTorchModel<T>::forward(const MaceBatch& batch, const MaceForwardOptions& options) {
+  return m_impl->forward(batch, options);
+}
+template <class T>
+const std::vector<std::pair<std::string, torch::Tensor>>& MaceTorchModel<T>::named_parameters() const {
+  return m_impl->named;
+}
+template <class T>
+std::vector<torch::Tensor> MaceTorchModel<T>::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : m_impl->named) {
+    out.push_back(p.second);
+  }
+  return out;
+}
+template <class T>
+double MaceTorchModel<T>::cutoff() const {
+  return m_impl->spec.r_max;
+}
+template <class T>
+const std::vector<io::PotentialSpecies>& MaceTorchModel<T>::species() const {
+  return m_impl->spec.species;
+}
+template <class T>
+int MaceTorchModel<T>::species_index(int atomic_number) const {
+  const auto& s = m_impl->spec.species;
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    if (s[k].z == atomic_number) {
+      return static_cast<int>(k);
+    }
+  }
+  return -1;
+}
+template <class T>
+io::PotentialFile MaceTorchModel<T>::to_potential_file() const {
+  return m_impl->to_file();
+}
+template <class T>
+void MaceTorchModel<T>::save(const std::string& path) const {
+  io::write_potential_file(path, to_potential_file());
+}
+
+template class MaceTorchModel<float>;
+template class MaceTorchModel<double>;
+
+}  // namespace fastmlip::trainer
