@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../common/json_fixtures.hpp"
 #include "io/potential_file.hpp"
 #include "mace_test_graph.hpp"
 #include "models/mace/mace_model.hpp"
@@ -35,40 +36,9 @@ std::string fixture_dir() {
   return env != nullptr ? std::string(env) : std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace";
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw std::runtime_error("cannot read " + path);
-  }
-  return nlohmann::json::parse(in);
-}
-
 template <class Model>
 Structure structure_of(const nlohmann::json& s, const Model& m) {
-  Structure out;
-  for (const auto& p : s["positions"]) {
-    for (const auto& x : p) {
-      out.positions.push_back(x.get<double>());
-    }
-  }
-  for (const auto& z : s["atomic_numbers"]) {
-    out.species.push_back(m.species_index(z.get<int>()));
-  }
-  bool any = false;
-  for (int k = 0; k < 3; ++k) {
-    out.pbc[k] = s["pbc"][k].get<bool>();
-    any = any || out.pbc[k];
-  }
-  if (any) {
-    std::array<double, 9> cell{};
-    for (int a = 0; a < 3; ++a) {
-      for (int b = 0; b < 3; ++b) {
-        cell[3 * a + b] = s["cell"][a][b].get<double>();
-      }
-    }
-    out.cell = cell;
-  }
-  return out;
+  return test::mace_structure_of<Structure>(s, m);
 }
 
 double volume(const std::array<double, 9>& c) {

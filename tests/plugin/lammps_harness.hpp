@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/json_fixtures.hpp"
 #include "exceptions.h"
 #include "force.h"
 #include "input.h"
@@ -45,14 +46,7 @@ inline std::string num(double v) {
   return buf;
 }
 
-/// A committed JSON fixture.
-inline nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw std::runtime_error("cannot open " + path);
-  }
-  return nlohmann::json::parse(in);
-}
+using fastmlip::test::read_json;
 
 /// A path in a scratch directory shared by all ranks (restart, data and damaged files).
 inline std::string scratch(const std::string& name) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../models/mace_test_graph.hpp"
+#include "../common/json_fixtures.hpp"
 #include "io/potential_file.hpp"
 #include "models/mace.hpp"
 #include "models/mace/mace_model.hpp"
@@ -40,40 +41,9 @@ using trainer::MaceTorchModel;
 
 const std::string kFixtures = std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace";
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw std::runtime_error("cannot read " + path);
-  }
-  return nlohmann::json::parse(in);
-}
-
 template <class Model>
 MaceStructure structure_of(const nlohmann::json& s, const Model& m) {
-  MaceStructure out;
-  for (const auto& p : s["positions"]) {
-    for (const auto& x : p) {
-      out.positions.push_back(x.get<double>());
-    }
-  }
-  for (const auto& z : s["atomic_numbers"]) {
-    out.species.push_back(m.species_index(z.get<int>()));
-  }
-  bool any = false;
-  for (int k = 0; k < 3; ++k) {
-    out.pbc[k] = s["pbc"][k].get<bool>();
-    any = any || out.pbc[k];
-  }
-  if (any) {
-    std::array<double, 9> cell{};
-    for (int a = 0; a < 3; ++a) {
-      for (int b = 0; b < 3; ++b) {
-        cell[3 * a + b] = s["cell"][a][b].get<double>();
-      }
-    }
-    out.cell = cell;
-  }
-  return out;
+  return test::mace_structure_of<MaceStructure>(s, m);
 }
 
 Structure as_test_structure(const MaceStructure& s) {
