@@ -162,6 +162,11 @@ std::vector<OptionSpec> build_table() {
   t.push_back(opt(optim, "optimizer", T::kChoice, "adam", "Optimiser.", {}, {"adam", "adamw"}));
   t.push_back(opt(optim, "amsgrad", T::kBool, "true", "Use the AMSGrad variant of Adam/AdamW."));
   t.push_back(opt(optim, "lr", T::kFloat, "0.01", "Learning rate.", positive()));
+  t.push_back(opt(optim, "lr_reference_batch", T::kInt, std::nullopt,
+                  "Global batch (atoms) at which LR applies unscaled: the initial learning rate is LR * "
+                  "BATCH_CAPACITY * ranks / LR_REFERENCE_BATCH (FastCHGNet's linear scaling; ours). None: LR "
+                  "as given.",
+                  at_least(1)));
   t.push_back(opt(optim, "weight_decay", T::kFloat, "5e-07", "Weight decay (L2 penalty).", at_least(0)));
   t.push_back(opt(optim, "beta", T::kFloat, "0.9", "First-moment decay (beta1) of Adam/AdamW.", open_unit()));
   t.push_back(
