@@ -11,6 +11,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "../common/error_text.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "io/potential_file.hpp"
@@ -337,16 +338,6 @@ TEST(MaceModel, OneAtomWithoutNeighboursHasItsIsolatedEnergy) {
 }
 
 // ---- errors ------------------------------------------------------------------------------
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(MaceModel, ComputeRejectsBadGraphs) {
   const auto v = variants()[0];

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_text.hpp"
 #include "core/error.hpp"
 #include "models/mace.hpp"
 #include "train/checkpoint.hpp"
@@ -58,16 +59,6 @@ CheckpointState sample_state() {
   s.reals["best"] = std::numeric_limits<double>::infinity();
   s.texts["options"] = "lr: 0.01\nname: x\n";
   return s;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(TrainerCheckpoint, RoundTripAndReproducibleBytes) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "../common/error_text.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 #include "options.hpp"
@@ -24,15 +25,7 @@ Dataset read(const std::string& text, const ReadOptions& o = {}) {
   return read_dataset(in, "mem.xyz", o);
 }
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using fastmlip::test::error_of;
 
 const char* kTwo =
     "2\n"

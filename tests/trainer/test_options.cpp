@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_text.hpp"
 #include "core/error.hpp"
 #include "options.hpp"
 
@@ -26,16 +27,7 @@ struct TempFile {
   ~TempFile() { std::remove(path.c_str()); }
 };
 
-/// The error message of f(), or "" when it does not throw InputError/FileError.
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(TrainerOptions, EveryOptionTheIssueNamesExists) {
   for (const char* name : {"train_file",
