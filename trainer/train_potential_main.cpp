@@ -16,8 +16,13 @@
 
 namespace {
 
-int fail(const std::string& message, int world) {
-  std::cerr << "train-potential: error: " << message << std::endl;
+int fail(std::string message, int world) {
+  // The loop's own messages already start with the program's name.
+  const std::string self = "train-potential: ";
+  if (message.rfind(self, 0) == 0) {
+    message.erase(0, self.size());
+  }
+  std::cerr << self << "error: " << message << std::endl;
   if (world > 1) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }

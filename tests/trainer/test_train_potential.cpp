@@ -7,7 +7,8 @@
 //    the EMA weights of the last checkpoint, and MaceModel (the plugin's evaluator) gives the
 //    trainer model's energy from it to 1e-10 relative;
 //  * 2 epochs, then --restart from the checkpoint and a third, equal 3 straight epochs bitwise
-//    (parameters, optimiser and EMA state, the CSV, the exported file's bytes).
+//    (parameters, optimiser and EMA state, the CSV, the exported file's bytes);
+//  * fine-tuning the exported file (--foundation_model) for an epoch; the same run on 2 ranks.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -110,7 +111,8 @@ void write_dataset(const std::string& path, int frames) {
     }
     out << n << "\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=" << e << " pbc=\"F F F\"\n";
     for (int i = 0; i < n; ++i) {
-      out << (z[i] == 28 ? "Ni" : "Cu") << ' ' << x[3 * i] << ' ' << x[3 * i + 1] << ' ' << x[3 * i + 2] << ' '
+      out << (z[i] == 28 ? "Ni" : "Cu") << ' ' << x[3 * i] << ' ' << x[3 * i + 1] << ' ' << x[3 * i + 2]
+          << ' '
           << F[3 * i] << ' ' << F[3 * i + 1] << ' ' << F[3 * i + 2] << '\n';
     }
   }
@@ -154,13 +156,15 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
   const std::string dir = temp_dir("bad");
   Result r = run(dir, "--name x --train_file data.xyz --r_maxx 4");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("train-potential: error: command line (--r_maxx): unknown option 'r_maxx' (did you mean 'r_max'?)"),
+  EXPECT_NE(r.err.find("train-potential: error: command line (--r_maxx): unknown option 'r_maxx' "
+                       "(did you mean 'r_max'?)"),
             std::string::npos)
       << r.err;
 
   r = run(dir, "--name x --train_file missing.xyz");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("train-potential: error: missing.xyz: cannot open the dataset"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("train-potential: error: missing.xyz: cannot open the dataset"), std::string::npos)
+      << r.err;
 
   r = run(dir, "--train_file missing.xyz");
   EXPECT_EQ(r.status, 1);
@@ -175,6 +179,12 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
   r = run(dir, "--name x --train_file data.xyz --model chgnet");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--model chgnet is not implemented yet"), std::string::npos) << r.err;
+  r = run(dir, "--name x --train_file data.xyz --foundation_model m.safetensors --r_max 4");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("train-potential: error: option 'r_max' (command line) cannot be combined with "
+                       "--foundation_model"),
+            std::string::npos)
+      << r.err;
   fs::remove_all(dir);
 }
 
@@ -189,7 +199,8 @@ TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
   const Result b1 = run(dir, "--config tiny.yaml --work_dir split --max_num_epochs 2");
   ASSERT_EQ(b1.status, 0) << b1.out << b1.err;
   const Result b2 =
-      run(dir, "--config tiny.yaml --work_dir split --max_num_epochs 3 --restart split/checkpoints/tiny.ckpt");
+      run(dir,
+          "--config tiny.yaml --work_dir split --max_num_epochs 3 --restart split/checkpoints/tiny.ckpt");
   ASSERT_EQ(b2.status, 0) << b2.out << b2.err;
   EXPECT_NE(b2.out.find("restart: split/checkpoints/tiny.ckpt after epoch 2"), std::string::npos) << b2.out;
 
@@ -241,6 +252,13 @@ TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
     plugin.compute(g.view(), nullptr, false, r);
     EXPECT_NEAR(r.energy, e_trainer, 1e-10 * std::max(1.0, std::abs(e_trainer))) << "seed " << seed;
   }
+
+  // Fine-tuning the exported model for an epoch.
+  const Result ft = run(dir, "--name ft --train_file data.xyz --foundation_model straight/tiny.safetensors "
+                             "--max_num_epochs 1 --batch_capacity 16 --work_dir ft");
+  ASSERT_EQ(ft.status, 0) << ft.out << ft.err;
+  EXPECT_NE(ft.out.find("model: fine-tuning straight/tiny.safetensors"), std::string::npos) << ft.out;
+  EXPECT_NO_THROW((models::MaceModel<Exec, double>(io::read_potential_file(dir + "/ft/ft.safetensors"))));
   fs::remove_all(dir);
 }
 

@@ -109,7 +109,8 @@ std::string fmt(const char* format, double v) {
 template <class T>
 class Trainer {
  public:
-  Trainer(const Options& o, MPI_Comm comm, std::ostream& out) : m_o(o), m_comm(comm), m_log(out, rank_of(comm) == 0) {
+  Trainer(const Options& o, MPI_Comm comm, std::ostream& out)
+      : m_o(o), m_comm(comm), m_log(out, rank_of(comm) == 0) {
     MPI_Comm_rank(comm, &m_rank);
     MPI_Comm_size(comm, &m_world);
   }
@@ -178,7 +179,8 @@ void Trainer<T>::read_data() {
   }
   if (m_train.empty()) {
     throw InputError("train-potential: " + m_o.get_string("train_file") +
-                     ": no training configurations left (after the validation split and IsolatedAtom frames)");
+                     ": no training configurations left after the validation split and IsolatedAtom frames"
+                     " (lower --valid_fraction or give more frames)");
   }
   m_log.line("data: " + std::to_string(m_train.size()) + " training and " + std::to_string(m_valid.size()) +
              " validation configurations");
