@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file The train-potential loop (docs/train-potential.md, "What a run does"): options to data,
+/// statistics, a fresh or fine-tuned MACE, sampler batches, loss, optimiser/EMA/schedule,
+/// per-epoch validation metrics (log lines and CSV), an atomic checkpoint per epoch, --restart,
+/// and the final (EMA) model exported as a potential file that pair_style fastmlip/mace loads.
+///
+/// Data parallel over the ranks of `comm`: every rank plans the same global batches with the
+/// sampler (ranks = world size) and trains on its own; parameters are broadcast from rank 0 at
+/// the start, gradients averaged after each backward, metrics summed over ranks. Only rank 0
+/// writes files and log lines.
+#include <mpi.h>
+
+#include <ostream>
+
+#include "options.hpp"
+
+namespace fastmlip::trainer::train {
+
+/// Throws UnsupportedError naming the first option whose value asks for something this build of
+/// train-potential does not do yet (so that no option is silently ignored).
+void check_implemented(const Options& options);
+
+/// Runs a whole training. `log` receives the plain log lines (rank 0 only); the same lines go to
+/// LOG_DIR/NAME.log. Throws fastmlip::Error (InputError, FileError, ...) for bad input.
+void run_training(const Options& options, MPI_Comm comm, std::ostream& log);
+
+}  // namespace fastmlip::trainer::train

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// train-potential: options, then the training loop of trainer/train/run.cpp
+// (docs/train-potential.md). Errors are one line on stderr and exit status 1; --help prints the
+// options table and exits 0.
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "core/error.hpp"
+#include "options.hpp"
+#include "train/run.hpp"
+
+namespace {
+
+int fail(std::string message, int world) {
+  // The loop's own messages already start with the program's name.
+  const std::string self = "train-potential: ";
+  if (message.rfind(self, 0) == 0) {
+    message.erase(0, self.size());
+  }
+  std::cerr << self << "error: " << message << std::endl;
+  if (world > 1) {
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  fastmlip::trainer::CommandLine cl;
+  try {
+    cl = fastmlip::trainer::parse_command_line(argc, argv);
+  } catch (const std::exception& e) {
+    return fail(e.what(), world);
+  }
+  if (cl.help) {
+    if (rank == 0) {
+      std::cout << fastmlip::trainer::render_help();
+    }
+    MPI_Finalize();
+    return 0;
+  }
+  // Kokkos is finalised at exit, after the model's Views are gone (see
+  // tests/kernels/kokkos_gtest_main.cpp for why the order matters).
+  Kokkos::initialize();
+  std::atexit([] { Kokkos::finalize(); });
+  try {
+    fastmlip::trainer::train::run_training(cl.options, MPI_COMM_WORLD, std::cout);
+  } catch (const std::exception& e) {
+    return fail(e.what(), world);
+  }
+  MPI_Finalize();
+  return 0;
+}
