@@ -132,6 +132,8 @@ class Trainer {
   torch::Tensor batch_loss(const std::vector<const data::Config*>& configs,
                            const std::vector<const MaceStructure*>& structures, bool train, ErrorSums& sums);
   ErrorSums validate();
+  /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed).
+  sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs) const;
   void reduce(ErrorSums& s) const;
   void write_checkpoint_now(const std::string& csv) const;
 
@@ -342,20 +344,25 @@ void Trainer<T>::reduce(ErrorSums& s) const {
 }
 
 template <class T>
-ErrorSums Trainer<T>::validate() {
-  ErrorSums sums;
-  if (m_valid.empty()) {
-    return sums;
-  }
+sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& configs) const {
   std::vector<std::int64_t> sizes;
-  for (const auto& c : m_valid) {
+  for (const auto& c : configs) {
     sizes.push_back(static_cast<std::int64_t>(c.natoms()));
   }
   sampling::PackParams pp;
   pp.capacity = m_o.get_int("batch_capacity");
   pp.ranks = m_world;
   pp.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
-  const sampling::BatchSampler sampler(sizes, m_o.get_string("sampler"), pp);
+  return sampling::BatchSampler(sizes, m_o.get_string("sampler"), pp);
+}
+
+template <class T>
+ErrorSums Trainer<T>::validate() {
+  ErrorSums sums;
+  if (m_valid.empty()) {
+    return sums;
+  }
+  const sampling::BatchSampler sampler = sampler_for(m_valid);
   for (const auto& b : sampler.batches(m_rank, 0)) {
     if (b.empty()) {
       continue;
@@ -446,15 +453,7 @@ void Trainer<T>::run() {
                std::to_string(m_opt->steps()));
   }
 
-  std::vector<std::int64_t> sizes;
-  for (const auto& c : m_train) {
-    sizes.push_back(static_cast<std::int64_t>(c.natoms()));
-  }
-  sampling::PackParams pp;
-  pp.capacity = m_o.get_int("batch_capacity");
-  pp.ranks = m_world;
-  pp.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
-  const sampling::BatchSampler sampler(sizes, m_o.get_string("sampler"), pp);
+  const sampling::BatchSampler sampler = sampler_for(m_train);
   const std::int64_t max_epochs = m_o.get_int("max_num_epochs");
   const auto params = m_model->parameters();
 
