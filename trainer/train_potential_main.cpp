@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // train-potential: options, then the training loop of trainer/train/run.cpp
-// (docs/train-potential.md). Errors are one line on stderr and exit status 1; --help prints the
-// options table and exits 0.
+// (docs/train-potential.md); `train-potential eval ...` evaluates a potential file on a dataset
+// (trainer/train/evaluate.cpp). Errors are one line on stderr and exit status 1; --help prints the
+// options table (eval --help the eval options) and exits 0.
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -9,9 +10,11 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "options.hpp"
+#include "train/evaluate.hpp"
 #include "train/run.hpp"
 
 namespace {
@@ -37,6 +40,19 @@ int main(int argc, char** argv) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (argc > 1 && std::string(argv[1]) == "eval") {
+    Kokkos::initialize();
+    std::atexit([] { Kokkos::finalize(); });
+    int rc = 0;
+    try {
+      rc = fastmlip::trainer::train::run_eval_command(std::vector<std::string>(argv + 2, argv + argc),
+                                                      std::cout);
+    } catch (const std::exception& e) {
+      return fail(e.what(), world);
+    }
+    MPI_Finalize();
+    return rc;
+  }
   fastmlip::trainer::CommandLine cl;
   try {
     cl = fastmlip::trainer::parse_command_line(argc, argv);
@@ -46,6 +62,7 @@ int main(int argc, char** argv) {
   if (cl.help) {
     if (rank == 0) {
       std::cout << fastmlip::trainer::render_help();
+      std::cout << "\nEvaluating a potential file on a dataset: train-potential eval --help\n";
     }
     MPI_Finalize();
     return 0;

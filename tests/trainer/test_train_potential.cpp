@@ -8,23 +8,30 @@
 //    trainer model's energy from it to 1e-10 relative;
 //  * 2 epochs, then --restart from the checkpoint and a third, equal 3 straight epochs bitwise
 //    (parameters, optimiser and EMA state, the CSV, the exported file's bytes);
-//  * fine-tuning the exported file (--foundation_model) for an epoch; the same run on 2 ranks.
+//  * fine-tuning the exported file (--foundation_model) for an epoch; the same run on 2 ranks;
+//  * the outputs: per-epoch JSON metrics per config_type, the learning-curve SVG, the best model
+//    (the weights of the epoch with the lowest validation loss, checked against that epoch's kept
+//    checkpoint), --test_file, --eval_interval, and `train-potential eval` reproducing the test
+//    metrics and the model's predictions.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "../models/mace_test_graph.hpp"
+#include "io/extxyz.hpp"
 #include "io/potential_file.hpp"
 #include "models/mace.hpp"
 #include "models/mace/mace_model.hpp"
@@ -38,6 +45,7 @@ using Exec = Kokkos::DefaultHostExecutionSpace;
 
 const std::string kExe = FASTMLIP_TRAIN_POTENTIAL;
 const std::string kMpiexec = FASTMLIP_MPIEXEC_LINE;
+const std::string kReferenceData = FASTMLIP_REFERENCE_DATA_DIR;
 
 struct Result {
   int status = -1;
@@ -71,8 +79,9 @@ std::string temp_dir(const std::string& tag) {
 }
 
 /// Lennard-Jones energy and forces (species-dependent sigma), the labels of the tiny dataset.
-/// Open clusters on a jittered cubic grid, so no two atoms come close.
-void write_dataset(const std::string& path, int frames) {
+/// Open clusters on a jittered cubic grid, so no two atoms come close. `typed`: frames alternate
+/// between config_type=even and odd.
+void write_dataset(const std::string& path, int frames, bool typed = false) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(-0.15, 0.15);
   std::ofstream out(path);
@@ -109,7 +118,11 @@ void write_dataset(const std::string& path, int frames) {
     for (int i = 0; i < n; ++i) {
       e += z[i] == 28 ? -4.0 : -3.5;
     }
-    out << n << "\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=" << e << " pbc=\"F F F\"\n";
+    out << n << "\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=" << e << " pbc=\"F F F\"";
+    if (typed) {
+      out << " config_type=" << (f % 2 == 0 ? "even" : "odd");
+    }
+    out << '\n';
     for (int i = 0; i < n; ++i) {
       out << (z[i] == 28 ? "Ni" : "Cu") << ' ' << x[3 * i] << ' ' << x[3 * i + 1] << ' ' << x[3 * i + 2]
           << ' '
@@ -170,12 +183,13 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("name"), std::string::npos) << r.err;
 
+  // A bad test file stops the run before the training.
   write_dataset(dir + "/data.xyz", 4);
-  r = run(dir, "--name x --train_file data.xyz --test_file data.xyz");
+  r = run(dir, "--name x --train_file data.xyz --test_file missing.xyz");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("option 'test_file' (command line): evaluating a test set is not implemented yet"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("train-potential: error: missing.xyz: cannot open the dataset"), std::string::npos)
       << r.err;
+  EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << r.out;
   r = run(dir, "--name x --train_file data.xyz --model chgnet");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--model chgnet is not implemented yet"), std::string::npos) << r.err;
@@ -209,15 +223,21 @@ TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
   const auto rows = csv_rows(csv);
   ASSERT_EQ(rows.size(), 4u) << csv;
   EXPECT_EQ(rows[0][0], "epoch");
+  EXPECT_EQ(rows[0].size(), 12u) << csv;
   for (int e = 1; e <= 3; ++e) {
-    ASSERT_EQ(rows[e].size(), 8u) << csv;
+    ASSERT_EQ(std::count(csv.begin(), csv.end(), ','), 4 * 11) << csv;
+    ASSERT_GE(rows[e].size(), 8u) << csv;  // (the stress and virial columns are empty here)
     EXPECT_EQ(rows[e][0], std::to_string(e));
     EXPECT_GT(std::stod(rows[e][5]), 0.0);  // MAE of E/atom
   }
   EXPECT_LT(std::stod(rows[3][2]), std::stod(rows[1][2])) << csv;
 
-  // Restart: the same state, CSV and exported bytes as the straight run.
+  // Restart: the same state, CSV, JSON, best model and exported bytes as the straight run.
   EXPECT_EQ(read_text(dir + "/split/results/tiny_train.csv"), csv);
+  EXPECT_EQ(read_text(dir + "/split/results/tiny_train.json"),
+            read_text(dir + "/straight/results/tiny_train.json"));
+  EXPECT_EQ(read_text(dir + "/split/tiny_best.safetensors"),
+            read_text(dir + "/straight/tiny_best.safetensors"));
   const auto sa = trainer::train::read_checkpoint(dir + "/straight/checkpoints/tiny.ckpt");
   const auto sb = trainer::train::read_checkpoint(dir + "/split/checkpoints/tiny.ckpt");
   ASSERT_EQ(sa.tensors.size(), sb.tensors.size());
@@ -277,6 +297,148 @@ TEST(TrainPotential, TrainsOnTwoRanks) {
   EXPECT_TRUE(std::isfinite(std::stod(rows[2][2])));
   const io::PotentialFile pot = io::read_potential_file(dir + "/np2/tiny.safetensors");
   EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
+  fs::remove_all(dir);
+}
+
+// The outputs of a run with config_types, kept checkpoints and a test set, then `eval`.
+TEST(TrainPotential, WritesMetricsPlotBestModelTestSetAndEvaluates) {
+  const std::string dir = temp_dir("outputs");
+  write_dataset(dir + "/data.xyz", 12, true);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir,
+                       "--config tiny.yaml --work_dir out --max_num_epochs 4 --keep_checkpoints "
+                       "--test_file data.xyz --lr 0.05");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "no progress bar without a terminal";
+  EXPECT_NE(r.out.find("test: data.xyz, 12 configurations"), std::string::npos) << r.out;
+
+  // JSON: four epochs with train and valid metrics per config_type; valid loss as in the CSV.
+  const nlohmann::json j = nlohmann::json::parse(read_text(dir + "/out/results/tiny_train.json"));
+  const auto rows = csv_rows(read_text(dir + "/out/results/tiny_train.csv"));
+  ASSERT_EQ(j["epochs"].size(), 4u) << j.dump(1);
+  ASSERT_EQ(rows.size(), 5u);
+  int best = 0;
+  double best_loss = INFINITY;
+  for (int e = 1; e <= 4; ++e) {
+    const auto& ep = j["epochs"][e - 1];
+    EXPECT_EQ(ep["epoch"].get<int>(), e);
+    const double vl = ep["valid"]["overall"]["loss"].get<double>();
+    EXPECT_NEAR(vl, std::stod(rows[e][3]), 1e-9 * std::abs(vl));
+    EXPECT_EQ(ep["valid"]["overall"]["configs"].get<int>(), 3);
+    EXPECT_EQ(ep["train"]["overall"]["configs"].get<int>(), 9);
+    const auto& types = ep["train"]["per_config_type"];
+    EXPECT_EQ(types["even"]["configs"].get<int>() + types["odd"]["configs"].get<int>(), 9);
+    EXPECT_TRUE(ep["valid"]["overall"]["rmse_stress"].is_null());
+    if (vl < best_loss) {
+      best_loss = vl;
+      best = e;
+    }
+  }
+
+  // The best model is the (EMA) weights validated at that epoch: that epoch's kept checkpoint.
+  // (With these settings the validation loss is lowest at epoch 3 of 4, so the best model differs
+  // from the final one and from the last checkpoint.)
+  EXPECT_LT(best, 4);
+  for (int e = 1; e <= 4; ++e) {
+    EXPECT_TRUE(fs::exists(dir + "/out/checkpoints/tiny_epoch-" + std::to_string(e) + ".ckpt")) << e;
+  }
+  const auto ck =
+      trainer::train::read_checkpoint(dir + "/out/checkpoints/tiny_epoch-" + std::to_string(best) + ".ckpt");
+  EXPECT_EQ(ck.integer("run/best_epoch"), best);
+  trainer::MaceTorchModel<double> best_model(io::read_potential_file(dir + "/out/tiny_best.safetensors"));
+  for (const auto& [name, p] : best_model.named_parameters()) {
+    EXPECT_TRUE(torch::equal(p.detach(), ck.tensor("ema/" + name))) << name << " (best epoch " << best << ")";
+  }
+
+  // The learning curve: two panels, train and valid, four points each.
+  const std::string svg = read_text(dir + "/out/results/tiny_learning_curve.svg");
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  std::size_t pos = 0;
+  int lines = 0;
+  while ((pos = svg.find("points=\"", pos)) != std::string::npos) {
+    const std::size_t end = svg.find('"', pos + 8);
+    const std::string pts = svg.substr(pos + 8, end - pos - 8);
+    EXPECT_EQ(std::count(pts.begin(), pts.end(), ','), 4) << pts;
+    ++lines;
+    pos = end;
+  }
+  EXPECT_EQ(lines, 4);
+
+  // The test set: every frame, both types.
+  const nlohmann::json t = nlohmann::json::parse(read_text(dir + "/out/results/tiny_test.json"));
+  EXPECT_EQ(t["overall"]["configs"].get<int>(), 12);
+  EXPECT_EQ(t["per_config_type"]["even"]["configs"].get<int>(), 6);
+
+  // eval of the exported model on the same data gives the trainer's test metrics.
+  Result ev = run(dir,
+                  "eval --model out/tiny.safetensors --data data.xyz --batch_capacity 20 --output eval.json "
+                  "--write_predictions pred.xyz");
+  ASSERT_EQ(ev.status, 0) << ev.out << ev.err;
+  EXPECT_NE(ev.out.find("even"), std::string::npos) << ev.out;
+  const nlohmann::json m = nlohmann::json::parse(read_text(dir + "/eval.json"));
+  for (const char* key : {"rmse_e_per_atom", "mae_e_per_atom", "rmse_f", "mae_f"}) {
+    for (const auto& [set, want] : {std::pair{m["overall"], t["overall"]},
+                                    std::pair{m["per_config_type"]["odd"], t["per_config_type"]["odd"]}}) {
+      const double a = set[key].get<double>(), b = want[key].get<double>();
+      EXPECT_NEAR(a, b, 1e-10 * std::abs(b)) << key;
+    }
+  }
+  // ... and its predictions are the model's.
+  const auto frames = io::read_extxyz(dir + "/pred.xyz");
+  ASSERT_EQ(frames.size(), 12u);
+  trainer::MaceTorchModel<double> model(io::read_potential_file(dir + "/out/tiny.safetensors"));
+  for (std::size_t f : {std::size_t{0}, std::size_t{7}}) {
+    trainer::MaceStructure ms;
+    ms.positions = frames[f].positions;
+    for (const auto& sym : frames[f].species) {
+      ms.species.push_back(model.species_index(sym == "Ni" ? 28 : 29));
+    }
+    const auto out = model.forward(trainer::make_mace_batch({ms}, model.cutoff()));
+    const double e = out.energy[0].item<double>();
+    EXPECT_NEAR(frames[f].info_numbers("fastmlip_energy")[0], e, 1e-12 * std::abs(e)) << f;
+    const auto* forces = frames[f].find_array("fastmlip_forces");
+    ASSERT_NE(forces, nullptr);
+    EXPECT_NEAR(forces->numbers[1], out.forces[0][1].item<double>(), 1e-12) << f;
+    EXPECT_NE(frames[f].find_info("REF_energy"), nullptr);  // the labels stay for comparison
+  }
+
+  // eval's help and errors.
+  ev = run(dir, "eval --help");
+  EXPECT_EQ(ev.status, 0);
+  EXPECT_NE(ev.out.find("--write_predictions"), std::string::npos) << ev.out;
+  ev = run(dir, "eval --model missing.safetensors --data data.xyz");
+  EXPECT_EQ(ev.status, 1);
+  EXPECT_NE(ev.err.find("train-potential: error: missing.safetensors"), std::string::npos) << ev.err;
+  ev = run(dir, "eval --model out/tiny.safetensors --data missing.xyz");
+  EXPECT_EQ(ev.status, 1);
+  EXPECT_NE(ev.err.find("missing.xyz: cannot open the dataset"), std::string::npos) << ev.err;
+  ev = run(dir, "eval --model out/tiny.safetensors");
+  EXPECT_EQ(ev.status, 1);
+  EXPECT_NE(ev.err.find("train-potential: error: eval: --data is required"), std::string::npos) << ev.err;
+  ev = run(dir, "eval --model out/tiny.safetensors --data data.xyz --bogus 1");
+  EXPECT_EQ(ev.status, 1);
+  EXPECT_NE(ev.err.find("unknown option '--bogus'"), std::string::npos) << ev.err;
+  ev = run(dir, "eval --model '" + kReferenceData + "/chgnet/chgnet-0.2.0.safetensors' --data data.xyz");
+  EXPECT_EQ(ev.status, 1);
+  EXPECT_NE(ev.err.find("is a 'chgnet' potential; the trainer evaluates MACE potentials only"),
+            std::string::npos)
+      << ev.err;
+
+  // --eval_interval 3 over 4 epochs validates after epochs 3 and 4 (the last); --plot false.
+  const Result iv =
+      run(dir, "--config tiny.yaml --work_dir iv --max_num_epochs 4 --eval_interval 3 --plot false");
+  ASSERT_EQ(iv.status, 0) << iv.out << iv.err;
+  EXPECT_NE(iv.out.find("epoch 1/4: lr 1.000e-02, train loss"), std::string::npos) << iv.out;
+  EXPECT_NE(iv.out.find("(not validated this epoch)"), std::string::npos) << iv.out;
+  const auto iv_rows = csv_rows(read_text(dir + "/iv/results/tiny_train.csv"));
+  ASSERT_EQ(iv_rows.size(), 5u);
+  EXPECT_EQ(iv_rows[1][3], "");
+  EXPECT_EQ(iv_rows[2][3], "");
+  EXPECT_NE(iv_rows[3][3], "");
+  EXPECT_NE(iv_rows[4][3], "");
+  EXPECT_FALSE(fs::exists(dir + "/iv/results/tiny_learning_curve.svg"));
+  EXPECT_FALSE(fs::exists(dir + "/iv/checkpoints/tiny_epoch-1.ckpt"));
   fs::remove_all(dir);
 }
 

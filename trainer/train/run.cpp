@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 #include "train/run.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -22,8 +25,12 @@
 #include "models/mace.hpp"
 #include "sampling/sampler.hpp"
 #include "train/checkpoint.hpp"
+#include "train/evaluate.hpp"
+#include "train/learning_curve.hpp"
 #include "train/loss.hpp"
+#include "train/metrics.hpp"
 #include "train/optim.hpp"
+#include "train/progress.hpp"
 
 namespace fastmlip::trainer::train {
 namespace {
@@ -66,13 +73,6 @@ std::string dir_option(const Options& o, const std::string& name, const std::str
   return o.has(name) ? o.get_string(name) : fallback;
 }
 
-/// Sums of squared and absolute errors and their counts, for RMSE and MAE.
-struct ErrorSums {
-  double sq_e = 0, abs_e = 0, n_e = 0;  // energy per atom, per graph
-  double sq_f = 0, abs_f = 0, n_f = 0;  // force components
-  double loss = 0, n_loss = 0;          // batch losses
-};
-
 /// One log line to the stream and the log file.
 class Logger {
  public:
@@ -110,7 +110,11 @@ template <class T>
 class Trainer {
  public:
   Trainer(const Options& o, MPI_Comm comm, std::ostream& out)
-      : m_o(o), m_comm(comm), m_log(out, rank_of(comm) == 0) {
+      : m_o(o),
+        m_comm(comm),
+        m_log(out, rank_of(comm) == 0),
+        // The bar only on a terminal: redirected output and the log file get the epoch lines alone.
+        m_bar(out, rank_of(comm) == 0 && &out == &std::cout && isatty(STDOUT_FILENO) == 1) {
     MPI_Comm_rank(comm, &m_rank);
     MPI_Comm_size(comm, &m_world);
   }
@@ -128,27 +132,38 @@ class Trainer {
   void read_data();
   io::PotentialFile initial_potential();
   std::vector<MaceStructure> structures_of(const std::vector<data::Config>& configs) const;
-  /// Forward on one batch of configs; accumulates metrics into `sums`. Returns the loss.
+  /// Forward on one batch of configs; accumulates metrics into `acc`. Returns the loss.
   torch::Tensor batch_loss(const std::vector<const data::Config*>& configs,
-                           const std::vector<const MaceStructure*>& structures, bool train, ErrorSums& sums);
-  ErrorSums validate();
+                           const std::vector<const MaceStructure*>& structures, bool train,
+                           ErrorAccumulator& acc);
+  ErrorAccumulator validate();
   /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed).
   sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs) const;
-  void reduce(ErrorSums& s) const;
-  void write_checkpoint_now(const std::string& csv) const;
+  void write_checkpoint_now(const std::string& csv, std::int64_t epoch) const;
+  /// RESULTS_DIR/NAME_train.json and, with --plot, NAME_learning_curve.svg from m_epochs (rank 0).
+  void write_epoch_outputs() const;
+  /// --test_file: the final model on the test set, logged and written to NAME_test.json.
+  void evaluate_test_set();
 
   const Options& m_o;
   MPI_Comm m_comm;
   Logger m_log;
+  ProgressBar m_bar;
   int m_rank = 0, m_world = 1;
   std::string m_name, m_checkpoint_path, m_results_dir, m_model_dir;
-  std::vector<data::Config> m_train, m_valid;
+  std::vector<data::Config> m_train, m_valid, m_test;
   std::map<int, double> m_isolated;
   std::vector<MaceStructure> m_train_s, m_valid_s;
   std::unique_ptr<MaceTorchModel<T>> m_model;
   std::unique_ptr<Optimization> m_opt;
   LossConfig m_loss;
-  bool m_virials = false;
+  bool m_virials = false;          // the loss needs virials (and stress)
+  bool m_compute_virials = false;  // the forward computes them: the loss or --compute_stress
+  /// Per-epoch metrics as written to NAME_train.json; kept in the checkpoint.
+  nlohmann::json m_epochs = nlohmann::json::array();
+  /// Lowest validation loss so far and its epoch (NAME_best.safetensors); kept in the checkpoint.
+  double m_best_loss = std::numeric_limits<double>::infinity();
+  std::int64_t m_best_epoch = 0;
 };
 
 template <class T>
@@ -184,8 +199,19 @@ void Trainer<T>::read_data() {
                      ": no training configurations left after the validation split and IsolatedAtom frames"
                      " (lower --valid_fraction or give more frames)");
   }
+  if (m_o.has("test_file")) {
+    // Read now, so that a bad test file stops the run before the training, not after it.
+    data::ReadOptions to = ro;
+    to.extract_isolated_atoms = false;
+    data::Dataset test = data::read_dataset(m_o.get_string("test_file"), to);
+    if (!test.skip_warning.empty()) {
+      m_log.line("warning: " + test.skip_warning);
+    }
+    m_test = std::move(test.configs);
+  }
   m_log.line("data: " + std::to_string(m_train.size()) + " training and " + std::to_string(m_valid.size()) +
-             " validation configurations");
+             " validation configurations" +
+             (m_o.has("test_file") ? ", " + std::to_string(m_test.size()) + " test configurations" : ""));
 }
 
 template <class T>
@@ -245,31 +271,13 @@ io::PotentialFile Trainer<T>::initial_potential() {
 
 template <class T>
 std::vector<MaceStructure> Trainer<T>::structures_of(const std::vector<data::Config>& configs) const {
-  std::vector<MaceStructure> out;
-  out.reserve(configs.size());
-  for (const auto& c : configs) {
-    MaceStructure s;
-    s.positions = c.positions;
-    s.cell = c.cell;
-    s.pbc = c.pbc;
-    for (std::size_t i = 0; i < c.natoms(); ++i) {
-      const int k = m_model->species_index(c.atomic_numbers[i]);
-      if (k < 0) {
-        throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) + " has Z = " +
-                         std::to_string(c.atomic_numbers[i]) +
-                         ", which the model does not have (give a foundation model that covers it)");
-      }
-      s.species.push_back(k);
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
+  return mace_structures(*m_model, configs);
 }
 
 template <class T>
 torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& configs,
                                      const std::vector<const MaceStructure*>& structures, bool train,
-                                     ErrorSums& sums) {
+                                     ErrorAccumulator& acc) {
   std::vector<MaceStructure> s;
   s.reserve(structures.size());
   for (const auto* p : structures) {
@@ -278,7 +286,7 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
   const MaceBatch batch = make_mace_batch(s, m_model->cutoff());
   MaceForwardOptions fo;
   fo.forces = true;
-  fo.virials = m_virials;
+  fo.virials = m_compute_virials;
   fo.create_graph = train;
   const MaceOutput out = m_model->forward(batch, fo);
   const LossTargets ref = make_loss_targets(configs, dtype());
@@ -302,45 +310,9 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
     red = LossReduction{global[0], global[1], m_world};
   }
   torch::Tensor loss = compute_loss(m_loss, pred, ref, red).total;
-  {
-    torch::NoGradGuard ng;
-    const auto e = out.energy.detach().to(torch::kFloat64);
-    const auto f = out.forces.detach().to(torch::kFloat64).contiguous();
-    std::size_t atom = 0;
-    for (std::size_t g = 0; g < configs.size(); ++g) {
-      const data::Config& c = *configs[g];
-      const double n = static_cast<double>(c.natoms());
-      if (c.energy) {
-        const double d = (e[static_cast<std::int64_t>(g)].template item<double>() - *c.energy) / n;
-        sums.sq_e += d * d;
-        sums.abs_e += std::abs(d);
-        sums.n_e += 1;
-      }
-      if (!c.forces.empty()) {
-        const double* fp = f.data_ptr<double>() + 3 * atom;
-        for (std::size_t k = 0; k < 3 * c.natoms(); ++k) {
-          const double d = fp[k] - c.forces[k];
-          sums.sq_f += d * d;
-          sums.abs_f += std::abs(d);
-          sums.n_f += 1;
-        }
-      }
-      atom += c.natoms();
-    }
-    sums.loss += loss.detach().template item<double>();
-    sums.n_loss += 1;
-  }
+  accumulate_batch(acc, configs, out);
+  acc.add_loss(loss.detach().template item<double>());
   return loss;
-}
-
-template <class T>
-void Trainer<T>::reduce(ErrorSums& s) const {
-  if (m_world == 1) {
-    return;
-  }
-  double v[8] = {s.sq_e, s.abs_e, s.n_e, s.sq_f, s.abs_f, s.n_f, s.loss, s.n_loss};
-  MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, m_comm);
-  s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
 }
 
 template <class T>
@@ -357,10 +329,10 @@ sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& 
 }
 
 template <class T>
-ErrorSums Trainer<T>::validate() {
-  ErrorSums sums;
+ErrorAccumulator Trainer<T>::validate() {
+  ErrorAccumulator acc(config_types_of(m_valid));
   if (m_valid.empty()) {
-    return sums;
+    return acc;
   }
   const sampling::BatchSampler sampler = sampler_for(m_valid);
   for (const auto& b : sampler.batches(m_rank, 0)) {
@@ -373,14 +345,14 @@ ErrorSums Trainer<T>::validate() {
       cs.push_back(&m_valid[static_cast<std::size_t>(g)]);
       ss.push_back(&m_valid_s[static_cast<std::size_t>(g)]);
     }
-    batch_loss(cs, ss, false, sums);
+    batch_loss(cs, ss, false, acc);
   }
-  reduce(sums);
-  return sums;
+  acc.reduce(m_comm);
+  return acc;
 }
 
 template <class T>
-void Trainer<T>::write_checkpoint_now(const std::string& csv) const {
+void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch) const {
   if (m_rank != 0) {
     return;
   }
@@ -389,9 +361,73 @@ void Trainer<T>::write_checkpoint_now(const std::string& csv) const {
   m_opt->save(s);
   save_torch_rng(s);
   s.texts["run/csv"] = csv;
+  s.texts["run/epochs_json"] = m_epochs.dump();
+  s.reals["run/best_valid_loss"] = m_best_loss;
+  s.ints["run/best_epoch"] = m_best_epoch;
   s.texts["run/options"] = m_o.to_yaml();
   s.texts["run/dtype"] = m_o.get_string("default_dtype");
   write_checkpoint(m_checkpoint_path, s);
+  if (m_o.get_bool("keep_checkpoints")) {
+    const fs::path p(m_checkpoint_path);
+    write_checkpoint((p.parent_path() / (m_name + "_epoch-" + std::to_string(epoch) + ".ckpt")).string(), s);
+  }
+}
+
+template <class T>
+void Trainer<T>::write_epoch_outputs() const {
+  if (m_rank != 0) {
+    return;
+  }
+  const nlohmann::json doc = {{"name", m_name}, {"epochs", m_epochs}};
+  io::write_file_atomically(m_results_dir + "/" + m_name + "_train.json",
+                            [&](std::ostream& out) { out << doc.dump(1) << '\n'; });
+  if (!m_o.get_bool("plot")) {
+    return;
+  }
+  // Curves from the JSON history, so that a restarted run draws the epochs before the restart.
+  const auto series = [&](const char* set, const char* key, double unit, std::string label,
+                          std::string color) {
+    CurveSeries c{std::move(label), std::move(color), {}, {}};
+    for (const auto& e : m_epochs) {
+      const auto& m = e.at(set);
+      if (!m.is_null() && m.at("overall").at(key).is_number()) {
+        c.x.push_back(e.at("epoch").get<double>());
+        c.y.push_back(unit * m.at("overall").at(key).get<double>());
+      }
+    }
+    return c;
+  };
+  const std::vector<CurvePanel> panels = {
+      {"loss",
+       {series("train", "loss", 1, "train", "#1f77b4"), series("valid", "loss", 1, "valid", "#d62728")}},
+      {"RMSE F (meV/A)",
+       {series("train", "rmse_f", 1e3, "train", "#1f77b4"),
+        series("valid", "rmse_f", 1e3, "valid", "#d62728")}}};
+  const std::string svg = learning_curve_svg(panels);
+  io::write_file_atomically(m_results_dir + "/" + m_name + "_learning_curve.svg",
+                            [&](std::ostream& out) { out << svg; });
+}
+
+template <class T>
+void Trainer<T>::evaluate_test_set() {
+  EvalOptions eo;
+  eo.batch_capacity = m_o.get_int("batch_capacity");
+  eo.virials = m_compute_virials;
+  const EvalResult r = evaluate_model(*m_model, m_test, eo, m_comm);
+  m_log.line("test: " + m_o.get_string("test_file") + ", " + std::to_string(m_test.size()) +
+             " configurations (meV units)");
+  std::istringstream table(metrics_table(r.metrics));
+  for (std::string row; std::getline(table, row);) {
+    m_log.line(row);
+  }
+  if (m_rank == 0) {
+    nlohmann::json j = metrics_json(r.metrics);
+    j["model"] = m_model_dir + "/" + m_name + ".safetensors";
+    j["data"] = m_o.get_string("test_file");
+    const std::string path = m_results_dir + "/" + m_name + "_test.json";
+    io::write_file_atomically(path, [&](std::ostream& out) { out << j.dump(2) << '\n'; });
+    m_log.line("test metrics: " + path);
+  }
 }
 
 template <class T>
@@ -415,9 +451,6 @@ void Trainer<T>::run() {
   m_log.open(log_dir + "/" + m_name + ".log");
   m_log.line("train-potential: " + m_name + ", " + std::to_string(m_world) + " rank(s), " +
              m_o.get_string("default_dtype"));
-  if (!set_by_user(m_o, "plot") && m_o.get_bool("plot")) {
-    m_log.line("note: no learning-curve plot is written yet (--plot is not implemented)");
-  }
   // LibTorch seeds its default generator non-deterministically; a run is a function of --seed
   // (and a restart restores the generator from the checkpoint).
   torch::manual_seed(static_cast<std::uint64_t>(m_o.get_int("seed")));
@@ -425,14 +458,19 @@ void Trainer<T>::run() {
   m_model = std::make_unique<MaceTorchModel<T>>(initial_potential());
   m_train_s = structures_of(m_train);
   m_valid_s = structures_of(m_valid);
+  structures_of(m_test);  // an element the model lacks is an error now, not after the training
   m_loss = loss_config_from(m_o);
   m_virials = m_loss.kind != LossKind::kWeighted;
+  m_compute_virials = m_virials || m_o.get_bool("compute_stress");
   m_opt = std::make_unique<Optimization>(m_model->named_parameters(), optim_config_from(m_o, m_world));
   if (m_world > 1) {
     broadcast_parameters(m_model->parameters(), m_comm);
   }
 
-  std::string csv = "epoch,lr,train_loss,valid_loss,rmse_e_per_atom,mae_e_per_atom,rmse_f,mae_f\n";
+  // The first eight columns are those of earlier versions; stress and virials were appended.
+  std::string csv =
+      "epoch,lr,train_loss,valid_loss,rmse_e_per_atom,mae_e_per_atom,rmse_f,mae_f,rmse_stress,mae_stress,"
+      "rmse_virials_per_atom,mae_virials_per_atom\n";
   std::optional<std::string> restart;
   if (m_o.has("restart")) {
     restart = m_o.get_string("restart");
@@ -449,18 +487,29 @@ void Trainer<T>::run() {
     m_opt->load(s);
     load_torch_rng(s);
     csv = s.text("run/csv");
+    // Checkpoints of earlier versions lack the JSON history and the best loss: start them afresh.
+    if (s.texts.count("run/epochs_json") != 0) {
+      m_epochs = nlohmann::json::parse(s.text("run/epochs_json"));
+      m_best_loss = s.real("run/best_valid_loss");
+      m_best_epoch = s.integer("run/best_epoch");
+    }
     m_log.line("restart: " + *restart + " after epoch " + std::to_string(m_opt->epochs()) + ", step " +
                std::to_string(m_opt->steps()));
   }
 
   const sampling::BatchSampler sampler = sampler_for(m_train);
   const std::int64_t max_epochs = m_o.get_int("max_num_epochs");
+  const std::int64_t eval_interval = m_o.get_int("eval_interval");
   const auto params = m_model->parameters();
+  const std::vector<std::string> train_types = config_types_of(m_train);
 
   for (std::int64_t epoch = m_opt->epochs(); epoch < max_epochs; ++epoch) {
     const double lr = m_opt->lr();
-    ErrorSums train;
-    for (const auto& b : sampler.batches(m_rank, static_cast<std::uint64_t>(epoch))) {
+    ErrorAccumulator train(train_types);
+    const auto batches = sampler.batches(m_rank, static_cast<std::uint64_t>(epoch));
+    m_bar.start(static_cast<std::int64_t>(batches.size()),
+                "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + " ");
+    for (const auto& b : batches) {
       std::vector<const data::Config*> cs;
       std::vector<const MaceStructure*> ss;
       for (auto g : b) {
@@ -475,53 +524,84 @@ void Trainer<T>::run() {
         allreduce_mean_gradients(params, m_comm);
       }
       m_opt->step();
+      m_bar.step();
     }
-    reduce(train);
-    // Validation with the EMA weights when there is an EMA (as mace-torch evaluates).
-    std::vector<torch::Tensor> saved;
-    if (m_opt->ema() != nullptr) {
-      torch::NoGradGuard ng;
-      for (const auto& p : params) {
-        saved.push_back(p.detach().clone());
-      }
-      m_opt->ema()->copy_to(params);
-    }
-    const ErrorSums v = validate();
-    if (!saved.empty()) {
-      torch::NoGradGuard ng;
-      for (std::size_t k = 0; k < params.size(); ++k) {
-        params[k].copy_(saved[k]);
-      }
-    }
-    const double train_loss = train.n_loss > 0 ? train.loss / train.n_loss : NAN;
+    m_bar.clear();
+    train.reduce(m_comm);
+    // Validation every --eval_interval epochs and after the last, with the EMA weights when there
+    // is an EMA (as mace-torch evaluates); the best validated weights are exported as they are.
+    const bool validating = (epoch + 1) % eval_interval == 0 || epoch + 1 == max_epochs;
+    std::optional<ErrorAccumulator> v;
     std::optional<double> valid_loss;
-    if (v.n_loss > 0) {
-      valid_loss = v.loss / v.n_loss;
+    if (validating) {
+      std::vector<torch::Tensor> saved;
+      if (m_opt->ema() != nullptr) {
+        torch::NoGradGuard ng;
+        for (const auto& p : params) {
+          saved.push_back(p.detach().clone());
+        }
+        m_opt->ema()->copy_to(params);
+      }
+      v = validate();
+      if (v->overall().n_loss > 0) {
+        valid_loss = metrics_of(v->overall()).loss;
+      }
+      if (valid_loss && *valid_loss < m_best_loss) {
+        m_best_loss = *valid_loss;
+        m_best_epoch = epoch + 1;
+        if (m_rank == 0) {
+          m_model->save(m_model_dir + "/" + m_name + "_best.safetensors");
+        }
+      }
+      if (!saved.empty()) {
+        torch::NoGradGuard ng;
+        for (std::size_t k = 0; k < params.size(); ++k) {
+          params[k].copy_(saved[k]);
+        }
+      }
     }
+    const Metrics tm = metrics_of(train.overall());
+    const double train_loss = tm.loss;
     m_opt->end_epoch(valid_loss);
     const auto num = [](double x) { return std::isnan(x) ? std::string() : fmt("%.10e", x); };
-    const double rmse_e = v.n_e > 0 ? std::sqrt(v.sq_e / v.n_e) : NAN;
-    const double mae_e = v.n_e > 0 ? v.abs_e / v.n_e : NAN;
-    const double rmse_f = v.n_f > 0 ? std::sqrt(v.sq_f / v.n_f) : NAN;
-    const double mae_f = v.n_f > 0 ? v.abs_f / v.n_f : NAN;
+    Metrics vm;
+    vm.rmse_e = vm.mae_e = vm.rmse_f = vm.mae_f = vm.rmse_s = vm.mae_s = vm.rmse_v = vm.mae_v = NAN;
+    if (valid_loss) {
+      vm = metrics_of(v->overall());
+    }
     csv += std::to_string(epoch + 1) + "," + num(lr) + "," + num(train_loss) + "," +
-           num(valid_loss.value_or(NAN)) + "," + num(rmse_e) + "," + num(mae_e) + "," + num(rmse_f) + "," +
-           num(mae_f) + "\n";
+           num(valid_loss.value_or(NAN)) + "," + num(vm.rmse_e) + "," + num(vm.mae_e) + "," + num(vm.rmse_f) +
+           "," + num(vm.mae_f) + "," + num(vm.rmse_s) + "," + num(vm.mae_s) + "," + num(vm.rmse_v) + "," +
+           num(vm.mae_v) + "\n";
     std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + ": lr " +
                        fmt("%.3e", lr) + ", train loss " + fmt("%.6e", train_loss);
     if (valid_loss) {
-      line += ", valid loss " + fmt("%.6e", *valid_loss) + ", RMSE E/atom " + fmt("%.2f", 1e3 * rmse_e) +
-              " meV, MAE E/atom " + fmt("%.2f", 1e3 * mae_e) + " meV, RMSE F " + fmt("%.2f", 1e3 * rmse_f) +
-              " meV/A, MAE F " + fmt("%.2f", 1e3 * mae_f) + " meV/A";
+      line += ", valid loss " + fmt("%.6e", *valid_loss) + ", RMSE E/atom " + fmt("%.2f", 1e3 * vm.rmse_e) +
+              " meV, MAE E/atom " + fmt("%.2f", 1e3 * vm.mae_e) + " meV, RMSE F " +
+              fmt("%.2f", 1e3 * vm.rmse_f) + " meV/A, MAE F " + fmt("%.2f", 1e3 * vm.mae_f) + " meV/A";
+      if (vm.n_s > 0) {
+        line += ", RMSE S " + fmt("%.2f", 1e3 * vm.rmse_s) + " meV/A^3";
+      }
+      if (vm.n_v > 0) {
+        line += ", RMSE V/atom " + fmt("%.2f", 1e3 * vm.rmse_v) + " meV";
+      }
+      if (m_best_epoch == epoch + 1) {
+        line += " (best)";
+      }
     } else {
-      line += " (no validation set)";
+      line += validating ? " (no validation set)" : " (not validated this epoch)";
     }
     m_log.line(line);
+    m_epochs.push_back({{"epoch", epoch + 1},
+                        {"lr", lr},
+                        {"train", metrics_json(train)},
+                        {"valid", valid_loss ? metrics_json(*v) : nlohmann::json(nullptr)}});
     if (m_rank == 0) {
       const std::string path = m_results_dir + "/" + m_name + "_train.csv";
       io::write_file_atomically(path, [&](std::ostream& out) { out << csv; });
     }
-    write_checkpoint_now(csv);
+    write_epoch_outputs();
+    write_checkpoint_now(csv, epoch + 1);
   }
 
   // The final model: the EMA weights when there is an EMA.
@@ -532,6 +612,13 @@ void Trainer<T>::run() {
     const std::string path = m_model_dir + "/" + m_name + ".safetensors";
     m_model->save(path);
     m_log.line(std::string("exported ") + (m_opt->ema() != nullptr ? "EMA" : "final") + " model: " + path);
+    if (m_best_epoch > 0) {
+      m_log.line("best validation loss " + fmt("%.6e", m_best_loss) + " at epoch " +
+                 std::to_string(m_best_epoch) + ": " + m_model_dir + "/" + m_name + "_best.safetensors");
+    }
+  }
+  if (!m_test.empty()) {
+    evaluate_test_set();
   }
 }
 
@@ -544,31 +631,16 @@ void check_implemented(const Options& o) {
   if (o.get_string("device") != "cpu") {
     throw not_yet(o, "device", "training on --device " + o.get_string("device"));
   }
-  if (o.has("test_file")) {
-    throw not_yet(o, "test_file", "evaluating a test set");
-  }
   if (o.get_bool("direct_heads")) {
     throw not_yet(o, "direct_heads", "direct force/stress heads (CHGNet)");
   }
-  if (o.get_bool("compute_stress")) {
-    throw not_yet(o, "compute_stress", "stress metrics without a stress loss");
-  }
   if (o.get_int("checkpoint_interval") != 0) {
     throw not_yet(o, "checkpoint_interval", "checkpoints within an epoch");
-  }
-  if (o.get_bool("keep_checkpoints")) {
-    throw not_yet(o, "keep_checkpoints", "keeping every epoch's checkpoint");
-  }
-  if (o.get_int("eval_interval") != 1) {
-    throw not_yet(o, "eval_interval", "validation other than every epoch");
   }
   for (const char* n : {"log_level", "patience", "prefetch"}) {
     if (set_by_user(o, n)) {
       throw not_yet(o, n, std::string("--") + n);
     }
-  }
-  if (set_by_user(o, "plot") && o.get_bool("plot")) {
-    throw not_yet(o, "plot", "the learning-curve plot");
   }
 }
 

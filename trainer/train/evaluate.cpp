@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+#include "train/evaluate.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+#include "io/extxyz.hpp"
+#include "io/potential_file.hpp"
+
+namespace fastmlip::trainer::train {
+namespace {
+
+/// The options of `train-potential eval`: name -> (default, help). An empty default is "none".
+struct EvalFlag {
+  std::string name, def, help;
+};
+const std::vector<EvalFlag>& eval_flags() {
+  static const std::vector<EvalFlag> flags = {
+      {"model", "",
+       "Potential file to evaluate (a MACE potential, e.g. WORK_DIR/NAME.safetensors). Required."},
+      {"data", "", "Labelled extended XYZ file. Required."},
+      {"energy_key", "REF_energy", "Info key of the reference energies (eV)."},
+      {"forces_key", "REF_forces", "Per-atom key of the reference forces (eV/A)."},
+      {"stress_key", "REF_stress", "Info key of the reference stresses (eV/A^3, ASE sign)."},
+      {"virials_key", "REF_virials", "Info key of the reference virials (eV)."},
+      {"default_dtype", "float64", "float64 or float32: the precision the model runs in."},
+      {"batch_capacity", "3072", "Atoms per forward pass."},
+      {"output", "", "Write the metrics as JSON to this file."},
+      {"write_predictions", "",
+       "Write the data's frames with the predictions added (fastmlip_energy, fastmlip_forces, and "
+       "fastmlip_stress/fastmlip_virials when computed) to this extended XYZ file."},
+  };
+  return flags;
+}
+
+std::map<std::string, std::string> parse_eval_flags(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> v;
+  for (const auto& f : eval_flags()) {
+    v[f.name] = f.def;
+  }
+  for (std::size_t k = 0; k < args.size(); ++k) {
+    const std::string& a = args[k];
+    if (a.rfind("--", 0) != 0) {
+      throw InputError("eval: unexpected argument '" + a +
+                       "' (options are --KEY VALUE; see train-potential eval --help)");
+    }
+    std::string key = a.substr(2), value;
+    const auto eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      if (k + 1 >= args.size()) {
+        throw InputError("eval: option '--" + key + "' needs a value");
+      }
+      value = args[++k];
+    }
+    if (v.count(key) == 0) {
+      throw InputError("eval: unknown option '--" + key + "' (see train-potential eval --help)");
+    }
+    v[key] = value;
+  }
+  for (const char* required : {"model", "data"}) {
+    if (v[required].empty()) {
+      throw InputError(std::string("eval: --") + required + " is required (see train-potential eval --help)");
+    }
+  }
+  if (v["default_dtype"] != "float64" && v["default_dtype"] != "float32") {
+    throw InputError("eval: option '--default_dtype': value '" + v["default_dtype"] +
+                     "' is not float64 or float32");
+  }
+  return v;
+}
+
+std::int64_t positive_int(const std::string& name, const std::string& text) {
+  std::size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || n < 1) {
+    throw InputError("eval: option '--" + name + "': value '" + text + "' must be a positive integer");
+  }
+  return n;
+}
+
+std::string numbers_text(const double* v, int n) {
+  std::string s;
+  char buf[32];
+  for (int k = 0; k < n; ++k) {
+    std::snprintf(buf, sizeof buf, "%.17g", v[k]);
+    s += (k > 0 ? " " : "") + std::string(buf);
+  }
+  return s;
+}
+
+template <class T>
+int eval_with(const std::map<std::string, std::string>& flags, std::ostream& out) {
+  const std::string model_path = flags.at("model"), data_path = flags.at("data");
+  const io::PotentialFile file = io::read_potential_file(model_path);
+  if (file.model_kind() != "mace") {
+    throw UnsupportedError("eval: " + model_path + " is a '" + file.model_kind() +
+                           "' potential; the trainer evaluates MACE potentials only so far (evaluate "
+                           "CHGNet with the LAMMPS pair style instead)");
+  }
+  MaceTorchModel<T> model(file);
+  data::ReadOptions ro;
+  ro.keys = {flags.at("energy_key"), flags.at("forces_key"), flags.at("stress_key"), flags.at("virials_key")};
+  // Evaluation needs no label: each metric counts the frames that have it.
+  ro.require_energy = false;
+  ro.require_forces = false;
+  const data::Dataset ds = data::read_dataset(data_path, ro);
+  EvalOptions eo;
+  eo.batch_capacity = positive_int("batch_capacity", flags.at("batch_capacity"));
+  const bool predictions = !flags.at("write_predictions").empty();
+  for (const auto& c : ds.configs) {
+    eo.virials = eo.virials || c.stress.has_value() || c.virials.has_value() || (predictions && c.cell);
+  }
+  eo.keep_predictions = predictions;
+  const EvalResult r = evaluate_model(model, ds.configs, eo, MPI_COMM_SELF);
+  out << "eval: " << model_path << " on " << data_path << " (" << ds.configs.size() << " configurations)\n"
+      << metrics_table(r.metrics) << std::flush;
+  if (!flags.at("output").empty()) {
+    nlohmann::json j = metrics_json(r.metrics);
+    j["model"] = model_path;
+    j["data"] = data_path;
+    io::write_file_atomically(flags.at("output"), [&](std::ostream& o) { o << j.dump(2) << '\n'; });
+    out << "eval: metrics written to " << flags.at("output") << '\n';
+  }
+  if (predictions) {
+    std::vector<io::Frame> frames = io::read_extxyz(data_path);
+    std::vector<io::Frame> written;
+    for (std::size_t k = 0; k < ds.configs.size(); ++k) {
+      io::Frame f = frames.at(static_cast<std::size_t>(ds.configs[k].frame - 1));
+      const ConfigPrediction& p = r.predictions[k];
+      f.set_info("fastmlip_energy", numbers_text(&p.energy, 1));
+      f.set_array("fastmlip_forces", 3, p.forces);
+      if (p.virials) {
+        f.set_info("fastmlip_virials", numbers_text(p.virials->data(), 9));
+        const auto& c = ds.configs[k];
+        if (c.cell) {
+          const auto& m = *c.cell;
+          const double volume =
+              std::abs(m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
+                       m[2] * (m[3] * m[7] - m[4] * m[6]));
+          if (volume > 0) {
+            std::array<double, 9> s{};
+            for (int i = 0; i < 9; ++i) {
+              s[i] = -(*p.virials)[i] / volume;
+            }
+            f.set_info("fastmlip_stress", numbers_text(s.data(), 9));
+          }
+        }
+      }
+      written.push_back(std::move(f));
+    }
+    io::write_extxyz(flags.at("write_predictions"), written);
+    out << "eval: predictions written to " << flags.at("write_predictions") << '\n';
+  }
+  return 0;
+}
+
+}  // namespace
+
+template <class T>
+std::vector<MaceStructure> mace_structures(const MaceTorchModel<T>& model,
+                                           const std::vector<data::Config>& configs) {
+  std::vector<MaceStructure> out;
+  out.reserve(configs.size());
+  for (const auto& c : configs) {
+    MaceStructure s;
+    s.positions = c.positions;
+    s.cell = c.cell;
+    s.pbc = c.pbc;
+    for (std::size_t i = 0; i < c.natoms(); ++i) {
+      const int k = model.species_index(c.atomic_numbers[i]);
+      if (k < 0) {
+        throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
+                         " has Z = " + std::to_string(c.atomic_numbers[i]) +
+                         ", which the model does not have (give a foundation model that covers it)");
+      }
+      s.species.push_back(k);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Config*>& configs,
+                      const MaceOutput& out, std::vector<ConfigPrediction>* keep) {
+  torch::NoGradGuard ng;
+  const auto e = out.energy.detach().to(torch::kFloat64).contiguous();
+  const auto f = out.forces.detach().to(torch::kFloat64).contiguous();
+  torch::Tensor v;
+  if (out.virials.defined()) {
+    v = out.virials.detach().to(torch::kFloat64).contiguous();
+  }
+  std::size_t atom = 0;
+  for (std::size_t g = 0; g < configs.size(); ++g) {
+    const data::Config& c = *configs[g];
+    Prediction p;
+    p.energy = e.data_ptr<double>()[g];
+    p.forces = f.data_ptr<double>() + 3 * atom;
+    if (v.defined()) {
+      p.virials = v.data_ptr<double>() + 9 * g;
+    }
+    acc.add(c, p);
+    if (keep != nullptr) {
+      ConfigPrediction k;
+      k.energy = p.energy;
+      k.forces.assign(p.forces, p.forces + 3 * c.natoms());
+      if (p.virials != nullptr) {
+        k.virials.emplace();
+        std::copy(p.virials, p.virials + 9, k.virials->begin());
+      }
+      keep->push_back(std::move(k));
+    }
+    atom += c.natoms();
+  }
+}
+
+template <class T>
+EvalResult evaluate_model(MaceTorchModel<T>& model, const std::vector<data::Config>& configs,
+                          const EvalOptions& options, MPI_Comm comm) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  if (options.keep_predictions && world > 1) {
+    throw UnsupportedError("evaluate_model: keeping predictions needs a single rank");
+  }
+  EvalResult r{ErrorAccumulator(config_types_of(configs)), {}};
+  const std::vector<MaceStructure> structures = mace_structures(model, configs);
+  MaceForwardOptions fo;
+  fo.forces = true;
+  fo.virials = options.virials;
+  std::size_t begin = 0;
+  for (long batch = 0; begin < configs.size(); ++batch) {
+    // Consecutive frames up to the capacity; a frame larger than the capacity goes alone.
+    std::size_t end = begin + 1;
+    std::int64_t atoms = static_cast<std::int64_t>(configs[begin].natoms());
+    while (end < configs.size() &&
+           atoms + static_cast<std::int64_t>(configs[end].natoms()) <= options.batch_capacity) {
+      atoms += static_cast<std::int64_t>(configs[end].natoms());
+      ++end;
+    }
+    if (batch % world == rank) {
+      std::vector<MaceStructure> s(structures.begin() + static_cast<std::ptrdiff_t>(begin),
+                                   structures.begin() + static_cast<std::ptrdiff_t>(end));
+      std::vector<const data::Config*> cs;
+      for (std::size_t k = begin; k < end; ++k) {
+        cs.push_back(&configs[k]);
+      }
+      const MaceOutput out = model.forward(make_mace_batch(s, model.cutoff()), fo);
+      accumulate_batch(r.metrics, cs, out, options.keep_predictions ? &r.predictions : nullptr);
+    }
+    begin = end;
+  }
+  r.metrics.reduce(comm);
+  return r;
+}
+
+std::string eval_help() {
+  std::ostringstream h;
+  h << "usage: train-potential eval --model FILE.safetensors --data FILE.xyz [options]\n\n"
+       "Evaluates a MACE potential file on a labelled extended XYZ file and prints RMSE and MAE of\n"
+       "the energy per atom, forces, and (when the data has them) stress and virials per atom,\n"
+       "overall and per config_type (meV units). Frames need no label; each metric counts the\n"
+       "frames that have its label.\n\noptions:\n";
+  for (const auto& f : eval_flags()) {
+    h << "  --" << f.name << (f.def.empty() ? std::string() : " (default " + f.def + ")") << "\n      "
+      << f.help << "\n";
+  }
+  h << "  --help\n      Print this text.\n";
+  return h.str();
+}
+
+int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      out << eval_help();
+      return 0;
+    }
+  }
+  const auto flags = parse_eval_flags(args);
+  return flags.at("default_dtype") == "float32" ? eval_with<float>(flags, out)
+                                                : eval_with<double>(flags, out);
+}
+
+template std::vector<MaceStructure> mace_structures(const MaceTorchModel<float>&,
+                                                    const std::vector<data::Config>&);
+template std::vector<MaceStructure> mace_structures(const MaceTorchModel<double>&,
+                                                    const std::vector<data::Config>&);
+template EvalResult evaluate_model(MaceTorchModel<float>&, const std::vector<data::Config>&,
+                                   const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model(MaceTorchModel<double>&, const std::vector<data::Config>&,
+                                   const EvalOptions&, MPI_Comm);
+
+}  // namespace fastmlip::trainer::train
