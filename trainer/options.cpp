@@ -156,7 +156,8 @@ std::vector<OptionSpec> build_table() {
   t.push_back(opt(loss, "virials_weight", T::kFloat, "1.0", "Weight of the virials term.", at_least(0)));
   t.push_back(opt(loss, "huber_delta", T::kFloat, "0.01", "Delta of the Huber loss.", positive()));
   t.push_back(opt(loss, "compute_stress", T::kBool, "false",
-                  "Predict stresses (needed by the stress and virials losses and their metrics)."));
+                  "Predict stresses and virials for the metrics even when the loss does not use them (the "
+                  "stress, virials and huber losses always predict them)."));
 
   // Optimisation.
   t.push_back(opt(optim, "optimizer", T::kChoice, "adam", "Optimiser.", {}, {"adam", "adamw"}));
@@ -207,7 +208,7 @@ std::vector<OptionSpec> build_table() {
                   at_least(0)));
   t.push_back(
       opt(ckpt, "keep_checkpoints", T::kBool, "false", "Keep every checkpoint, not only the newest."));
-  t.push_back(opt(ckpt, "plot", T::kBool, "true", "Write the learning curve as a PNG or SVG plot."));
+  t.push_back(opt(ckpt, "plot", T::kBool, "true", "Write the learning curve as RESULTS_DIR/NAME_learning_curve.svg after each epoch."));
   return t;
 }
 

@@ -80,8 +80,9 @@ std::string temp_dir(const std::string& tag) {
 
 /// Lennard-Jones energy and forces (species-dependent sigma), the labels of the tiny dataset.
 /// Open clusters on a jittered cubic grid, so no two atoms come close. `typed`: frames alternate
-/// between config_type=even and odd.
-void write_dataset(const std::string& path, int frames, bool typed = false) {
+/// between config_type=even and odd. `periodic`: each cluster in a 12 A cubic cell (far from its
+/// images at the test models' cutoff) with its stress, -(1/V) sum over pairs d (x) f, as a label.
+void write_dataset(const std::string& path, int frames, bool typed = false, bool periodic = false) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(-0.15, 0.15);
   std::ofstream out(path);
@@ -98,6 +99,7 @@ void write_dataset(const std::string& path, int frames, bool typed = false) {
     }
     double e = 0;
     std::vector<double> F(3 * n, 0.0);
+    double w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < n; ++i) {
       for (int j = i + 1; j < n; ++j) {
         double d[3], r2 = 0;
@@ -112,13 +114,25 @@ void write_dataset(const std::string& path, int frames, bool typed = false) {
         for (int a = 0; a < 3; ++a) {
           F[3 * i + a] += g * d[a];
           F[3 * j + a] -= g * d[a];
+          for (int b = 0; b < 3; ++b) {
+            w[3 * a + b] += g * d[a] * d[b];
+          }
         }
       }
     }
     for (int i = 0; i < n; ++i) {
       e += z[i] == 28 ? -4.0 : -3.5;
     }
-    out << n << "\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=" << e << " pbc=\"F F F\"";
+    out << n << "\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=" << e;
+    if (periodic) {
+      out << " Lattice=\"12 0 0 0 12 0 0 0 12\" pbc=\"T T T\" REF_stress=\"";
+      for (int k = 0; k < 9; ++k) {
+        out << (k > 0 ? " " : "") << -w[k] / (12.0 * 12.0 * 12.0);
+      }
+      out << '"';
+    } else {
+      out << " pbc=\"F F F\"";
+    }
     if (typed) {
       out << " config_type=" << (f % 2 == 0 ? "even" : "odd");
     }
@@ -439,6 +453,34 @@ TEST(TrainPotential, WritesMetricsPlotBestModelTestSetAndEvaluates) {
   EXPECT_NE(iv_rows[4][3], "");
   EXPECT_FALSE(fs::exists(dir + "/iv/results/tiny_learning_curve.svg"));
   EXPECT_FALSE(fs::exists(dir + "/iv/checkpoints/tiny_epoch-1.ckpt"));
+  fs::remove_all(dir);
+}
+
+// --compute_stress: stress metrics with the weighted loss, in the epoch JSON, the CSV, the test
+// set and eval (which predicts stress whenever the data has stress labels).
+TEST(TrainPotential, StressMetricsWithComputeStress) {
+  const std::string dir = temp_dir("stress");
+  write_dataset(dir + "/data.xyz", 12, false, true);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir, "--config tiny.yaml --work_dir out --max_num_epochs 1 --compute_stress --test_file "
+                            "data.xyz --stress_key REF_stress");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("RMSE S "), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(dir + "/out/results/tiny_train.json"));
+  const auto& valid = j["epochs"][0]["valid"]["overall"];
+  EXPECT_EQ(valid["n_stress_components"].get<int>(), 9 * 3);
+  EXPECT_GT(valid["rmse_stress"].get<double>(), 0.0);
+  EXPECT_TRUE(valid["rmse_virials_per_atom"].is_null());  // no virial labels
+  const auto rows = csv_rows(read_text(dir + "/out/results/tiny_train.csv"));
+  ASSERT_GE(rows[1].size(), 10u);
+  EXPECT_NEAR(std::stod(rows[1][8]), valid["rmse_stress"].get<double>(), 1e-9 * std::stod(rows[1][8]));
+  const nlohmann::json t = nlohmann::json::parse(read_text(dir + "/out/results/tiny_test.json"));
+  const Result ev = run(dir, "eval --model out/tiny.safetensors --data data.xyz --output eval.json");
+  ASSERT_EQ(ev.status, 0) << ev.out << ev.err;
+  const nlohmann::json m = nlohmann::json::parse(read_text(dir + "/eval.json"));
+  const double want = t["overall"]["rmse_stress"].get<double>();
+  EXPECT_NEAR(m["overall"]["rmse_stress"].get<double>(), want, 1e-10 * want);
+  EXPECT_EQ(m["overall"]["n_stress_components"].get<int>(), 9 * 12);
   fs::remove_all(dir);
 }
 

@@ -2,8 +2,9 @@
 #pragma once
 /// \file The train-potential loop (docs/train-potential.md, "What a run does"): options to data,
 /// statistics, a fresh or fine-tuned MACE, sampler batches, loss, optimiser/EMA/schedule,
-/// per-epoch validation metrics (log lines and CSV), an atomic checkpoint per epoch, --restart,
-/// and the final (EMA) model exported as a potential file that pair_style fastmlip/mace loads.
+/// per-epoch metrics (log lines, CSV, JSON per config_type, an SVG learning curve; a progress bar
+/// on a terminal), an atomic checkpoint per epoch, --restart, the best validated model, the final
+/// (EMA) model exported as a potential file that pair_style fastmlip/mace loads, and --test_file.
 ///
 /// Data parallel over the ranks of `comm`: every rank plans the same global batches with the
 /// sampler (ranks = world size) and trains on its own; parameters are broadcast from rank 0 at
