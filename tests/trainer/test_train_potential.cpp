@@ -421,23 +421,17 @@ TEST(TrainPotential, WritesMetricsPlotBestModelTestSetAndEvaluates) {
   ev = run(dir, "eval --help");
   EXPECT_EQ(ev.status, 0);
   EXPECT_NE(ev.out.find("--write_predictions"), std::string::npos) << ev.out;
-  ev = run(dir, "eval --model missing.safetensors --data data.xyz");
-  EXPECT_EQ(ev.status, 1);
-  EXPECT_NE(ev.err.find("train-potential: error: missing.safetensors"), std::string::npos) << ev.err;
-  ev = run(dir, "eval --model out/tiny.safetensors --data missing.xyz");
-  EXPECT_EQ(ev.status, 1);
-  EXPECT_NE(ev.err.find("missing.xyz: cannot open the dataset"), std::string::npos) << ev.err;
-  ev = run(dir, "eval --model out/tiny.safetensors");
-  EXPECT_EQ(ev.status, 1);
-  EXPECT_NE(ev.err.find("train-potential: error: eval: --data is required"), std::string::npos) << ev.err;
-  ev = run(dir, "eval --model out/tiny.safetensors --data data.xyz --bogus 1");
-  EXPECT_EQ(ev.status, 1);
-  EXPECT_NE(ev.err.find("unknown option '--bogus'"), std::string::npos) << ev.err;
-  ev = run(dir, "eval --model '" + kReferenceData + "/chgnet/chgnet-0.2.0.safetensors' --data data.xyz");
-  EXPECT_EQ(ev.status, 1);
-  EXPECT_NE(ev.err.find("is a 'chgnet' potential; the trainer evaluates MACE potentials only"),
-            std::string::npos)
-      << ev.err;
+  const auto fails = [&](const std::string& args, const std::string& message) {
+    const Result f = run(dir, "eval " + args);
+    EXPECT_EQ(f.status, 1) << args;
+    EXPECT_NE(f.err.find(message), std::string::npos) << args << ": " << f.err;
+  };
+  fails("--model missing.safetensors --data data.xyz", "train-potential: error: missing.safetensors");
+  fails("--model out/tiny.safetensors --data missing.xyz", "missing.xyz: cannot open the dataset");
+  fails("--model out/tiny.safetensors", "train-potential: error: eval: --data is required");
+  fails("--model out/tiny.safetensors --data data.xyz --bogus 1", "unknown option '--bogus'");
+  fails("--model '" + kReferenceData + "/chgnet/chgnet-0.2.0.safetensors' --data data.xyz",
+        "is a 'chgnet' potential; the trainer evaluates MACE potentials only");
 
   // --eval_interval 3 over 4 epochs validates after epochs 3 and 4 (the last); --plot false.
   const Result iv =
@@ -462,8 +456,8 @@ TEST(TrainPotential, StressMetricsWithComputeStress) {
   const std::string dir = temp_dir("stress");
   write_dataset(dir + "/data.xyz", 12, false, true);
   write_config(dir + "/tiny.yaml", dir + "/data.xyz");
-  const Result r = run(dir, "--config tiny.yaml --work_dir out --max_num_epochs 1 --compute_stress --test_file "
-                            "data.xyz --stress_key REF_stress");
+  const Result r =
+      run(dir, "--config tiny.yaml --work_dir out --max_num_epochs 1 --compute_stress --test_file data.xyz");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("RMSE S "), std::string::npos) << r.out;
   const nlohmann::json j = nlohmann::json::parse(read_text(dir + "/out/results/tiny_train.json"));

@@ -7,41 +7,17 @@
 #include <limits>
 #include <sstream>
 
+#include "io/svg_text.hpp"
+
 namespace fastmlip::trainer::train {
 namespace {
+
+using io::svg_number;
+using io::xml_escape;
 
 // Geometry of one panel (SVG user units): plot area inside the margins, legend under the title.
 constexpr double kPanelW = 420, kPanelH = 320;
 constexpr double kLeft = 64, kRight = 16, kTop = 48, kBottom = 44;
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 bool plottable(double x, double y) { return std::isfinite(x) && std::isfinite(y) && y > 0; }
 
@@ -73,40 +49,40 @@ void panel(std::ostringstream& svg, const CurvePanel& p, double x0) {
   const auto px = [&](double x) { return x0 + kLeft + (x - xmin) / (xmax - xmin) * w; };
   const auto py = [&](double y) { return kTop + h - (std::log10(y) - lo) / (hi - lo) * h; };
 
-  svg << "<g>\n<text x=\"" << num(x0 + kLeft + w / 2)
-      << "\" y=\"18\" text-anchor=\"middle\" font-size=\"14\">" << escape(p.title) << "</text>\n";
-  svg << "<rect x=\"" << num(x0 + kLeft) << "\" y=\"" << num(kTop) << "\" width=\"" << num(w)
-      << "\" height=\"" << num(h) << "\" fill=\"none\" stroke=\"#000\"/>\n";
+  svg << "<g>\n<text x=\"" << svg_number(x0 + kLeft + w / 2)
+      << "\" y=\"18\" text-anchor=\"middle\" font-size=\"14\">" << xml_escape(p.title) << "</text>\n";
+  svg << "<rect x=\"" << svg_number(x0 + kLeft) << "\" y=\"" << svg_number(kTop) << "\" width=\""
+      << svg_number(w) << "\" height=\"" << svg_number(h) << "\" fill=\"none\" stroke=\"#000\"/>\n";
   for (double d = lo; d <= hi + 0.5; d += 1) {
     const double y = kTop + h - (d - lo) / (hi - lo) * h;
-    svg << "<line x1=\"" << num(x0 + kLeft) << "\" y1=\"" << num(y) << "\" x2=\"" << num(x0 + kLeft + w)
-        << "\" y2=\"" << num(y) << "\" stroke=\"#ddd\"/>\n";
-    svg << "<text x=\"" << num(x0 + kLeft - 4) << "\" y=\"" << num(y + 4)
+    svg << "<line x1=\"" << svg_number(x0 + kLeft) << "\" y1=\"" << svg_number(y) << "\" x2=\""
+        << svg_number(x0 + kLeft + w) << "\" y2=\"" << svg_number(y) << "\" stroke=\"#ddd\"/>\n";
+    svg << "<text x=\"" << svg_number(x0 + kLeft - 4) << "\" y=\"" << svg_number(y + 4)
         << "\" text-anchor=\"end\" font-size=\"11\">1e" << static_cast<int>(d) << "</text>\n";
   }
   // About five integer epoch ticks.
   const double step = std::max(1.0, std::ceil((xmax - xmin) / 5));
   for (double x = std::ceil(xmin); x <= xmax + 1e-9; x += step) {
-    svg << "<text x=\"" << num(px(x)) << "\" y=\"" << num(kTop + h + 16)
+    svg << "<text x=\"" << svg_number(px(x)) << "\" y=\"" << svg_number(kTop + h + 16)
         << "\" text-anchor=\"middle\" font-size=\"11\">" << static_cast<long long>(x) << "</text>\n";
   }
-  svg << "<text x=\"" << num(x0 + kLeft + w / 2) << "\" y=\"" << num(kPanelH - 8)
+  svg << "<text x=\"" << svg_number(x0 + kLeft + w / 2) << "\" y=\"" << svg_number(kPanelH - 8)
       << "\" text-anchor=\"middle\" font-size=\"12\">epoch</text>\n";
   double legend_x = x0 + kLeft;
   for (const auto& s : p.series) {
-    svg << "<line x1=\"" << num(legend_x) << "\" y1=\"34\" x2=\"" << num(legend_x + 18)
-        << "\" y2=\"34\" stroke=\"" << escape(s.color) << "\" stroke-width=\"2\"/>\n";
-    svg << "<text x=\"" << num(legend_x + 22) << "\" y=\"38\" font-size=\"11\">" << escape(s.label)
+    svg << "<line x1=\"" << svg_number(legend_x) << "\" y1=\"34\" x2=\"" << svg_number(legend_x + 18)
+        << "\" y2=\"34\" stroke=\"" << xml_escape(s.color) << "\" stroke-width=\"2\"/>\n";
+    svg << "<text x=\"" << svg_number(legend_x + 22) << "\" y=\"38\" font-size=\"11\">" << xml_escape(s.label)
         << "</text>\n";
     legend_x += 30 + 7 * static_cast<double>(s.label.size());
     std::string points;
     for (std::size_t k = 0; k < std::min(s.x.size(), s.y.size()); ++k) {
       if (plottable(s.x[k], s.y[k])) {
-        points += (points.empty() ? "" : " ") + num(px(s.x[k])) + "," + num(py(s.y[k]));
+        points += (points.empty() ? "" : " ") + svg_number(px(s.x[k])) + "," + svg_number(py(s.y[k]));
       }
     }
     if (!points.empty()) {
-      svg << "<polyline fill=\"none\" stroke=\"" << escape(s.color) << "\" stroke-width=\"1.5\" points=\""
+      svg << "<polyline fill=\"none\" stroke=\"" << xml_escape(s.color) << "\" stroke-width=\"1.5\" points=\""
           << points << "\"/>\n";
     }
   }
@@ -119,8 +95,9 @@ std::string learning_curve_svg(const std::vector<CurvePanel>& panels) {
   std::ostringstream svg;
   const double width = kPanelW * static_cast<double>(std::max<std::size_t>(panels.size(), 1));
   svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width) << "\" height=\"" << num(kPanelH)
-      << "\" viewBox=\"0 0 " << num(width) << " " << num(kPanelH) << "\" font-family=\"sans-serif\">\n"
+      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_number(width) << "\" height=\""
+      << svg_number(kPanelH) << "\" viewBox=\"0 0 " << svg_number(width) << " " << svg_number(kPanelH)
+      << "\" font-family=\"sans-serif\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
   for (std::size_t k = 0; k < panels.size(); ++k) {
     panel(svg, panels[k], kPanelW * static_cast<double>(k));

@@ -175,15 +175,19 @@ void Trainer<T>::read_data() {
   if (!train.skip_warning.empty()) {
     m_log.line("warning: " + train.skip_warning);
   }
-  if (m_o.has("valid_file")) {
-    data::ReadOptions vo = ro;
-    vo.extract_isolated_atoms = false;
-    data::Dataset valid = data::read_dataset(m_o.get_string("valid_file"), vo);
-    if (!valid.skip_warning.empty()) {
-      m_log.line("warning: " + valid.skip_warning);
+  // The validation and test files: the training file's keys and labels, IsolatedAtom frames kept.
+  const auto read_other = [&](const std::string& option) {
+    data::ReadOptions oo = ro;
+    oo.extract_isolated_atoms = false;
+    data::Dataset d = data::read_dataset(m_o.get_string(option), oo);
+    if (!d.skip_warning.empty()) {
+      m_log.line("warning: " + d.skip_warning);
     }
+    return std::move(d.configs);
+  };
+  if (m_o.has("valid_file")) {
+    m_valid = read_other("valid_file");
     m_train = std::move(train.configs);
-    m_valid = std::move(valid.configs);
   } else {
     const data::Split split = data::split_train_valid(train.configs.size(), m_o.get_float("valid_fraction"),
                                                       static_cast<std::uint64_t>(m_o.get_int("seed")));
@@ -201,13 +205,7 @@ void Trainer<T>::read_data() {
   }
   if (m_o.has("test_file")) {
     // Read now, so that a bad test file stops the run before the training, not after it.
-    data::ReadOptions to = ro;
-    to.extract_isolated_atoms = false;
-    data::Dataset test = data::read_dataset(m_o.get_string("test_file"), to);
-    if (!test.skip_warning.empty()) {
-      m_log.line("warning: " + test.skip_warning);
-    }
-    m_test = std::move(test.configs);
+    m_test = read_other("test_file");
   }
   m_log.line("data: " + std::to_string(m_train.size()) + " training and " + std::to_string(m_valid.size()) +
              " validation configurations" +
