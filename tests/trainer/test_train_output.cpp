@@ -92,6 +92,13 @@ TEST(TrainOutput, MetricsByHand) {
   EXPECT_NE(table.find("RMSE V/atom"), std::string::npos) << table;
   EXPECT_NE(table.find("250.000"), std::string::npos) << table;  // MAE E/atom in meV
 
+  // flat() and set_flat() carry every sum (a checkpoint within an epoch stores them).
+  ErrorAccumulator copy(acc.config_types());
+  copy.set_flat(acc.flat());
+  EXPECT_EQ(copy.flat(), acc.flat());
+  EXPECT_EQ(metrics_json(copy), j);
+  EXPECT_THROW(ErrorAccumulator({"A"}).set_flat(acc.flat()), InputError);
+
   // Without predicted virials there is no stress or virial error; an unknown type is an error.
   ErrorAccumulator no_v({"B"});
   no_v.add(b, {-1.0, fb.data(), nullptr});

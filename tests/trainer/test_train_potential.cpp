@@ -311,6 +311,27 @@ TEST(TrainPotential, TrainsOnTwoRanks) {
   EXPECT_TRUE(std::isfinite(std::stod(rows[2][2])));
   const io::PotentialFile pot = io::read_potential_file(dir + "/np2/tiny.safetensors");
   EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
+
+  // A checkpoint within an epoch holds both ranks' partial sums: continuing it on 2 ranks gives
+  // the uninterrupted run's CSV and export; on 1 rank it is refused.
+  const Result k = run(dir,
+                       "--config tiny.yaml --work_dir k --max_num_epochs 2 --checkpoint_interval 1 "
+                       "--keep_checkpoints",
+                       kMpiexec + " -np 2");
+  ASSERT_EQ(k.status, 0) << k.out << k.err;
+  const auto ck = trainer::train::read_checkpoint(dir + "/k/checkpoints/tiny_step-1.ckpt");
+  ASSERT_EQ(ck.ints.count("run/epoch_batch"), 1u) << "step 1 should fall within the first epoch";
+  EXPECT_EQ(ck.tensor("run/partial_train").size(0), 2);
+  const Result kr =
+      run(dir, "--config tiny.yaml --work_dir kr --max_num_epochs 2 --restart k/checkpoints/tiny_step-1.ckpt",
+          kMpiexec + " -np 2");
+  ASSERT_EQ(kr.status, 0) << kr.out << kr.err;
+  EXPECT_EQ(read_text(dir + "/kr/results/tiny_train.csv"), read_text(dir + "/k/results/tiny_train.csv"));
+  EXPECT_EQ(read_text(dir + "/kr/tiny.safetensors"), read_text(dir + "/k/tiny.safetensors"));
+  const Result k1 = run(
+      dir, "--config tiny.yaml --work_dir k1 --max_num_epochs 2 --restart k/checkpoints/tiny_step-1.ckpt");
+  EXPECT_EQ(k1.status, 1);
+  EXPECT_NE(k1.err.find("was written within an epoch by a run on 2 rank(s)"), std::string::npos) << k1.err;
   fs::remove_all(dir);
 }
 
@@ -475,6 +496,47 @@ TEST(TrainPotential, StressMetricsWithComputeStress) {
   const double want = t["overall"]["rmse_stress"].get<double>();
   EXPECT_NEAR(m["overall"]["rmse_stress"].get<double>(), want, 1e-10 * want);
   EXPECT_EQ(m["overall"]["n_stress_components"].get<int>(), 9 * 12);
+  fs::remove_all(dir);
+}
+
+// --checkpoint_interval 2: checkpoints within an epoch (kept as NAME_step-S.ckpt); restarting
+// from one continues exactly: the same CSV, JSON, best and final files as the uninterrupted run,
+// which itself equals a run without intermediate checkpoints.
+TEST(TrainPotential, CheckpointWithinAnEpochRestartsExactly) {
+  const std::string dir = temp_dir("midepoch");
+  write_dataset(dir + "/data.xyz", 12);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result a = run(dir,
+                       "--config tiny.yaml --work_dir a --max_num_epochs 2 --checkpoint_interval 2 "
+                       "--keep_checkpoints");
+  ASSERT_EQ(a.status, 0) << a.out << a.err;
+  const Result c = run(dir, "--config tiny.yaml --work_dir c --max_num_epochs 2");
+  ASSERT_EQ(c.status, 0) << c.out << c.err;
+  const auto ck = trainer::train::read_checkpoint(dir + "/a/checkpoints/tiny_step-2.ckpt");
+  ASSERT_EQ(ck.ints.count("run/epoch_batch"), 1u) << "step 2 should fall within the first epoch";
+  EXPECT_EQ(ck.integer("run/epoch_batch"), 2);
+  EXPECT_EQ(ck.integer("counters/epochs"), 0);
+
+  const Result b = run(dir,
+                       "--config tiny.yaml --work_dir b --max_num_epochs 2 --checkpoint_interval 2 "
+                       "--restart a/checkpoints/tiny_step-2.ckpt");
+  ASSERT_EQ(b.status, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("restart: a/checkpoints/tiny_step-2.ckpt after epoch 0 and 2 batch(es) of the next"),
+            std::string::npos)
+      << b.out;
+  for (const char* f :
+       {"results/tiny_train.csv", "results/tiny_train.json", "tiny.safetensors", "tiny_best.safetensors"}) {
+    const std::string want = read_text(dir + "/a/" + f);
+    EXPECT_FALSE(want.empty()) << f;
+    EXPECT_EQ(read_text(dir + "/b/" + f), want) << f;
+    EXPECT_EQ(read_text(dir + "/c/" + f), want) << f;
+  }
+  const auto sa = trainer::train::read_checkpoint(dir + "/a/checkpoints/tiny.ckpt");
+  const auto sb = trainer::train::read_checkpoint(dir + "/b/checkpoints/tiny.ckpt");
+  for (const auto& [k, t] : sa.tensors) {
+    EXPECT_TRUE(torch::equal(t, sb.tensor(k))) << k;
+  }
+  EXPECT_EQ(sa.ints, sb.ints);
   fs::remove_all(dir);
 }
 

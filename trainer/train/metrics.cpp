@@ -132,32 +132,43 @@ void ErrorAccumulator::reduce(MPI_Comm comm) {
   if (world == 1) {
     return;
   }
-  // One flat buffer: per sums object 3 x kQuantities, configs, loss, n_loss.
-  constexpr int kWidth = 3 * ErrorSums::kQuantities + 3;
-  std::vector<ErrorSums*> all = {&m_overall};
-  for (auto& s : m_by_type) {
-    all.push_back(&s);
-  }
-  std::vector<double> buf;
-  buf.reserve(all.size() * kWidth);
-  for (const auto* s : all) {
-    buf.insert(buf.end(), s->sq.begin(), s->sq.end());
-    buf.insert(buf.end(), s->abs.begin(), s->abs.end());
-    buf.insert(buf.end(), s->n.begin(), s->n.end());
-    buf.push_back(s->configs);
-    buf.push_back(s->loss);
-    buf.push_back(s->n_loss);
-  }
+  std::vector<double> buf = flat();
   MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()), MPI_DOUBLE, MPI_SUM, comm);
-  const double* v = buf.data();
-  for (auto* s : all) {
-    for (auto* arr : {&s->sq, &s->abs, &s->n}) {
+  set_flat(buf);
+}
+
+std::vector<double> ErrorAccumulator::flat() const {
+  // Per sums object: 3 x kQuantities, configs, loss, n_loss.
+  std::vector<double> buf;
+  for (std::size_t k = 0; k <= m_by_type.size(); ++k) {
+    const ErrorSums& s = k == 0 ? m_overall : m_by_type[k - 1];
+    buf.insert(buf.end(), s.sq.begin(), s.sq.end());
+    buf.insert(buf.end(), s.abs.begin(), s.abs.end());
+    buf.insert(buf.end(), s.n.begin(), s.n.end());
+    buf.push_back(s.configs);
+    buf.push_back(s.loss);
+    buf.push_back(s.n_loss);
+  }
+  return buf;
+}
+
+void ErrorAccumulator::set_flat(const std::vector<double>& values) {
+  constexpr std::size_t kWidth = 3 * ErrorSums::kQuantities + 3;
+  if (values.size() != kWidth * (m_by_type.size() + 1)) {
+    throw InputError("metrics: " + std::to_string(values.size()) + " sums given for " +
+                     std::to_string(m_by_type.size()) + " config_types (expected " +
+                     std::to_string(kWidth * (m_by_type.size() + 1)) + ")");
+  }
+  const double* v = values.data();
+  for (std::size_t k = 0; k <= m_by_type.size(); ++k) {
+    ErrorSums& s = k == 0 ? m_overall : m_by_type[k - 1];
+    for (auto* arr : {&s.sq, &s.abs, &s.n}) {
       std::copy(v, v + ErrorSums::kQuantities, arr->begin());
       v += ErrorSums::kQuantities;
     }
-    s->configs = *v++;
-    s->loss = *v++;
-    s->n_loss = *v++;
+    s.configs = *v++;
+    s.loss = *v++;
+    s.n_loss = *v++;
   }
 }
 

@@ -67,6 +67,10 @@ class ErrorAccumulator {
   void add_loss(double loss);
   /// Sums every rank's sums (collective over `comm`; nothing to do on one rank).
   void reduce(MPI_Comm comm);
+  /// All sums as one vector (overall, then per type), and back: what ranks add and what a
+  /// checkpoint within an epoch stores. set_flat throws InputError for a vector of another size.
+  std::vector<double> flat() const;
+  void set_flat(const std::vector<double>& values);
 
   const ErrorSums& overall() const { return m_overall; }
   const std::vector<std::string>& config_types() const { return m_types; }

@@ -139,7 +139,10 @@ class Trainer {
   ErrorAccumulator validate();
   /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed).
   sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs) const;
-  void write_checkpoint_now(const std::string& csv, std::int64_t epoch) const;
+  /// The checkpoint after `epoch` epochs, or with `partial` after `batch` batches of the next
+  /// epoch (--checkpoint_interval; collective then: every rank's partial training sums go in).
+  void write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t batch = 0,
+                            const ErrorAccumulator* partial = nullptr) const;
   /// RESULTS_DIR/NAME_train.json and, with --plot, NAME_learning_curve.svg from m_epochs (rank 0).
   void write_epoch_outputs() const;
   /// --test_file: the final model on the test set, logged and written to NAME_test.json.
@@ -164,6 +167,10 @@ class Trainer {
   /// Lowest validation loss so far and its epoch (NAME_best.safetensors); kept in the checkpoint.
   double m_best_loss = std::numeric_limits<double>::infinity();
   std::int64_t m_best_epoch = 0;
+  /// Restarting from a checkpoint within an epoch: the batches of that epoch already done and
+  /// this rank's training sums over them.
+  std::int64_t m_resume_batch = 0;
+  std::vector<double> m_resume_sums;
 };
 
 template <class T>
@@ -350,11 +357,26 @@ ErrorAccumulator Trainer<T>::validate() {
 }
 
 template <class T>
-void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch) const {
+void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t batch,
+                                      const ErrorAccumulator* partial) const {
+  std::vector<double> sums;
+  if (partial != nullptr) {
+    // Each rank's own sums, so that a restart adds the rest of the epoch to them in the same order.
+    const std::vector<double> mine = partial->flat();
+    sums.resize(mine.size() * static_cast<std::size_t>(m_world));
+    MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, sums.data(),
+               static_cast<int>(mine.size()), MPI_DOUBLE, 0, m_comm);
+  }
   if (m_rank != 0) {
     return;
   }
   CheckpointState s;
+  if (partial != nullptr) {
+    s.ints["run/epoch_batch"] = batch;
+    s.ints["run/world"] = m_world;
+    s.tensors["run/partial_train"] = torch::tensor(sums, torch::kFloat64)
+                                         .view({m_world, static_cast<std::int64_t>(sums.size()) / m_world});
+  }
   save_tensors(s, "model/", m_model->named_parameters());
   m_opt->save(s);
   save_torch_rng(s);
@@ -367,7 +389,9 @@ void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch
   write_checkpoint(m_checkpoint_path, s);
   if (m_o.get_bool("keep_checkpoints")) {
     const fs::path p(m_checkpoint_path);
-    write_checkpoint((p.parent_path() / (m_name + "_epoch-" + std::to_string(epoch) + ".ckpt")).string(), s);
+    const std::string tag =
+        partial != nullptr ? "_step-" + std::to_string(m_opt->steps()) : "_epoch-" + std::to_string(epoch);
+    write_checkpoint((p.parent_path() / (m_name + tag + ".ckpt")).string(), s);
   }
 }
 
@@ -491,13 +515,29 @@ void Trainer<T>::run() {
       m_best_loss = s.real("run/best_valid_loss");
       m_best_epoch = s.integer("run/best_epoch");
     }
-    m_log.line("restart: " + *restart + " after epoch " + std::to_string(m_opt->epochs()) + ", step " +
-               std::to_string(m_opt->steps()));
+    if (s.ints.count("run/epoch_batch") != 0) {
+      if (s.integer("run/world") != m_world) {
+        throw InputError("train-potential: " + *restart + " was written within an epoch by a run on " +
+                         std::to_string(s.integer("run/world")) +
+                         " rank(s); continue it on as many ranks (this "
+                         "run has " +
+                         std::to_string(m_world) + "), or restart from an end-of-epoch checkpoint");
+      }
+      m_resume_batch = s.integer("run/epoch_batch");
+      const torch::Tensor rows = s.tensor("run/partial_train");
+      const torch::Tensor mine = rows[m_rank].contiguous();
+      m_resume_sums.assign(mine.data_ptr<double>(), mine.data_ptr<double>() + mine.numel());
+    }
+    m_log.line(
+        "restart: " + *restart + " after epoch " + std::to_string(m_opt->epochs()) +
+        (m_resume_batch > 0 ? " and " + std::to_string(m_resume_batch) + " batch(es) of the next" : "") +
+        ", step " + std::to_string(m_opt->steps()));
   }
 
   const sampling::BatchSampler sampler = sampler_for(m_train);
   const std::int64_t max_epochs = m_o.get_int("max_num_epochs");
   const std::int64_t eval_interval = m_o.get_int("eval_interval");
+  const std::int64_t checkpoint_interval = m_o.get_int("checkpoint_interval");
   const auto params = m_model->parameters();
   const std::vector<std::string> train_types = config_types_of(m_train);
 
@@ -507,7 +547,15 @@ void Trainer<T>::run() {
     const auto batches = sampler.batches(m_rank, static_cast<std::uint64_t>(epoch));
     m_bar.start(static_cast<std::int64_t>(batches.size()),
                 "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + " ");
-    for (const auto& b : batches) {
+    // A restart within this epoch skips the batches done before it (their sums come back).
+    std::size_t first = 0;
+    if (m_resume_batch > 0) {
+      train.set_flat(m_resume_sums);
+      first = static_cast<std::size_t>(m_resume_batch);
+      m_resume_batch = 0;
+    }
+    for (std::size_t k = first; k < batches.size(); ++k) {
+      const auto& b = batches[k];
       std::vector<const data::Config*> cs;
       std::vector<const MaceStructure*> ss;
       for (auto g : b) {
@@ -523,6 +571,9 @@ void Trainer<T>::run() {
       }
       m_opt->step();
       m_bar.step();
+      if (checkpoint_interval > 0 && m_opt->steps() % checkpoint_interval == 0 && k + 1 < batches.size()) {
+        write_checkpoint_now(csv, epoch, static_cast<std::int64_t>(k + 1), &train);
+      }
     }
     m_bar.clear();
     train.reduce(m_comm);
@@ -631,9 +682,6 @@ void check_implemented(const Options& o) {
   }
   if (o.get_bool("direct_heads")) {
     throw not_yet(o, "direct_heads", "direct force/stress heads (CHGNet)");
-  }
-  if (o.get_int("checkpoint_interval") != 0) {
-    throw not_yet(o, "checkpoint_interval", "checkpoints within an epoch");
   }
   for (const char* n : {"log_level", "patience", "prefetch"}) {
     if (set_by_user(o, n)) {
