@@ -176,6 +176,7 @@ TEST(TrainPotential, HelpPrintsTheOptionsTable) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("--batch_capacity"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--foundation_model"), std::string::npos);
+  EXPECT_NE(r.out.find("train-potential eval --help"), std::string::npos);
   fs::remove_all(dir);
 }
 
