@@ -386,6 +386,15 @@ TEST(TrainPotential, WritesMetricsPlotBestModelTestSetAndEvaluates) {
     EXPECT_TRUE(torch::equal(p.detach(), ck.tensor("ema/" + name))) << name << " (best epoch " << best << ")";
   }
 
+  // The best loss survives a restart: 3 epochs, then a 4th (worse) after --restart, leave the
+  // best file of epoch 3 as the straight run has it (a lost best loss would let epoch 4 replace it).
+  const std::string opts = "--config tiny.yaml --work_dir rs --keep_checkpoints --lr 0.05";
+  ASSERT_EQ(run(dir, opts + " --max_num_epochs 3").status, 0);
+  const Result rs = run(dir, opts + " --max_num_epochs 4 --restart rs/checkpoints/tiny.ckpt");
+  ASSERT_EQ(rs.status, 0) << rs.out << rs.err;
+  EXPECT_EQ(read_text(dir + "/rs/tiny_best.safetensors"), read_text(dir + "/out/tiny_best.safetensors"));
+  EXPECT_EQ(read_text(dir + "/rs/results/tiny_train.json"), read_text(dir + "/out/results/tiny_train.json"));
+
   // The learning curve: two panels, train and valid, four points each.
   const std::string svg = read_text(dir + "/out/results/tiny_learning_curve.svg");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
