@@ -289,6 +289,20 @@ TEST(TrainPotential, TrainsOnTwoRanks) {
   fs::remove_all(dir);
 }
 
+// Regression: a rank whose validation bin is empty (one validation configuration, two ranks)
+// skipped the graph-count all-reduce the other rank made, and the job died in MPI_ERR_TRUNCATE.
+TEST(TrainPotential, TwoRanksWithAnEmptyValidationBin) {
+  const std::string dir = temp_dir("emptyvalid");
+  write_dataset(dir + "/data.xyz", 12);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir, "--config tiny.yaml --work_dir w --max_num_epochs 2 --valid_fraction 0.1",
+                       kMpiexec + " -np 2");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 validation configurations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
 /// The largest difference between two checkpoints' tensors relative to the tensor's largest
 /// magnitude (at least 1), over every tensor; the key sets must match.
 double max_relative_difference(const trainer::train::CheckpointState& a, const trainer::train::CheckpointState& b,

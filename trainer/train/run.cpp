@@ -421,6 +421,9 @@ ErrorSums Trainer<T>::validate() {
   const sampling::BatchSampler sampler = sampler_for(m_valid);
   for (const auto& b : sampler.batches(m_rank, 0)) {
     if (b.empty()) {
+      if (m_world > 1) {
+        step_reduction({});  // the count all-reduce the other ranks' batch_loss makes
+      }
       continue;
     }
     std::vector<const data::Config*> cs;
