@@ -238,8 +238,9 @@ void OverlappedGradientReducer::finish() {
     }
   }
   if (m_fired_twice) {
-    throw Error("OverlappedGradientReducer: a parameter's gradient hook fired twice in one backward pass "
-                "(or after its bucket was sent); use allreduce_mean_gradients for this model");
+    throw Error(
+        "OverlappedGradientReducer: a parameter's gradient hook fired twice in one backward pass "
+        "(or after its bucket was sent); use allreduce_mean_gradients for this model");
   }
 }
 

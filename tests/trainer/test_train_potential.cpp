@@ -14,14 +14,16 @@
 //  * a rank killed with SIGKILL ends the job with a message, no hang, and the checkpoint it
 //    leaves restarts on one rank.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,9 +33,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "../models/mace_test_graph.hpp"
 #include "io/potential_file.hpp"
@@ -305,8 +304,8 @@ TEST(TrainPotential, TwoRanksWithAnEmptyValidationBin) {
 
 /// The largest difference between two checkpoints' tensors relative to the tensor's largest
 /// magnitude (at least 1), over every tensor; the key sets must match.
-double max_relative_difference(const trainer::train::CheckpointState& a, const trainer::train::CheckpointState& b,
-                               std::string* worst) {
+double max_relative_difference(const trainer::train::CheckpointState& a,
+                               const trainer::train::CheckpointState& b, std::string* worst) {
   EXPECT_EQ(a.tensors.size(), b.tensors.size());
   double out = 0;
   for (const auto& [k, t] : a.tensors) {
@@ -346,8 +345,8 @@ TEST(TrainPotential, SameGlobalBatchesOnOneAndTwoRanks) {
   ASSERT_EQ(one_prefetch.status, 0) << one_prefetch.out << one_prefetch.err;
   const Result two = run(dir, common + " --work_dir two", kMpiexec + " -np 2");
   ASSERT_EQ(two.status, 0) << two.out << two.err;
-  const Result two_blocking = run(dir, common + " --work_dir two_blocking --overlap_allreduce false",
-                                  kMpiexec + " -np 2");
+  const Result two_blocking =
+      run(dir, common + " --work_dir two_blocking --overlap_allreduce false", kMpiexec + " -np 2");
   ASSERT_EQ(two_blocking.status, 0) << two_blocking.out << two_blocking.err;
 
   const auto s1 = trainer::train::read_checkpoint(dir + "/one/checkpoints/tiny.ckpt");
@@ -370,7 +369,8 @@ TEST(TrainPotential, SameGlobalBatchesOnOneAndTwoRanks) {
               read_text(dir + "/" + (other == "one_prefetch" ? "one" : "two") + "/tiny.safetensors"))
         << other;
   }
-  EXPECT_EQ(read_text(dir + "/one_prefetch/results/tiny_train.csv"), read_text(dir + "/one/results/tiny_train.csv"));
+  EXPECT_EQ(read_text(dir + "/one_prefetch/results/tiny_train.csv"),
+            read_text(dir + "/one/results/tiny_train.csv"));
   fs::remove_all(dir);
 }
 
@@ -406,8 +406,9 @@ TEST(TrainPotential, KilledRankEndsTheJobAndTheCheckpointRestarts) {
   write_dataset(dir + "/data.xyz", 12);
   write_config(dir + "/tiny.yaml", dir + "/data.xyz");
   const std::string ckpt = dir + "/killed/checkpoints/tiny.ckpt";
-  const std::string cmd = "cd '" + dir + "' && OMP_NUM_THREADS=1 exec " + kMpiexec + " -np 2 '" + kExe +
-                          "' --config tiny.yaml --work_dir killed --max_num_epochs 100000 > out.txt 2> err.txt";
+  const std::string cmd =
+      "cd '" + dir + "' && OMP_NUM_THREADS=1 exec " + kMpiexec + " -np 2 '" + kExe +
+      "' --config tiny.yaml --work_dir killed --max_num_epochs 100000 > out.txt 2> err.txt";
   const pid_t launcher = fork();
   ASSERT_GE(launcher, 0);
   if (launcher == 0) {
@@ -416,7 +417,9 @@ TEST(TrainPotential, KilledRankEndsTheJobAndTheCheckpointRestarts) {
     _exit(127);
   }
   setpgid(launcher, launcher);
-  const auto deadline = [](int seconds) { return std::chrono::steady_clock::now() + std::chrono::seconds(seconds); };
+  const auto deadline = [](int seconds) {
+    return std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  };
   auto until = deadline(60);
   while (!fs::exists(ckpt) && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -441,7 +444,8 @@ TEST(TrainPotential, KilledRankEndsTheJobAndTheCheckpointRestarts) {
   ASSERT_TRUE(ended) << "the job hung for 60 s after rank 1 was killed";
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   std::string message = read_text(dir + "/err.txt") + read_text(dir + "/out.txt");
-  std::transform(message.begin(), message.end(), message.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(message.begin(), message.end(), message.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   EXPECT_NE(message.find("killed"), std::string::npos) << message;
 
   // Whole (the checksum is checked on reading), and it continues on one rank.
@@ -449,8 +453,8 @@ TEST(TrainPotential, KilledRankEndsTheJobAndTheCheckpointRestarts) {
   ASSERT_NO_THROW(s = trainer::train::read_checkpoint(ckpt));
   const std::int64_t epochs = s.ints.at("counters/epochs");
   EXPECT_GE(epochs, 1);
-  const Result r = run(dir, "--config tiny.yaml --work_dir killed --max_num_epochs " + std::to_string(epochs + 1) +
-                                " --restart killed/checkpoints/tiny.ckpt");
+  const Result r = run(dir, "--config tiny.yaml --work_dir killed --max_num_epochs " +
+                                std::to_string(epochs + 1) + " --restart killed/checkpoints/tiny.ckpt");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("restart: killed/checkpoints/tiny.ckpt after epoch " + std::to_string(epochs)),
             std::string::npos)

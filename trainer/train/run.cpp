@@ -152,7 +152,8 @@ class Trainer {
   ErrorSums validate();
   /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed),
   /// `bins_per_rank` bins per rank and step.
-  sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs, std::int64_t bins_per_rank = 1) const;
+  sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs,
+                                     std::int64_t bins_per_rank = 1) const;
   void reduce(ErrorSums& s) const;
   void write_checkpoint_now(const std::string& csv) const;
 
@@ -398,7 +399,7 @@ void Trainer<T>::reduce(ErrorSums& s) const {
 
 template <class T>
 sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& configs,
-                                                std::int64_t bins_per_rank) const {
+                                               std::int64_t bins_per_rank) const {
   std::vector<std::int64_t> sizes;
   for (const auto& c : configs) {
     sizes.push_back(static_cast<std::int64_t>(c.natoms()));
