@@ -24,6 +24,7 @@
 #include "train/checkpoint.hpp"
 #include "train/loss.hpp"
 #include "train/optim.hpp"
+#include "train/prefetch.hpp"
 
 namespace fastmlip::trainer::train {
 namespace {
@@ -71,6 +72,14 @@ struct ErrorSums {
   double sq_e = 0, abs_e = 0, n_e = 0;  // energy per atom, per graph
   double sq_f = 0, abs_f = 0, n_f = 0;  // force components
   double loss = 0, n_loss = 0;          // batch losses
+};
+
+/// What a training step needs of one bin before the model runs: its configurations, their graphs
+/// (neighbour lists) and the loss targets. Built by the prefetch thread (no MPI, no model).
+struct PreparedBin {
+  std::vector<const data::Config*> configs;
+  MaceBatch batch;
+  LossTargets targets;
 };
 
 /// One log line to the stream and the log file.
@@ -131,9 +140,20 @@ class Trainer {
   /// Forward on one batch of configs; accumulates metrics into `sums`. Returns the loss.
   torch::Tensor batch_loss(const std::vector<const data::Config*>& configs,
                            const std::vector<const MaceStructure*>& structures, bool train, ErrorSums& sums);
+  /// The same on a prepared bin, with the global counts `red` (none: the bin's own means); the
+  /// bin counts as `share` of a batch in the mean training loss.
+  torch::Tensor batch_loss(const PreparedBin& bin, bool train, ErrorSums& sums,
+                           const std::optional<LossReduction>& red, double share);
+  /// Graphs and targets of bin `graphs` of m_train (thread-safe: the prefetch thread calls it).
+  PreparedBin prepare(const std::vector<std::int64_t>& graphs) const;
+  /// Global graph and atom counts of the bins one step trains on all ranks (none on 1 rank
+  /// without accumulation, where the loss takes the bin's own means).
+  std::optional<LossReduction> step_reduction(const std::vector<PreparedBin>& bins) const;
   ErrorSums validate();
-  /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed).
-  sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs) const;
+  /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed),
+  /// `bins_per_rank` bins per rank and step.
+  sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs,
+                                     std::int64_t bins_per_rank = 1) const;
   void reduce(ErrorSums& s) const;
   void write_checkpoint_now(const std::string& csv) const;
 
@@ -275,13 +295,57 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
   for (const auto* p : structures) {
     s.push_back(*p);
   }
-  const MaceBatch batch = make_mace_batch(s, m_model->cutoff());
+  const PreparedBin bin{configs, make_mace_batch(s, m_model->cutoff()), make_loss_targets(configs, dtype())};
+  std::optional<LossReduction> red;
+  if (m_world > 1) {
+    red = step_reduction({bin});
+  }
+  return batch_loss(bin, train, sums, red, 1.0);
+}
+
+template <class T>
+PreparedBin Trainer<T>::prepare(const std::vector<std::int64_t>& graphs) const {
+  PreparedBin bin;
+  std::vector<MaceStructure> s;
+  for (auto g : graphs) {
+    bin.configs.push_back(&m_train[static_cast<std::size_t>(g)]);
+    s.push_back(m_train_s[static_cast<std::size_t>(g)]);
+  }
+  bin.batch = make_mace_batch(s, m_model->cutoff());
+  bin.targets = make_loss_targets(bin.configs, dtype());
+  return bin;
+}
+
+template <class T>
+std::optional<LossReduction> Trainer<T>::step_reduction(const std::vector<PreparedBin>& bins) const {
+  if (m_world == 1 && bins.size() == 1) {
+    return std::nullopt;
+  }
+  std::int64_t local[2] = {0, 0};
+  for (const auto& b : bins) {
+    local[0] += static_cast<std::int64_t>(b.configs.size());
+    for (const auto* c : b.configs) {
+      local[1] += static_cast<std::int64_t>(c->natoms());
+    }
+  }
+  std::int64_t global[2] = {local[0], local[1]};
+  if (m_world > 1) {
+    MPI_Allreduce(local, global, 2, MPI_INT64_T, MPI_SUM, m_comm);
+  }
+  return LossReduction{global[0], global[1], m_world};
+}
+
+template <class T>
+torch::Tensor Trainer<T>::batch_loss(const PreparedBin& bin, bool train, ErrorSums& sums,
+                                     const std::optional<LossReduction>& red, double share) {
+  const auto& configs = bin.configs;
+  const MaceBatch& batch = bin.batch;
   MaceForwardOptions fo;
   fo.forces = true;
   fo.virials = m_virials;
   fo.create_graph = train;
   const MaceOutput out = m_model->forward(batch, fo);
-  const LossTargets ref = make_loss_targets(configs, dtype());
+  const LossTargets& ref = bin.targets;
   LossPredictions pred{out.energy, out.forces, {}, {}};
   if (m_virials) {
     pred.virials = out.virials;
@@ -290,16 +354,6 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
     auto vol = torch::linalg_det(batch.cell.to(out.virials.scalar_type())).abs();
     vol = torch::where(vol > 0, vol, torch::ones_like(vol));
     pred.stress = -out.virials / vol.view({-1, 1, 1});
-  }
-  std::optional<LossReduction> red;
-  if (m_world > 1) {
-    std::int64_t local[2] = {static_cast<std::int64_t>(configs.size()), 0};
-    for (const auto* c : configs) {
-      local[1] += static_cast<std::int64_t>(c->natoms());
-    }
-    std::int64_t global[2] = {0, 0};
-    MPI_Allreduce(local, global, 2, MPI_INT64_T, MPI_SUM, m_comm);
-    red = LossReduction{global[0], global[1], m_world};
   }
   torch::Tensor loss = compute_loss(m_loss, pred, ref, red).total;
   {
@@ -328,7 +382,7 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
       atom += c.natoms();
     }
     sums.loss += loss.detach().template item<double>();
-    sums.n_loss += 1;
+    sums.n_loss += share;
   }
   return loss;
 }
@@ -344,14 +398,17 @@ void Trainer<T>::reduce(ErrorSums& s) const {
 }
 
 template <class T>
-sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& configs) const {
+sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& configs,
+                                               std::int64_t bins_per_rank) const {
   std::vector<std::int64_t> sizes;
   for (const auto& c : configs) {
     sizes.push_back(static_cast<std::int64_t>(c.natoms()));
   }
   sampling::PackParams pp;
   pp.capacity = m_o.get_int("batch_capacity");
-  pp.ranks = m_world;
+  // W ranks x A bins per step: the plan depends on W * A only, so -np 1 --accumulate_bins 2 and
+  // -np 2 train on the same global batches.
+  pp.ranks = m_world * bins_per_rank;
   pp.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
   return sampling::BatchSampler(sizes, m_o.get_string("sampler"), pp);
 }
@@ -365,6 +422,9 @@ ErrorSums Trainer<T>::validate() {
   const sampling::BatchSampler sampler = sampler_for(m_valid);
   for (const auto& b : sampler.batches(m_rank, 0)) {
     if (b.empty()) {
+      if (m_world > 1) {
+        step_reduction({});  // the count all-reduce the other ranks' batch_loss makes
+      }
       continue;
     }
     std::vector<const data::Config*> cs;
@@ -427,7 +487,9 @@ void Trainer<T>::run() {
   m_valid_s = structures_of(m_valid);
   m_loss = loss_config_from(m_o);
   m_virials = m_loss.kind != LossKind::kWeighted;
-  m_opt = std::make_unique<Optimization>(m_model->named_parameters(), optim_config_from(m_o, m_world));
+  // The learning-rate scaling counts the bins of a global step: ranks x accumulated bins.
+  const int bins_per_step = m_world * static_cast<int>(m_o.get_int("accumulate_bins"));
+  m_opt = std::make_unique<Optimization>(m_model->named_parameters(), optim_config_from(m_o, bins_per_step));
   if (m_world > 1) {
     broadcast_parameters(m_model->parameters(), m_comm);
   }
@@ -453,25 +515,46 @@ void Trainer<T>::run() {
                std::to_string(m_opt->steps()));
   }
 
-  const sampling::BatchSampler sampler = sampler_for(m_train);
+  const std::int64_t accumulate = m_o.get_int("accumulate_bins");
+  const sampling::BatchSampler sampler = sampler_for(m_train, accumulate);
   const std::int64_t max_epochs = m_o.get_int("max_num_epochs");
   const auto params = m_model->parameters();
+  std::optional<OverlappedGradientReducer> reducer;
+  if (m_world > 1 && m_o.get_bool("overlap_allreduce")) {
+    reducer.emplace(params, m_comm);
+  }
 
   for (std::int64_t epoch = m_opt->epochs(); epoch < max_epochs; ++epoch) {
     const double lr = m_opt->lr();
     ErrorSums train;
-    for (const auto& b : sampler.batches(m_rank, static_cast<std::uint64_t>(epoch))) {
-      std::vector<const data::Config*> cs;
-      std::vector<const MaceStructure*> ss;
-      for (auto g : b) {
-        cs.push_back(&m_train[static_cast<std::size_t>(g)]);
-        ss.push_back(&m_train_s[static_cast<std::size_t>(g)]);
+    // Step s of the plan is bins s*W*A .. s*W*A + W*A - 1; rank r takes r*A .. r*A + A - 1.
+    const sampling::Plan plan = sampler.plan(static_cast<std::uint64_t>(epoch));
+    std::vector<std::vector<std::int64_t>> mine;
+    for (std::size_t step = 0; step < plan.steps(); ++step) {
+      for (std::int64_t a = 0; a < accumulate; ++a) {
+        mine.push_back(plan.bin(plan.bin_at(step, m_rank * accumulate + a)));
       }
+    }
+    Prefetcher<PreparedBin> feed(mine.size(), static_cast<std::size_t>(m_o.get_int("prefetch")),
+                                 [&](std::size_t i) { return prepare(mine[i]); });
+    for (std::size_t step = 0; step < plan.steps(); ++step) {
+      std::vector<PreparedBin> bins;
+      for (std::int64_t a = 0; a < accumulate; ++a) {
+        bins.push_back(feed.next());
+      }
+      const std::optional<LossReduction> red = step_reduction(bins);
       m_opt->zero_grad();
-      if (!cs.empty()) {
-        batch_loss(cs, ss, true, train).backward();
+      for (std::int64_t a = 0; a < accumulate; ++a) {
+        if (reducer && a + 1 == accumulate) {
+          reducer->arm();  // only the last bin's backward sends the accumulated gradients
+        }
+        if (!bins[a].configs.empty()) {
+          batch_loss(bins[a], true, train, red, 1.0 / static_cast<double>(accumulate)).backward();
+        }
       }
-      if (m_world > 1) {
+      if (reducer) {
+        reducer->finish();
+      } else if (m_world > 1) {
         allreduce_mean_gradients(params, m_comm);
       }
       m_opt->step();
@@ -562,7 +645,7 @@ void check_implemented(const Options& o) {
   if (o.get_int("eval_interval") != 1) {
     throw not_yet(o, "eval_interval", "validation other than every epoch");
   }
-  for (const char* n : {"log_level", "patience", "prefetch"}) {
+  for (const char* n : {"log_level", "patience"}) {
     if (set_by_user(o, n)) {
       throw not_yet(o, n, std::string("--") + n);
     }
