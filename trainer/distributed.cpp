@@ -2,6 +2,7 @@
 #include "distributed.hpp"
 
 #include <string>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -25,6 +26,15 @@ void check_mpi(int rc, const char* what) {
   }
 }
 
+// Puts `mean` (a view into a reduced bucket) into p's gradient.
+void set_grad(const torch::Tensor& p, const torch::Tensor& mean) {
+  if (p.grad().defined()) {
+    p.mutable_grad().copy_(mean);
+  } else {
+    p.mutable_grad() = mean.clone();
+  }
+}
+
 // Sums `bucket` (a list of same-dtype tensors) across ranks through one flat buffer, then
 // writes the mean back into each gradient.
 void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int world) {
@@ -44,11 +54,7 @@ void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int 
   for (const auto& p : bucket) {
     torch::Tensor mean = flat.narrow(0, offset, p.numel()).view(p.sizes());
     offset += p.numel();
-    if (p.grad().defined()) {
-      p.mutable_grad().copy_(mean);
-    } else {
-      p.mutable_grad() = mean.clone();
-    }
+    set_grad(p, mean);
   }
 }
 
@@ -92,6 +98,150 @@ void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm
   }
   reduce_bucket(bucket64, comm, world);
   reduce_bucket(bucket32, comm, world);
+}
+
+OverlappedGradientReducer::OverlappedGradientReducer(std::vector<torch::Tensor> params, MPI_Comm comm,
+                                                     std::size_t bucket_bytes)
+    : m_params(std::move(params)), m_comm(comm) {
+  check_mpi(MPI_Comm_size(comm, &m_world), "MPI_Comm_size");
+  for (const auto& p : m_params) {
+    mpi_type(p);
+  }
+  const std::size_t n = m_params.size();
+  m_bucket_of.assign(n, 0);
+  m_slot_of.assign(n, 0);
+  m_fired.assign(n, 0);
+  std::size_t filled = 0;
+  for (std::size_t i = n; i-- > 0;) {
+    const torch::Tensor& p = m_params[i];
+    const std::size_t bytes = static_cast<std::size_t>(p.numel()) * p.element_size();
+    const bool fresh = m_buckets.empty() ||
+                       m_params[m_buckets.back().params.front()].scalar_type() != p.scalar_type() ||
+                       filled + bytes > bucket_bytes;
+    if (fresh) {
+      m_buckets.emplace_back();
+      filled = 0;
+    }
+    Bucket& b = m_buckets.back();
+    m_bucket_of[i] = m_buckets.size() - 1;
+    m_slot_of[i] = b.params.size();
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + m_params[b.params.back()].numel());
+    b.params.push_back(i);
+    filled += bytes;
+  }
+  for (Bucket& b : m_buckets) {
+    const torch::Tensor& last = m_params[b.params.back()];
+    b.flat = torch::zeros({b.offsets.back() + last.numel()}, last.options().requires_grad(false));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    m_hooks.push_back(m_params[i].register_hook([this, i](torch::Tensor g) { on_gradient(i, g); }));
+  }
+}
+
+OverlappedGradientReducer::~OverlappedGradientReducer() {
+  for (std::size_t i = 0; i < m_hooks.size(); ++i) {
+    m_params[i].remove_hook(m_hooks[i]);
+  }
+  // Requests still in flight (an exception between arm() and finish()) are left alone: MPI
+  // forbids freeing a non-blocking collective's request, and the run ends in MPI_Abort.
+}
+
+void OverlappedGradientReducer::arm() {
+  for (Bucket& b : m_buckets) {
+    b.missing = b.params.size();
+    b.started = false;
+  }
+  std::fill(m_fired.begin(), m_fired.end(), 0);
+  m_next = 0;
+  m_early = 0;
+  m_fired_twice = false;
+  m_owner = std::this_thread::get_id();
+  m_armed = true;
+}
+
+void OverlappedGradientReducer::on_gradient(std::size_t k, const torch::Tensor& grad) {
+  if (!m_armed) {
+    return;
+  }
+  Bucket& b = m_buckets[m_bucket_of[k]];
+  if (m_fired[k] || b.started) {
+    // A leaf's gradient arrives once per backward (the engine sums its inputs first); a
+    // second call would mean a gradient we cannot reduce any more. finish() reports it.
+    m_fired_twice = true;
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor& p = m_params[k];
+  // The hook runs before the gradient is added to .grad, and the optimiser steps on the sum.
+  const torch::Tensor total = !grad.defined() ? p.grad() : p.grad().defined() ? p.grad() + grad : grad;
+  torch::Tensor dst = b.flat.narrow(0, b.offsets[m_slot_of[k]], p.numel());
+  if (total.defined()) {
+    dst.copy_(total.reshape({-1}));
+  } else {
+    dst.zero_();
+  }
+  m_fired[k] = 1;
+  --b.missing;
+  // LibTorch runs a CPU backward on the calling thread; should a hook ever run elsewhere, the
+  // bucket waits for finish() rather than calling MPI from a second thread.
+  if (std::this_thread::get_id() == m_owner) {
+    start_ready();
+    for (std::size_t j = 0; j < m_next; ++j) {
+      // MPI progresses non-blocking collectives only inside MPI calls: give it one.
+      if (m_buckets[j].request != MPI_REQUEST_NULL) {
+        int done = 0;
+        check_mpi(MPI_Test(&m_buckets[j].request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      }
+    }
+  }
+}
+
+void OverlappedGradientReducer::start(Bucket& b) {
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.flat.data_ptr(), static_cast<int>(b.flat.numel()),
+                           mpi_type(b.flat), MPI_SUM, m_comm, &b.request),
+            "MPI_Iallreduce of gradients");
+  b.started = true;
+}
+
+void OverlappedGradientReducer::start_ready() {
+  while (m_next < m_buckets.size() && m_buckets[m_next].missing == 0) {
+    start(m_buckets[m_next]);
+    ++m_next;
+    ++m_early;
+  }
+}
+
+void OverlappedGradientReducer::finish() {
+  torch::NoGradGuard no_grad;
+  m_armed = false;
+  for (; m_next < m_buckets.size(); ++m_next) {
+    Bucket& b = m_buckets[m_next];
+    for (std::size_t s = 0; s < b.params.size(); ++s) {
+      if (!m_fired[b.params[s]]) {
+        const torch::Tensor& p = m_params[b.params[s]];
+        torch::Tensor dst = b.flat.narrow(0, b.offsets[s], p.numel());
+        if (p.grad().defined()) {
+          dst.copy_(p.grad().reshape({-1}));
+        } else {
+          dst.zero_();
+        }
+      }
+    }
+    start(b);
+  }
+  for (Bucket& b : m_buckets) {
+    check_mpi(MPI_Wait(&b.request, MPI_STATUS_IGNORE), "MPI_Wait of the gradient all-reduce");
+    b.flat.div_(m_world);
+    for (std::size_t s = 0; s < b.params.size(); ++s) {
+      const torch::Tensor& p = m_params[b.params[s]];
+      set_grad(p, b.flat.narrow(0, b.offsets[s], p.numel()).view(p.sizes()));
+    }
+  }
+  if (m_fired_twice) {
+    throw Error(
+        "OverlappedGradientReducer: a parameter's gradient hook fired twice in one backward pass "
+        "(or after its bucket was sent); use allreduce_mean_gradients for this model");
+  }
 }
 
 }  // namespace fastmlip::trainer

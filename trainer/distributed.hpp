@@ -9,6 +9,8 @@
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <thread>
 #include <vector>
 
 namespace fastmlip::trainer {
@@ -26,5 +28,68 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, MPI_Comm com
 /// collective calls. Throws fastmlip::InputError on a dtype other than float32/float64.
 void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm comm,
                               std::size_t bucket_bytes = std::size_t{4} << 20);
+
+/// The gradient all-reduce of allreduce_mean_gradients, overlapped with the backward pass
+/// (FastCHGNet's communication overlap): a hook on each parameter copies its gradient into a
+/// bucket as backward produces it, and a bucket whose gradients are all in is sent with
+/// MPI_Iallreduce while backward goes on with the layers below.
+///
+/// Buckets hold parameters in reverse order (the order backward reaches them), at most
+/// `bucket_bytes` each and one dtype each. Every rank starts its buckets in index order, bucket k
+/// only after buckets 0..k-1, so all ranks issue the same collectives in the same order whatever
+/// order their hooks fire in; a parameter whose hook did not fire (no gradient on this rank)
+/// holds its accumulated .grad or zeros, and its bucket is sent by finish(). The hooks act only
+/// between arm() and finish(), so the torch::autograd::grad call that computes forces (with
+/// create_graph) and the backward passes of earlier accumulated bins pass through untouched.
+/// The result is bitwise what allreduce_mean_gradients gives for the same .grad values.
+class OverlappedGradientReducer {
+ public:
+  /// Registers one hook per parameter (removed by the destructor). Throws InputError on a dtype
+  /// other than float32/float64, before any collective.
+  OverlappedGradientReducer(std::vector<torch::Tensor> params, MPI_Comm comm,
+                            std::size_t bucket_bytes = std::size_t{4} << 20);
+  ~OverlappedGradientReducer();
+  OverlappedGradientReducer(const OverlappedGradientReducer&) = delete;
+  OverlappedGradientReducer& operator=(const OverlappedGradientReducer&) = delete;
+
+  /// The next backward pass is the last one before the optimiser step: reduce its gradients
+  /// (each parameter's .grad so far plus what this backward adds).
+  void arm();
+  /// After that backward: sends the buckets not yet sent, waits for all, and replaces each
+  /// parameter's .grad by the mean over the ranks. Disarms the hooks.
+  void finish();
+  /// The number of buckets (for tests).
+  std::size_t num_buckets() const noexcept { return m_buckets.size(); }
+  /// Buckets sent while backward was still running in the last armed pass (for tests and
+  /// the benchmark: 0 means no overlap happened).
+  std::size_t started_during_backward() const noexcept { return m_early; }
+
+ private:
+  struct Bucket {
+    std::vector<std::size_t> params;    // indices into m_params
+    std::vector<std::int64_t> offsets;  // of each parameter in `flat`
+    torch::Tensor flat;
+    std::size_t missing = 0;  // parameters whose hook has not fired since arm()
+    bool started = false;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  void on_gradient(std::size_t k, const torch::Tensor& grad);
+  void start(Bucket& b);
+  /// Starts, in order, the leading buckets that are complete.
+  void start_ready();
+
+  std::vector<torch::Tensor> m_params;
+  MPI_Comm m_comm;
+  int m_world = 1;
+  std::vector<Bucket> m_buckets;
+  std::vector<std::size_t> m_bucket_of, m_slot_of;  // per parameter
+  std::vector<char> m_fired;
+  std::vector<unsigned> m_hooks;
+  std::size_t m_next = 0;  // the first bucket not started
+  std::size_t m_early = 0;
+  bool m_armed = false;
+  bool m_fired_twice = false;
+  std::thread::id m_owner;  // the thread that called arm(): the only one that calls MPI
+};
 
 }  // namespace fastmlip::trainer

@@ -196,7 +196,17 @@ std::vector<OptionSpec> build_table() {
   t.push_back(opt(batch, "sampler", T::kChoice, "fastmlip",
                   "Batch planner (src/sampling): bin packing of graphs by atom count (ours).", {}, packers));
   t.push_back(opt(batch, "prefetch", T::kInt, "2",
-                  "Batches whose graphs a background thread builds ahead of the step (ours).", at_least(0)));
+                  "Batches whose graphs a background thread builds ahead of the step; 0 builds them in "
+                  "the step (ours).",
+                  at_least(0)));
+  t.push_back(opt(batch, "accumulate_bins", T::kInt, "1",
+                  "Bins per rank and optimiser step, their gradients accumulated: a global step is "
+                  "ranks x this many bins, so -np 1 with 2 and -np 2 with 1 train on the same batches "
+                  "(ours).",
+                  at_least(1)));
+  t.push_back(opt(batch, "overlap_allreduce", T::kBool, "true",
+                  "Overlap the gradient all-reduce with backward (gradient hooks); false reduces after "
+                  "backward (ours)."));
 
   // Checkpoints and output.
   t.push_back(opt(ckpt, "restart", T::kPath, std::nullopt,

@@ -72,9 +72,62 @@ TYPED_TEST(Distributed, AveragedGradientEqualsFullBatchGradient) {
   EXPECT_EQ(local[2].grad().abs().sum().template item<double>(), 0.0);
 }
 
+// The overlapped all-reduce gives bitwise the gradients of allreduce_mean_gradients, in the
+// shape of a training step: forces by autograd with create_graph (torch::autograd::grad on the
+// positions) inside each backward pass, two accumulated passes of which only the second is
+// armed, a parameter that only rank 0 uses, one that no rank uses, and 16-byte buckets so that
+// there are several. Two steps with one reducer check that it re-arms.
+TYPED_TEST(Distributed, OverlappedReduceEqualsBlockingReduceBitwise) {
+  const auto dt = dtype_of<TypeParam>();
+  auto make_params = [&] {
+    torch::manual_seed(11);
+    std::vector<torch::Tensor> p;
+    for (const auto& shape : std::vector<std::vector<std::int64_t>>{{5}, {2}, {3, 4}, {4}, {4, 1}}) {
+      p.push_back(torch::randn(shape, dt).requires_grad_());
+    }
+    return p;  // unused, rank 0 only, W1, b1, W2
+  };
+  auto pass = [&](const std::vector<torch::Tensor>& p, int step, int bin) {
+    torch::manual_seed(1000 + 100 * rank() + 10 * step + bin);
+    auto x = torch::randn({6, 3}, dt).requires_grad_();
+    auto e = torch::tanh(x.matmul(p[2]) + p[3]).matmul(p[4]).sum();
+    if (rank() == 0) {
+      e = e + p[1].pow(2).sum() * x.sum();
+    }
+    auto f = -torch::autograd::grad({e}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    ((f - 0.3).pow(2).sum() + e * e).backward();
+  };
+  auto ref = make_params();
+  auto ovl = make_params();
+  OverlappedGradientReducer reducer(ovl, MPI_COMM_WORLD, /*bucket_bytes=*/16);
+  EXPECT_EQ(reducer.num_buckets(), 5u);
+  for (int step = 0; step < 2; ++step) {
+    for (auto* ps : {&ref, &ovl}) {
+      for (auto& t : *ps) {
+        t.mutable_grad() = torch::Tensor();
+      }
+    }
+    pass(ref, step, 0);
+    pass(ref, step, 1);
+    allreduce_mean_gradients(ref, MPI_COMM_WORLD, 16);
+    pass(ovl, step, 0);
+    reducer.arm();
+    pass(ovl, step, 1);
+    reducer.finish();
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_TRUE(ovl[i].grad().defined()) << "parameter " << i;
+      EXPECT_TRUE(torch::equal(ovl[i].grad(), ref[i].grad())) << "step " << step << ", parameter " << i;
+    }
+    EXPECT_EQ(ovl[0].grad().abs().sum().template item<double>(), 0.0);
+    // W2, b1 and W1 are complete before backward ends, so their buckets went out early.
+    EXPECT_GE(reducer.started_during_backward(), 3u);
+  }
+}
+
 TEST(DistributedErrors, RejectsIntegerParametersBeforeAnyCollective) {
   std::vector<torch::Tensor> params = {torch::zeros({2}, torch::kFloat64), torch::zeros({2}, torch::kInt64)};
   EXPECT_THROW(allreduce_mean_gradients(params, MPI_COMM_WORLD), InputError);
+  EXPECT_THROW(OverlappedGradientReducer(params, MPI_COMM_WORLD), InputError);
 }
 
 }  // namespace

@@ -9,16 +9,24 @@
 //  * 2 epochs, then --restart from the checkpoint and a third, equal 3 straight epochs bitwise
 //    (parameters, optimiser and EMA state, the CSV, the exported file's bytes);
 //  * fine-tuning the exported file (--foundation_model) for an epoch; the same run on 2 ranks;
+//  * data parallel: 1 rank with --accumulate_bins 2 equals 2 ranks to round-off; the overlapped
+//    and the blocking all-reduce, and --prefetch 0 and 2, give bitwise the same run;
+//  * a rank killed with SIGKILL ends the job with a message, no hang, and the checkpoint it
+//    leaves restarts on one rank.
 //  * the outputs: per-epoch JSON metrics per config_type, the learning-curve SVG, the best model
 //    (the weights of the epoch with the lowest validation loss, checked against that epoch's kept
 //    checkpoint), --test_file, --eval_interval, and `train-potential eval` reproducing the test
 //    metrics and the model's predictions.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +36,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../models/mace_test_graph.hpp"
@@ -298,8 +307,6 @@ TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
 }
 
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
-// (Equality with one rank needs the same global batches, which the sampler does not plan for
-// different world sizes; that comparison is still to come.)
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");
   write_dataset(dir + "/data.xyz", 12);
@@ -321,7 +328,7 @@ TEST(TrainPotential, TrainsOnTwoRanks) {
                        kMpiexec + " -np 2");
   ASSERT_EQ(k.status, 0) << k.out << k.err;
   const auto ck = trainer::train::read_checkpoint(dir + "/k/checkpoints/tiny_step-1.ckpt");
-  ASSERT_EQ(ck.ints.count("run/epoch_batch"), 1u) << "step 1 should fall within the first epoch";
+  ASSERT_EQ(ck.ints.count("run/epoch_steps"), 1u) << "step 1 should fall within the first epoch";
   EXPECT_EQ(ck.tensor("run/partial_train").size(0), 2);
   const Result kr =
       run(dir, "--config tiny.yaml --work_dir kr --max_num_epochs 2 --restart k/checkpoints/tiny_step-1.ckpt",
@@ -523,15 +530,15 @@ TEST(TrainPotential, CheckpointWithinAnEpochRestartsExactly) {
   const Result c = run(dir, "--config tiny.yaml --work_dir c --max_num_epochs 2");
   ASSERT_EQ(c.status, 0) << c.out << c.err;
   const auto ck = trainer::train::read_checkpoint(dir + "/a/checkpoints/tiny_step-2.ckpt");
-  ASSERT_EQ(ck.ints.count("run/epoch_batch"), 1u) << "step 2 should fall within the first epoch";
-  EXPECT_EQ(ck.integer("run/epoch_batch"), 2);
+  ASSERT_EQ(ck.ints.count("run/epoch_steps"), 1u) << "step 2 should fall within the first epoch";
+  EXPECT_EQ(ck.integer("run/epoch_steps"), 2);
   EXPECT_EQ(ck.integer("counters/epochs"), 0);
 
   const Result b = run(dir,
                        "--config tiny.yaml --work_dir b --max_num_epochs 2 --checkpoint_interval 2 "
                        "--restart a/checkpoints/tiny_step-2.ckpt");
   ASSERT_EQ(b.status, 0) << b.out << b.err;
-  EXPECT_NE(b.out.find("restart: a/checkpoints/tiny_step-2.ckpt after epoch 0 and 2 batch(es) of the next"),
+  EXPECT_NE(b.out.find("restart: a/checkpoints/tiny_step-2.ckpt after epoch 0 and 2 step(s) of the next"),
             std::string::npos)
       << b.out;
   for (const char* f :
@@ -547,6 +554,181 @@ TEST(TrainPotential, CheckpointWithinAnEpochRestartsExactly) {
     EXPECT_TRUE(torch::equal(t, sb.tensor(k))) << k;
   }
   EXPECT_EQ(sa.ints, sb.ints);
+  fs::remove_all(dir);
+}
+
+// Regression: a rank whose validation bin is empty (one validation configuration, two ranks)
+// skipped the graph-count all-reduce the other rank made, and the job died in MPI_ERR_TRUNCATE.
+TEST(TrainPotential, TwoRanksWithAnEmptyValidationBin) {
+  const std::string dir = temp_dir("emptyvalid");
+  write_dataset(dir + "/data.xyz", 12);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir, "--config tiny.yaml --work_dir w --max_num_epochs 2 --valid_fraction 0.1",
+                       kMpiexec + " -np 2");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 validation configurations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+/// The largest difference between two checkpoints' tensors relative to the tensor's largest
+/// magnitude (at least 1), over every tensor; the key sets must match.
+double max_relative_difference(const trainer::train::CheckpointState& a,
+                               const trainer::train::CheckpointState& b, std::string* worst) {
+  EXPECT_EQ(a.tensors.size(), b.tensors.size());
+  double out = 0;
+  for (const auto& [k, t] : a.tensors) {
+    if (b.tensors.count(k) == 0) {
+      ADD_FAILURE() << k << " missing";
+      continue;
+    }
+    const auto x = t.to(torch::kFloat64), y = b.tensors.at(k).to(torch::kFloat64);
+    if (x.numel() == 0) {
+      continue;
+    }
+    const double scale = std::max(1.0, x.abs().max().item<double>());
+    const double d = (x - y).abs().max().item<double>() / scale;
+    if (d >= out) {
+      out = d;
+      *worst = k;
+    }
+  }
+  return out;
+}
+
+// The same global batches on any rank count: a global step is ranks x --accumulate_bins bins,
+// so one rank accumulating two bins and two ranks with one bin each train on the same batches
+// (a plan that depended on the world size would fail this by far more than round-off). Two
+// epochs with the cosine schedule (the plateau schedule would act on validation losses, which
+// are means over differently batched validation sets). Parameters, Adam moments and EMA agree
+// to round-off; the other runs change only how the work is done and agree bitwise: the
+// all-reduce overlapped with backward or after it, graphs prefetched or built in the step.
+TEST(TrainPotential, SameGlobalBatchesOnOneAndTwoRanks) {
+  const std::string dir = temp_dir("global");
+  write_dataset(dir + "/data.xyz", 16);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const std::string common = "--config tiny.yaml --max_num_epochs 2 --scheduler CosineAnnealingLR";
+  const Result one = run(dir, common + " --work_dir one --accumulate_bins 2 --prefetch 0");
+  ASSERT_EQ(one.status, 0) << one.out << one.err;
+  const Result one_prefetch = run(dir, common + " --work_dir one_prefetch --accumulate_bins 2 --prefetch 2");
+  ASSERT_EQ(one_prefetch.status, 0) << one_prefetch.out << one_prefetch.err;
+  const Result two = run(dir, common + " --work_dir two", kMpiexec + " -np 2");
+  ASSERT_EQ(two.status, 0) << two.out << two.err;
+  const Result two_blocking =
+      run(dir, common + " --work_dir two_blocking --overlap_allreduce false", kMpiexec + " -np 2");
+  ASSERT_EQ(two_blocking.status, 0) << two_blocking.out << two_blocking.err;
+
+  const auto s1 = trainer::train::read_checkpoint(dir + "/one/checkpoints/tiny.ckpt");
+  const auto s2 = trainer::train::read_checkpoint(dir + "/two/checkpoints/tiny.ckpt");
+  // Several steps per epoch, or the test would not compare accumulation across steps.
+  EXPECT_GE(s1.ints.at("counters/steps"), 4);
+  EXPECT_EQ(s1.ints.at("counters/steps"), s2.ints.at("counters/steps"));
+  std::string worst;
+  const double d = max_relative_difference(s1, s2, &worst);
+  EXPECT_LT(d, 1e-12) << "worst tensor " << worst;
+  // Other global batches (one bin per step) land far from it: the tolerance discriminates.
+  const Result small = run(dir, common + " --work_dir small");
+  ASSERT_EQ(small.status, 0) << small.out << small.err;
+  EXPECT_GT(max_relative_difference(s1, trainer::train::read_checkpoint(dir + "/small/checkpoints/tiny.ckpt"),
+                                    &worst),
+            1e-6);
+
+  for (const std::string other : {"one_prefetch", "two_blocking"}) {
+    EXPECT_EQ(read_text(dir + "/" + other + "/tiny.safetensors"),
+              read_text(dir + "/" + (other == "one_prefetch" ? "one" : "two") + "/tiny.safetensors"))
+        << other;
+  }
+  EXPECT_EQ(read_text(dir + "/one_prefetch/results/tiny_train.csv"),
+            read_text(dir + "/one/results/tiny_train.csv"));
+  fs::remove_all(dir);
+}
+
+/// The process id of rank `rank` of a train-potential running in directory `dir` (its
+/// environment names the rank, as Open MPI and MPICH launchers set it); -1 if none.
+pid_t find_rank(const std::string& dir, int rank) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const std::string cmdline = read_text(entry.path().string() + "/cmdline");
+    std::error_code ec;
+    if (cmdline.rfind(kExe + '\0', 0) != 0 || fs::read_symlink(entry.path() / "cwd", ec) != fs::path(dir)) {
+      continue;
+    }
+    const std::string env = '\0' + read_text(entry.path().string() + "/environ");
+    const std::string r = std::to_string(rank) + '\0';
+    if (env.find(std::string("\0OMPI_COMM_WORLD_RANK=") + r) != std::string::npos ||
+        env.find(std::string("\0PMI_RANK=") + r) != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+// A rank that dies: SIGKILL to rank 1 after the first checkpoint. The launcher must end the
+// whole job (no rank left waiting in a collective) with a non-zero status and a message that
+// names the killed process; the checkpoint, written atomically by rank 0, must be whole and must
+// restart on a single rank.
+TEST(TrainPotential, KilledRankEndsTheJobAndTheCheckpointRestarts) {
+  const std::string dir = temp_dir("kill");
+  write_dataset(dir + "/data.xyz", 12);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const std::string ckpt = dir + "/killed/checkpoints/tiny.ckpt";
+  const std::string cmd =
+      "cd '" + dir + "' && OMP_NUM_THREADS=1 exec " + kMpiexec + " -np 2 '" + kExe +
+      "' --config tiny.yaml --work_dir killed --max_num_epochs 100000 > out.txt 2> err.txt";
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    setpgid(0, 0);  // its own group, so that a hung job can be cleaned up as a whole
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(launcher, launcher);
+  const auto deadline = [](int seconds) {
+    return std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  };
+  auto until = deadline(60);
+  while (!fs::exists(ckpt) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t victim = find_rank(dir, 1);
+  int status = 0;
+  bool ended = false;
+  if (fs::exists(ckpt) && victim > 0) {
+    EXPECT_EQ(kill(victim, SIGKILL), 0);
+    until = deadline(60);
+    while (!ended && std::chrono::steady_clock::now() < until) {
+      ended = waitpid(launcher, &status, WNOHANG) == launcher;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (!ended) {
+    kill(-launcher, SIGKILL);
+    waitpid(launcher, &status, 0);
+  }
+  ASSERT_TRUE(fs::exists(ckpt)) << "no checkpoint within 60 s: " << read_text(dir + "/err.txt");
+  ASSERT_GT(victim, 0) << "rank 1 of the job was not found in /proc";
+  ASSERT_TRUE(ended) << "the job hung for 60 s after rank 1 was killed";
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string message = read_text(dir + "/err.txt") + read_text(dir + "/out.txt");
+  std::transform(message.begin(), message.end(), message.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  EXPECT_NE(message.find("killed"), std::string::npos) << message;
+
+  // Whole (the checksum is checked on reading), and it continues on one rank.
+  trainer::train::CheckpointState s;
+  ASSERT_NO_THROW(s = trainer::train::read_checkpoint(ckpt));
+  const std::int64_t epochs = s.ints.at("counters/epochs");
+  EXPECT_GE(epochs, 1);
+  const Result r = run(dir, "--config tiny.yaml --work_dir killed --max_num_epochs " +
+                                std::to_string(epochs + 1) + " --restart killed/checkpoints/tiny.ckpt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("restart: killed/checkpoints/tiny.ckpt after epoch " + std::to_string(epochs)),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::exists(dir + "/killed/tiny.safetensors"));
   fs::remove_all(dir);
 }
 

@@ -121,9 +121,9 @@ void ErrorAccumulator::add(const data::Config& c, const Prediction& p) {
   m_by_type[static_cast<std::size_t>(it - m_types.begin())] += e;
 }
 
-void ErrorAccumulator::add_loss(double loss) {
+void ErrorAccumulator::add_loss(double loss, double share) {
   m_overall.loss += loss;
-  m_overall.n_loss += 1;
+  m_overall.n_loss += share;
 }
 
 void ErrorAccumulator::reduce(MPI_Comm comm) {

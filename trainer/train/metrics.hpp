@@ -63,8 +63,8 @@ class ErrorAccumulator {
   /// when the configuration has a cell with a non-zero volume) when it has those labels and
   /// `p.virials` is given. Throws InputError when its config_type was not listed.
   void add(const data::Config& c, const Prediction& p);
-  /// One batch's loss, counted overall.
-  void add_loss(double loss);
+  /// One batch's loss, counted overall as `share` of a batch (a bin of an accumulated step).
+  void add_loss(double loss, double share = 1.0);
   /// Sums every rank's sums (collective over `comm`; nothing to do on one rank).
   void reduce(MPI_Comm comm);
   /// All sums as one vector (overall, then per type), and back: what ranks add and what a

@@ -30,6 +30,7 @@
 #include "train/loss.hpp"
 #include "train/metrics.hpp"
 #include "train/optim.hpp"
+#include "train/prefetch.hpp"
 #include "train/progress.hpp"
 
 namespace fastmlip::trainer::train {
@@ -72,6 +73,14 @@ int parse_mlp_irreps(const std::string& text) {
 std::string dir_option(const Options& o, const std::string& name, const std::string& fallback) {
   return o.has(name) ? o.get_string(name) : fallback;
 }
+
+/// What a training step needs of one bin before the model runs: its configurations, their graphs
+/// (neighbour lists) and the loss targets. Built by the prefetch thread (no MPI, no model).
+struct PreparedBin {
+  std::vector<const data::Config*> configs;
+  MaceBatch batch;
+  LossTargets targets;
+};
 
 /// One log line to the stream and the log file.
 class Logger {
@@ -136,12 +145,23 @@ class Trainer {
   torch::Tensor batch_loss(const std::vector<const data::Config*>& configs,
                            const std::vector<const MaceStructure*>& structures, bool train,
                            ErrorAccumulator& acc);
+  /// The same on a prepared bin, with the global counts `red` (none: the bin's own means); the
+  /// bin counts as `share` of a batch in the mean training loss.
+  torch::Tensor batch_loss(const PreparedBin& bin, bool train, ErrorAccumulator& acc,
+                           const std::optional<LossReduction>& red, double share);
+  /// Graphs and targets of bin `graphs` of m_train (thread-safe: the prefetch thread calls it).
+  PreparedBin prepare(const std::vector<std::int64_t>& graphs) const;
+  /// Global graph and atom counts of the bins one step trains on all ranks (none on 1 rank
+  /// without accumulation, where the loss takes the bin's own means).
+  std::optional<LossReduction> step_reduction(const std::vector<PreparedBin>& bins) const;
   ErrorAccumulator validate();
-  /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed).
-  sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs) const;
-  /// The checkpoint after `epoch` epochs, or with `partial` after `batch` batches of the next
-  /// epoch (--checkpoint_interval; collective then: every rank's partial training sums go in).
-  void write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t batch = 0,
+  /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed),
+  /// `bins_per_rank` bins per rank and step.
+  sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs,
+                                     std::int64_t bins_per_rank = 1) const;
+  /// The checkpoint after `epoch` epochs, or with `partial` after `steps` optimiser steps of the
+  /// next epoch (--checkpoint_interval; collective then: every rank's partial training sums go in).
+  void write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t steps = 0,
                             const ErrorAccumulator* partial = nullptr) const;
   /// RESULTS_DIR/NAME_train.json and, with --plot, NAME_learning_curve.svg from m_epochs (rank 0).
   void write_epoch_outputs() const;
@@ -167,9 +187,9 @@ class Trainer {
   /// Lowest validation loss so far and its epoch (NAME_best.safetensors); kept in the checkpoint.
   double m_best_loss = std::numeric_limits<double>::infinity();
   std::int64_t m_best_epoch = 0;
-  /// Restarting from a checkpoint within an epoch: the batches of that epoch already done and
-  /// this rank's training sums over them.
-  std::int64_t m_resume_batch = 0;
+  /// Restarting from a checkpoint within an epoch: the steps of that epoch already done and this
+  /// rank's training sums over them.
+  std::int64_t m_resume_steps = 0;
   std::vector<double> m_resume_sums;
 };
 
@@ -288,13 +308,57 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
   for (const auto* p : structures) {
     s.push_back(*p);
   }
-  const MaceBatch batch = make_mace_batch(s, m_model->cutoff());
+  const PreparedBin bin{configs, make_mace_batch(s, m_model->cutoff()), make_loss_targets(configs, dtype())};
+  std::optional<LossReduction> red;
+  if (m_world > 1) {
+    red = step_reduction({bin});
+  }
+  return batch_loss(bin, train, acc, red, 1.0);
+}
+
+template <class T>
+PreparedBin Trainer<T>::prepare(const std::vector<std::int64_t>& graphs) const {
+  PreparedBin bin;
+  std::vector<MaceStructure> s;
+  for (auto g : graphs) {
+    bin.configs.push_back(&m_train[static_cast<std::size_t>(g)]);
+    s.push_back(m_train_s[static_cast<std::size_t>(g)]);
+  }
+  bin.batch = make_mace_batch(s, m_model->cutoff());
+  bin.targets = make_loss_targets(bin.configs, dtype());
+  return bin;
+}
+
+template <class T>
+std::optional<LossReduction> Trainer<T>::step_reduction(const std::vector<PreparedBin>& bins) const {
+  if (m_world == 1 && bins.size() == 1) {
+    return std::nullopt;
+  }
+  std::int64_t local[2] = {0, 0};
+  for (const auto& b : bins) {
+    local[0] += static_cast<std::int64_t>(b.configs.size());
+    for (const auto* c : b.configs) {
+      local[1] += static_cast<std::int64_t>(c->natoms());
+    }
+  }
+  std::int64_t global[2] = {local[0], local[1]};
+  if (m_world > 1) {
+    MPI_Allreduce(local, global, 2, MPI_INT64_T, MPI_SUM, m_comm);
+  }
+  return LossReduction{global[0], global[1], m_world};
+}
+
+template <class T>
+torch::Tensor Trainer<T>::batch_loss(const PreparedBin& bin, bool train, ErrorAccumulator& acc,
+                                     const std::optional<LossReduction>& red, double share) {
+  const auto& configs = bin.configs;
+  const MaceBatch& batch = bin.batch;
   MaceForwardOptions fo;
   fo.forces = true;
   fo.virials = m_compute_virials;
   fo.create_graph = train;
   const MaceOutput out = m_model->forward(batch, fo);
-  const LossTargets ref = make_loss_targets(configs, dtype());
+  const LossTargets& ref = bin.targets;
   LossPredictions pred{out.energy, out.forces, {}, {}};
   if (m_virials) {
     pred.virials = out.virials;
@@ -304,31 +368,24 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
     vol = torch::where(vol > 0, vol, torch::ones_like(vol));
     pred.stress = -out.virials / vol.view({-1, 1, 1});
   }
-  std::optional<LossReduction> red;
-  if (m_world > 1) {
-    std::int64_t local[2] = {static_cast<std::int64_t>(configs.size()), 0};
-    for (const auto* c : configs) {
-      local[1] += static_cast<std::int64_t>(c->natoms());
-    }
-    std::int64_t global[2] = {0, 0};
-    MPI_Allreduce(local, global, 2, MPI_INT64_T, MPI_SUM, m_comm);
-    red = LossReduction{global[0], global[1], m_world};
-  }
   torch::Tensor loss = compute_loss(m_loss, pred, ref, red).total;
   accumulate_batch(acc, configs, out);
-  acc.add_loss(loss.detach().template item<double>());
+  acc.add_loss(loss.detach().template item<double>(), share);
   return loss;
 }
 
 template <class T>
-sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& configs) const {
+sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& configs,
+                                               std::int64_t bins_per_rank) const {
   std::vector<std::int64_t> sizes;
   for (const auto& c : configs) {
     sizes.push_back(static_cast<std::int64_t>(c.natoms()));
   }
   sampling::PackParams pp;
   pp.capacity = m_o.get_int("batch_capacity");
-  pp.ranks = m_world;
+  // W ranks x A bins per step: the plan depends on W * A only, so -np 1 --accumulate_bins 2 and
+  // -np 2 train on the same global batches.
+  pp.ranks = m_world * bins_per_rank;
   pp.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
   return sampling::BatchSampler(sizes, m_o.get_string("sampler"), pp);
 }
@@ -342,6 +399,9 @@ ErrorAccumulator Trainer<T>::validate() {
   const sampling::BatchSampler sampler = sampler_for(m_valid);
   for (const auto& b : sampler.batches(m_rank, 0)) {
     if (b.empty()) {
+      if (m_world > 1) {
+        step_reduction({});  // the count all-reduce the other ranks' batch_loss makes
+      }
       continue;
     }
     std::vector<const data::Config*> cs;
@@ -357,7 +417,7 @@ ErrorAccumulator Trainer<T>::validate() {
 }
 
 template <class T>
-void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t batch,
+void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t steps,
                                       const ErrorAccumulator* partial) const {
   std::vector<double> sums;
   if (partial != nullptr) {
@@ -372,8 +432,9 @@ void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch
   }
   CheckpointState s;
   if (partial != nullptr) {
-    s.ints["run/epoch_batch"] = batch;
+    s.ints["run/epoch_steps"] = steps;
     s.ints["run/world"] = m_world;
+    s.ints["run/accumulate_bins"] = m_o.get_int("accumulate_bins");
     s.tensors["run/partial_train"] = torch::tensor(sums, torch::kFloat64)
                                          .view({m_world, static_cast<std::int64_t>(sums.size()) / m_world});
   }
@@ -484,7 +545,9 @@ void Trainer<T>::run() {
   m_loss = loss_config_from(m_o);
   m_virials = m_loss.kind != LossKind::kWeighted;
   m_compute_virials = m_virials || m_o.get_bool("compute_stress");
-  m_opt = std::make_unique<Optimization>(m_model->named_parameters(), optim_config_from(m_o, m_world));
+  // The learning-rate scaling counts the bins of a global step: ranks x accumulated bins.
+  const int bins_per_step = m_world * static_cast<int>(m_o.get_int("accumulate_bins"));
+  m_opt = std::make_unique<Optimization>(m_model->named_parameters(), optim_config_from(m_o, bins_per_step));
   if (m_world > 1) {
     broadcast_parameters(m_model->parameters(), m_comm);
   }
@@ -515,64 +578,85 @@ void Trainer<T>::run() {
       m_best_loss = s.real("run/best_valid_loss");
       m_best_epoch = s.integer("run/best_epoch");
     }
-    if (s.ints.count("run/epoch_batch") != 0) {
-      if (s.integer("run/world") != m_world) {
+    if (s.ints.count("run/epoch_steps") != 0) {
+      // Each rank's sums and bins are its own, and the plan depends on ranks x accumulate_bins.
+      if (s.integer("run/world") != m_world ||
+          s.integer("run/accumulate_bins") != m_o.get_int("accumulate_bins")) {
         throw InputError("train-potential: " + *restart + " was written within an epoch by a run on " +
-                         std::to_string(s.integer("run/world")) +
-                         " rank(s); continue it on as many ranks (this "
-                         "run has " +
-                         std::to_string(m_world) + "), or restart from an end-of-epoch checkpoint");
+                         std::to_string(s.integer("run/world")) + " rank(s) with --accumulate_bins " +
+                         std::to_string(s.integer("run/accumulate_bins")) +
+                         "; continue it the same way (this run: " + std::to_string(m_world) +
+                         " rank(s), --accumulate_bins " + std::to_string(m_o.get_int("accumulate_bins")) +
+                         "), or restart from an end-of-epoch checkpoint");
       }
-      m_resume_batch = s.integer("run/epoch_batch");
-      const torch::Tensor rows = s.tensor("run/partial_train");
-      const torch::Tensor mine = rows[m_rank].contiguous();
+      m_resume_steps = s.integer("run/epoch_steps");
+      const torch::Tensor mine = s.tensor("run/partial_train")[m_rank].contiguous();
       m_resume_sums.assign(mine.data_ptr<double>(), mine.data_ptr<double>() + mine.numel());
     }
-    m_log.line(
-        "restart: " + *restart + " after epoch " + std::to_string(m_opt->epochs()) +
-        (m_resume_batch > 0 ? " and " + std::to_string(m_resume_batch) + " batch(es) of the next" : "") +
-        ", step " + std::to_string(m_opt->steps()));
+    m_log.line("restart: " + *restart + " after epoch " + std::to_string(m_opt->epochs()) +
+               (m_resume_steps > 0 ? " and " + std::to_string(m_resume_steps) + " step(s) of the next" : "") +
+               ", step " + std::to_string(m_opt->steps()));
   }
 
-  const sampling::BatchSampler sampler = sampler_for(m_train);
+  const std::int64_t accumulate = m_o.get_int("accumulate_bins");
+  const sampling::BatchSampler sampler = sampler_for(m_train, accumulate);
   const std::int64_t max_epochs = m_o.get_int("max_num_epochs");
   const std::int64_t eval_interval = m_o.get_int("eval_interval");
   const std::int64_t checkpoint_interval = m_o.get_int("checkpoint_interval");
   const auto params = m_model->parameters();
+  std::optional<OverlappedGradientReducer> reducer;
+  if (m_world > 1 && m_o.get_bool("overlap_allreduce")) {
+    reducer.emplace(params, m_comm);
+  }
+
   const std::vector<std::string> train_types = config_types_of(m_train);
 
   for (std::int64_t epoch = m_opt->epochs(); epoch < max_epochs; ++epoch) {
     const double lr = m_opt->lr();
     ErrorAccumulator train(train_types);
-    const auto batches = sampler.batches(m_rank, static_cast<std::uint64_t>(epoch));
-    m_bar.start(static_cast<std::int64_t>(batches.size()),
-                "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + " ");
-    // A restart within this epoch skips the batches done before it (their sums come back).
+    // Step s of the plan is bins s*W*A .. s*W*A + W*A - 1; rank r takes r*A .. r*A + A - 1.
+    const sampling::Plan plan = sampler.plan(static_cast<std::uint64_t>(epoch));
+    // A restart within this epoch continues after the steps done before it (their sums come back).
     std::size_t first = 0;
-    if (m_resume_batch > 0) {
+    if (m_resume_steps > 0) {
       train.set_flat(m_resume_sums);
-      first = static_cast<std::size_t>(m_resume_batch);
-      m_resume_batch = 0;
+      first = static_cast<std::size_t>(m_resume_steps);
+      m_resume_steps = 0;
     }
-    for (std::size_t k = first; k < batches.size(); ++k) {
-      const auto& b = batches[k];
-      std::vector<const data::Config*> cs;
-      std::vector<const MaceStructure*> ss;
-      for (auto g : b) {
-        cs.push_back(&m_train[static_cast<std::size_t>(g)]);
-        ss.push_back(&m_train_s[static_cast<std::size_t>(g)]);
+    std::vector<std::vector<std::int64_t>> mine;
+    for (std::size_t step = first; step < plan.steps(); ++step) {
+      for (std::int64_t a = 0; a < accumulate; ++a) {
+        mine.push_back(plan.bin(plan.bin_at(step, m_rank * accumulate + a)));
       }
+    }
+    Prefetcher<PreparedBin> feed(mine.size(), static_cast<std::size_t>(m_o.get_int("prefetch")),
+                                 [&](std::size_t i) { return prepare(mine[i]); });
+    m_bar.start(static_cast<std::int64_t>(plan.steps() - first),
+                "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + " ");
+    for (std::size_t step = first; step < plan.steps(); ++step) {
+      std::vector<PreparedBin> bins;
+      for (std::int64_t a = 0; a < accumulate; ++a) {
+        bins.push_back(feed.next());
+      }
+      const std::optional<LossReduction> red = step_reduction(bins);
       m_opt->zero_grad();
-      if (!cs.empty()) {
-        batch_loss(cs, ss, true, train).backward();
+      for (std::int64_t a = 0; a < accumulate; ++a) {
+        if (reducer && a + 1 == accumulate) {
+          reducer->arm();  // only the last bin's backward sends the accumulated gradients
+        }
+        if (!bins[a].configs.empty()) {
+          batch_loss(bins[a], true, train, red, 1.0 / static_cast<double>(accumulate)).backward();
+        }
       }
-      if (m_world > 1) {
+      if (reducer) {
+        reducer->finish();
+      } else if (m_world > 1) {
         allreduce_mean_gradients(params, m_comm);
       }
       m_opt->step();
       m_bar.step();
-      if (checkpoint_interval > 0 && m_opt->steps() % checkpoint_interval == 0 && k + 1 < batches.size()) {
-        write_checkpoint_now(csv, epoch, static_cast<std::int64_t>(k + 1), &train);
+      if (checkpoint_interval > 0 && m_opt->steps() % checkpoint_interval == 0 && step + 1 < plan.steps()) {
+        write_checkpoint_now(csv, epoch, static_cast<std::int64_t>(step + 1), &train);
       }
     }
     m_bar.clear();
@@ -683,7 +767,7 @@ void check_implemented(const Options& o) {
   if (o.get_bool("direct_heads")) {
     throw not_yet(o, "direct_heads", "direct force/stress heads (CHGNet)");
   }
-  for (const char* n : {"log_level", "patience", "prefetch"}) {
+  for (const char* n : {"log_level", "patience"}) {
     if (set_by_user(o, n)) {
       throw not_yet(o, n, std::string("--") + n);
     }
