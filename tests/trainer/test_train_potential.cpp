@@ -554,6 +554,22 @@ TEST(TrainPotential, CheckpointWithinAnEpochRestartsExactly) {
     EXPECT_TRUE(torch::equal(t, sb.tensor(k))) << k;
   }
   EXPECT_EQ(sa.ints, sb.ints);
+
+  // With --accumulate_bins 2 the checkpoint counts optimiser steps of two bins each; it continues
+  // exactly with the same --accumulate_bins and is refused with another.
+  const std::string acc = "--config tiny.yaml --max_num_epochs 2 --accumulate_bins 2 --checkpoint_interval 1";
+  const Result d = run(dir, acc + " --work_dir d --keep_checkpoints");
+  ASSERT_EQ(d.status, 0) << d.out << d.err;
+  const auto cd = trainer::train::read_checkpoint(dir + "/d/checkpoints/tiny_step-1.ckpt");
+  ASSERT_EQ(cd.ints.count("run/epoch_steps"), 1u) << "step 1 should fall within the first epoch";
+  const Result e = run(dir, acc + " --work_dir e --restart d/checkpoints/tiny_step-1.ckpt");
+  ASSERT_EQ(e.status, 0) << e.out << e.err;
+  EXPECT_EQ(read_text(dir + "/e/results/tiny_train.csv"), read_text(dir + "/d/results/tiny_train.csv"));
+  EXPECT_EQ(read_text(dir + "/e/tiny.safetensors"), read_text(dir + "/d/tiny.safetensors"));
+  const Result f =
+      run(dir, "--config tiny.yaml --max_num_epochs 2 --work_dir f --restart d/checkpoints/tiny_step-1.ckpt");
+  EXPECT_EQ(f.status, 1);
+  EXPECT_NE(f.err.find("with --accumulate_bins 2; continue it the same way"), std::string::npos) << f.err;
   fs::remove_all(dir);
 }
 
