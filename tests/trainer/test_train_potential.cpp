@@ -90,8 +90,10 @@ std::string temp_dir(const std::string& tag) {
 /// Lennard-Jones energy and forces (species-dependent sigma), the labels of the tiny dataset.
 /// Open clusters on a jittered cubic grid, so no two atoms come close. `typed`: frames alternate
 /// between config_type=even and odd. `periodic`: each cluster in a 12 A cubic cell (far from its
-/// images at the test models' cutoff) with its stress, -(1/V) sum over pairs d (x) f, as a label.
-void write_dataset(const std::string& path, int frames, bool typed = false, bool periodic = false) {
+/// images at the test models' cutoff) with its stress, -(1/V) sum over pairs d (x) f, as a label;
+/// `virials` adds the virials, V times minus the stress, as a label too.
+void write_dataset(const std::string& path, int frames, bool typed = false, bool periodic = false,
+                   bool virials = false) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(-0.15, 0.15);
   std::ofstream out(path);
@@ -139,6 +141,13 @@ void write_dataset(const std::string& path, int frames, bool typed = false, bool
         out << (k > 0 ? " " : "") << -w[k] / (12.0 * 12.0 * 12.0);
       }
       out << '"';
+      if (virials) {
+        out << " REF_virials=\"";
+        for (int k = 0; k < 9; ++k) {
+          out << (k > 0 ? " " : "") << w[k];
+        }
+        out << '"';
+      }
     } else {
       out << " pbc=\"F F F\"";
     }
@@ -745,6 +754,69 @@ TEST(TrainPotential, KilledRankEndsTheJobAndTheCheckpointRestarts) {
             std::string::npos)
       << r.out;
   EXPECT_TRUE(fs::exists(dir + "/killed/tiny.safetensors"));
+  fs::remove_all(dir);
+}
+
+
+// The other losses and float32 in the executable, and --valid_file. Each loss trains three
+// epochs on periodic frames with stress and virial labels, the stress or virial term weighted to
+// a sizeable part of the loss (the stresses of these sparse cells are ~1e-3 eV/A^3): the training
+// loss must fall (a term with a wrong gradient makes it rise) and the term must count (the same
+// run with its weight 0 reports another loss). float32: the run says so, the
+// export records it, and its model agrees with the same weights in float64 to float precision.
+TEST(TrainPotential, StressVirialsHuberLossesFloat32AndValidFile) {
+  const std::string dir = temp_dir("losses");
+  write_dataset(dir + "/data.xyz", 12, false, true, true);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const auto losses = [&](const std::string& work) {
+    const auto rows = csv_rows(read_text(dir + "/" + work + "/results/tiny_train.csv"));
+    std::vector<double> out;
+    for (std::size_t e = 1; e < rows.size(); ++e) {
+      out.push_back(std::stod(rows[e][2]));
+    }
+    return out;
+  };
+  for (const std::string loss : {"stress", "virials", "huber"}) {
+    SCOPED_TRACE(loss);
+    const std::string args = "--config tiny.yaml --loss " + loss + " --ema false --stress_weight 1e5 --virials_weight 1 ";
+    const Result r = run(dir, args + "--work_dir " + loss + " --max_num_epochs 3");
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    const std::vector<double> l = losses(loss);
+    ASSERT_EQ(l.size(), 3u);
+    for (double v : l) {
+      EXPECT_TRUE(std::isfinite(v));
+    }
+    EXPECT_LT(l[2], l[0]);
+    const std::string weight = loss == "virials" ? "--virials_weight" : "--stress_weight";
+    const Result z = run(dir, args + "--work_dir " + loss + "0 --max_num_epochs 1 " + weight + " 0");
+    ASSERT_EQ(z.status, 0) << z.out << z.err;
+    EXPECT_NE(losses(loss + "0")[0], l[0]) << "the " << loss << " term does not count";
+  }
+
+  write_dataset(dir + "/valid.xyz", 5, false, true);
+  const Result f = run(dir, "--config tiny.yaml --work_dir f32 --max_num_epochs 2 --default_dtype float32 "
+                            "--valid_file valid.xyz");
+  ASSERT_EQ(f.status, 0) << f.out << f.err;
+  EXPECT_NE(f.out.find("1 rank(s), float32"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("data: 12 training and 5 validation configurations"), std::string::npos) << f.out;
+  const std::vector<double> l = losses("f32");
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_TRUE(std::isfinite(l[0]) && std::isfinite(l[1]));
+  const io::PotentialFile pot = io::read_potential_file(dir + "/f32/tiny.safetensors");
+  EXPECT_EQ(pot.metadata.at("dtype").get<std::string>(), "float32");
+  trainer::MaceTorchModel<float> m32(pot);
+  trainer::MaceTorchModel<double> m64(pot);
+  const Structure s = random_structure(5, 3.0, 1.6, static_cast<int>(m32.species().size()), 12, true);
+  trainer::MaceStructure ms;
+  ms.positions = s.positions;
+  ms.species = s.species;
+  ms.cell = s.cell;
+  ms.pbc = s.pbc;
+  const auto o32 = m32.forward(trainer::make_mace_batch({ms}, m32.cutoff()));
+  const auto o64 = m64.forward(trainer::make_mace_batch({ms}, m64.cutoff()));
+  const double e64 = o64.energy[0].item<double>();
+  EXPECT_NEAR(o32.energy[0].item<double>(), e64, 1e-5 * std::max(1.0, std::abs(e64)));
+  EXPECT_TRUE(torch::allclose(o32.forces.to(torch::kFloat64), o64.forces, 1e-4, 1e-4));
   fs::remove_all(dir);
 }
 
