@@ -187,6 +187,22 @@ std::pair<std::vector<double>, std::vector<double>> random_rows(const RadialMLP&
   return {x, g};
 }
 
+// An MLP 8 -> 17 -> 11 -> 151 with random weights: two hidden layers and an output wider than
+// the tiled kernel's column chunk.
+RadialMLP wide_mlp(std::uint64_t seed) {
+  RadialMLP mlp;
+  mlp.widths = {8, 17, 11, 151};
+  mlp.act_cst = 1.679177;
+  test::Uniform w(seed);
+  for (int l = 0; l < 3; ++l) {
+    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
+    for (double& x : mlp.weights.back()) {
+      x = w(-1.5, 1.5);
+    }
+  }
+  return mlp;
+}
+
 template <class T>
 class RadialMLPTyped : public ::testing::Test {};
 TYPED_TEST_SUITE(RadialMLPTyped, Dtypes);
@@ -229,16 +245,7 @@ TYPED_TEST(RadialMLPTyped, ReverseMatchesFiniteDifferences) {
 // leave partial tiles.
 TYPED_TEST(RadialMLPTyped, ReverseOfAWideOutputMatchesFiniteDifferences) {
   using T = TypeParam;
-  RadialMLP mlp;
-  mlp.widths = {8, 17, 11, 151};
-  mlp.act_cst = 1.679177;
-  test::Uniform w(77);
-  for (int l = 0; l < 3; ++l) {
-    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
-    for (double& x : mlp.weights.back()) {
-      x = w(-1.5, 1.5);
-    }
-  }
+  const RadialMLP mlp = wide_mlp(77);
   RadialMLPKokkos<Exec, T> k(mlp);
   for (int edges : {1, 13, 45}) {
     const auto rows = random_rows<T>(mlp, edges, edges);
@@ -262,16 +269,7 @@ TYPED_TEST(RadialMLPTyped, ReverseOfAWideOutputMatchesFiniteDifferences) {
 // gradient and weight gradients against compute, reverse and finite differences.
 TYPED_TEST(RadialMLPTyped, ManyEdgesMatchTheReferenceAcrossChunks) {
   using T = TypeParam;
-  RadialMLP mlp;
-  mlp.widths = {8, 17, 11, 151};
-  mlp.act_cst = 1.679177;
-  test::Uniform w(91);
-  for (int l = 0; l < 3; ++l) {
-    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
-    for (double& x : mlp.weights.back()) {
-      x = w(-1.5, 1.5);
-    }
-  }
+  const RadialMLP mlp = wide_mlp(91);
   const RadialMLPKokkos<Exec, T> k(mlp);
   const int edges = 601;
   const auto rows = random_rows<T>(mlp, edges, 5);

@@ -203,36 +203,48 @@ struct RadialMLPGemmFunctor {
     dual_gemm(as_const(t), a, c, d.v, d.d, n, y, false);
   }
 
-  // Host only (the driver launches this functor on host spaces): no KOKKOS_INLINE_FUNCTION.
-  void operator()(TagForward,
-                  const typename Kokkos::TeamPolicy<ExecSpace, TagForward>::member_type& team) const {
-    const int chunk = team.league_rank();
-    const int e0 = chunk * kChunk;
-    const int c = m_edges - e0 < kChunk ? m_edges - e0 : kChunk;
-    R* base = static_cast<R*>(team.team_scratch(1).get_shmem(sizeof(R) * scratch_values()));
-    const Buffers b = chunk_buffers(base);
-    const Planes<const R> h = forward_hidden(rows_of(m_in, e0), c, b);
+  /// A team's chunk: its index, first edge, number of edges and scratch buffers.
+  struct Chunk {
+    int index, e0, c;
+    Buffers b;
+  };
+  template <class Member>
+  Chunk chunk_of(const Member& team) const {
+    Chunk k;
+    k.index = team.league_rank();
+    k.e0 = k.index * kChunk;
+    k.c = m_edges - k.e0 < kChunk ? m_edges - k.e0 : kChunk;
+    k.b = chunk_buffers(static_cast<R*>(team.team_scratch(1).get_shmem(sizeof(R) * scratch_values())));
+    return k;
+  }
+
+  /// The last layer (no activation) of c edges from its input h into m_out's rows from e0.
+  void forward_last(Planes<const R> h, int c, int e0) const {
     const int l = m_layers - 1;
     dual_gemm(h, c, m_widths[l], &m_Wv(m_w_off[l]), m_dual ? &m_Wd(m_w_off[l]) : nullptr, m_widths[l + 1],
               rows_of(m_out, e0), false);
+  }
+
+  // Host only (the driver launches this functor on host spaces): no KOKKOS_INLINE_FUNCTION.
+  void operator()(TagForward,
+                  const typename Kokkos::TeamPolicy<ExecSpace, TagForward>::member_type& team) const {
+    const Chunk k = chunk_of(team);
+    forward_last(forward_hidden(rows_of(m_in, k.e0), k.c, k.b), k.c, k.e0);
   }
 
   // The backward of a chunk: D = G W_L^T, then per hidden layer, last first,
   // D <- cst silu'(Z_l) D, dW_l = H_l^T D, D <- D W_l^T; grad_in is the last D.
   void operator()(TagReverse,
                   const typename Kokkos::TeamPolicy<ExecSpace, TagReverse>::member_type& team) const {
-    const int chunk = team.league_rank();
-    const int e0 = chunk * kChunk;
-    const int c = m_edges - e0 < kChunk ? m_edges - e0 : kChunk;
-    R* base = static_cast<R*>(team.team_scratch(1).get_shmem(sizeof(R) * scratch_values()));
-    const Buffers b = chunk_buffers(base);
+    const Chunk k = chunk_of(team);
+    const int chunk = k.index, e0 = k.e0, c = k.c;
+    const Buffers& b = k.b;
     const Planes<const R> in = rows_of(m_in, e0);
     const Planes<const R> g = rows_of(m_grad_out, e0);
     Planes<const R> h = forward_hidden(in, c, b);
     int l = m_layers - 1;
     if (m_out.v != nullptr) {
-      dual_gemm(h, c, m_widths[l], &m_Wv(m_w_off[l]), m_dual ? &m_Wd(m_w_off[l]) : nullptr, m_widths[l + 1],
-                rows_of(m_out, e0), false);
+      forward_last(h, c, e0);
     }
     if (m_grad_w != nullptr) {
       weight_gradient(chunk, l, h, c, g, b);
