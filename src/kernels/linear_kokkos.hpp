@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "math/dual.hpp"
-#include "kernels/impl/upload.hpp"
+#include "kernels/impl/linear_gemm.hpp"
 #include "kernels/impl/linear_impl.hpp"
+#include "kernels/impl/upload.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/node_groups.hpp"
+#include "math/dual.hpp"
 
 namespace fastmlip::kernels {
 
@@ -19,6 +20,9 @@ template <class ExecSpace, class T>
 class LinearKokkos {
   static_assert(is_kernel_scalar_v<T>, "LinearKokkos: T must be float, double or a Dual of them");
   using Functor = impl::LinearFunctor<ExecSpace, T>;
+  /// Host spaces compute the weight gradient as GEMMs (impl/linear_gemm.hpp).
+  static constexpr bool kHost =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 
  public:
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -77,6 +81,24 @@ class LinearKokkos {
       Kokkos::deep_copy(labels, set);
     }
     const auto groups = NodeGroups<ExecSpace>::build(labels, m_lin.num_sets, "LinearKokkos::reverse_weights");
+    if constexpr (kHost) {
+      impl::LinearWeightsGemmFunctor<ExecSpace, T> g;
+      g.m_ins = m_f.m_ins;
+      g.m_num_ins = static_cast<int>(m_lin.instructions.size());
+      g.m_group_ptr = groups.ptr;
+      g.m_group_nodes = groups.nodes;
+      g.m_x = x;
+      g.m_grad_out = grad_out;
+      g.m_grad_W = grad_W;
+      Kokkos::deep_copy(grad_W, T(0));  // weights of no instruction stay zero
+      Kokkos::parallel_for(
+          "fastmlip::linear::reverse_weights_gemm",
+          Kokkos::RangePolicy<ExecSpace,
+                              typename impl::LinearWeightsGemmFunctor<ExecSpace, T>::TagReverseWeights>(
+              0, static_cast<long>(m_lin.num_sets) * g.m_num_ins),
+          g);
+      return;
+    }
     auto f = bind(W, set, x);
     f.m_grad_out = grad_out;
     f.m_grad_W = grad_W;

@@ -28,10 +28,14 @@ template <class T>
 struct Dual {
   static_assert(std::is_floating_point_v<T>, "Dual: T must be float or double");
   using value_type = T;
-  T v = 0;  ///< value
-  T d = 0;  ///< tangent: the coefficient of eps
+  T v;  ///< value
+  T d;  ///< tangent: the coefficient of eps
 
-  FASTMLIP_HOST_DEVICE constexpr Dual() = default;
+  // Default-initialised like T itself (uninitialised), value-initialised (Dual(), Dual{},
+  // std::vector<Dual>(n)) to zero: with member initialisers every kernel's scratch array of
+  // duals was zero-filled on each call (a memset of tens of KB per node in the symmetric
+  // contraction, 6% of a training step), work the T = float kernels do not do either.
+  Dual() = default;
   // Implicit from plain numbers (a constant has zero tangent), so that kernel code written for
   // T = double, with literals such as T(1) or `T acc = 0`, compiles unchanged for Dual.
   template <class U, class = std::enable_if_t<std::is_arithmetic_v<U>>>

@@ -241,7 +241,8 @@ TYPED_TEST(DoubleBackward, RadialMlp) {
   for (std::size_t l = 0; l + 1 < mlp.widths.size(); ++l) {
     mlp.weights.push_back(random_vector(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1], u, -2, 2));
   }
-  for (int n : {0, 1, 13, 100}) {
+  // 300 edges: the host path's chunks of 256 edges, a whole one and a partial one.
+  for (int n : {0, 1, 13, 100, 300}) {
     const std::size_t size = static_cast<std::size_t>(n) * (5 + 9);
     expect_tangents_match_fd<TypeParam>(MlpCase{mlp, n}, random_vector(size, u, -2, 2), random_vector(size, u),
                                         "mlp n " + std::to_string(n));

@@ -187,6 +187,22 @@ std::pair<std::vector<double>, std::vector<double>> random_rows(const RadialMLP&
   return {x, g};
 }
 
+// An MLP 8 -> 17 -> 11 -> 151 with random weights: two hidden layers and an output wider than
+// the tiled kernel's column chunk.
+RadialMLP wide_mlp(std::uint64_t seed) {
+  RadialMLP mlp;
+  mlp.widths = {8, 17, 11, 151};
+  mlp.act_cst = 1.679177;
+  test::Uniform w(seed);
+  for (int l = 0; l < 3; ++l) {
+    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
+    for (double& x : mlp.weights.back()) {
+      x = w(-1.5, 1.5);
+    }
+  }
+  return mlp;
+}
+
 template <class T>
 class RadialMLPTyped : public ::testing::Test {};
 TYPED_TEST_SUITE(RadialMLPTyped, Dtypes);
@@ -229,16 +245,7 @@ TYPED_TEST(RadialMLPTyped, ReverseMatchesFiniteDifferences) {
 // leave partial tiles.
 TYPED_TEST(RadialMLPTyped, ReverseOfAWideOutputMatchesFiniteDifferences) {
   using T = TypeParam;
-  RadialMLP mlp;
-  mlp.widths = {8, 17, 11, 151};
-  mlp.act_cst = 1.679177;
-  test::Uniform w(77);
-  for (int l = 0; l < 3; ++l) {
-    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
-    for (double& x : mlp.weights.back()) {
-      x = w(-1.5, 1.5);
-    }
-  }
+  const RadialMLP mlp = wide_mlp(77);
   RadialMLPKokkos<Exec, T> k(mlp);
   for (int edges : {1, 13, 45}) {
     const auto rows = random_rows<T>(mlp, edges, edges);
@@ -253,6 +260,55 @@ TYPED_TEST(RadialMLPTyped, ReverseOfAWideOutputMatchesFiniteDifferences) {
       m[i] -= h;
       const double fd = (loss(p) - loss(m)) / (2 * h);
       EXPECT_NEAR(gx.data()[i], fd, tol * std::max(1.0, std::abs(fd))) << edges << " edges, input " << i;
+    }
+  }
+}
+
+// Host spaces run the MLP in chunks of edges (impl/radial_mlp_gemm.hpp): edge counts across
+// several chunks, with a partial last one, against the reference; reverse_all's forward, input
+// gradient and weight gradients against compute, reverse and finite differences.
+TYPED_TEST(RadialMLPTyped, ManyEdgesMatchTheReferenceAcrossChunks) {
+  using T = TypeParam;
+  const RadialMLP mlp = wide_mlp(91);
+  const RadialMLPKokkos<Exec, T> k(mlp);
+  const int edges = 601;
+  const auto rows = random_rows<T>(mlp, edges, 5);
+  const std::vector<double>&x = rows.first, &g = rows.second;
+  std::vector<double> ref(g.size());
+  reference::compute_radial_mlp(mlp, edges, x.data(), ref.data());
+  const auto X = matrix<T>(x, edges, mlp.width_in()), G = matrix<T>(g, edges, mlp.width_out());
+  auto out = matrix<T>(std::vector<double>(g.size(), 777.0), edges, mlp.width_out());
+  auto out_all = matrix<T>(std::vector<double>(g.size(), 777.0), edges, mlp.width_out());
+  auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), edges, mlp.width_in());
+  auto gx_all = matrix<T>(std::vector<double>(x.size(), 777.0), edges, mlp.width_in());
+  k.compute(X, out);
+  k.reverse(X, G, gx);
+  const auto gW = k.reverse_all(X, G, gx_all, out_all);
+  const double tol = test::Tolerance<T>::kernel, scale = max_abs(ref);
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_NEAR(out.data()[i], ref[i], tol * scale) << "output " << i;
+    EXPECT_EQ(out_all.data()[i], out.data()[i]) << "output " << i;
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(gx_all.data()[i], gx.data()[i]) << "input " << i;
+  }
+  auto loss = [&](const RadialMLP& m, const std::vector<double>& xx) { return mlp_loss(m, edges, xx, g); };
+  const double h = 1e-5, fd_tol = std::is_same_v<T, double> ? 1e-7 : 1e-3;
+  for (std::size_t i = 0; i < x.size(); i += 97) {
+    auto p = x, m = x;
+    p[i] += h;
+    m[i] -= h;
+    const double fd = (loss(mlp, p) - loss(mlp, m)) / (2 * h);
+    EXPECT_NEAR(gx.data()[i], fd, fd_tol * std::max(1.0, std::abs(fd))) << "input " << i;
+  }
+  for (int l = 0; l < mlp.num_layers(); ++l) {
+    for (std::size_t i = 0; i < mlp.weights[l].size();
+         i += std::max<std::size_t>(1, mlp.weights[l].size() / 7)) {
+      RadialMLP p = mlp, m = mlp;
+      p.weights[l][i] += h;
+      m.weights[l][i] -= h;
+      const double fd = (loss(p, x) - loss(m, x)) / (2 * h);
+      EXPECT_NEAR(gW[l][i], fd, fd_tol * std::max(1.0, std::abs(fd))) << "layer " << l << " weight " << i;
     }
   }
 }

@@ -54,6 +54,12 @@ torch::Tensor zeros(std::initializer_list<std::int64_t> shape) {
   return torch::zeros(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
 }
 
+/// Uninitialised, for outputs a kernel writes in full.
+template <class T>
+torch::Tensor empty(std::initializer_list<std::int64_t> shape) {
+  return torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
+}
+
 /// A 2-D view of a contiguous tensor's storage (no copy).
 template <class T>
 Mat<T> mat(const torch::Tensor& t) {
@@ -209,16 +215,15 @@ class RadialMLPOp final : public KernelOp {
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
     const auto k = kernel(in);
-    torch::Tensor R = ops_detail::zeros<T>({in[0].size(0), m_mlp.width_out()});
+    torch::Tensor R = ops_detail::empty<T>({in[0].size(0), m_mlp.width_out()});
     k.compute(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(R));
     return R;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     const auto k = kernel(in);
-    torch::Tensor gB = ops_detail::zeros<T>({in[0].size(0), m_mlp.width_in()});
-    k.reverse(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(g), ops_detail::mat<T>(gB));
-    const auto gW = k.reverse_weights(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(g));
+    torch::Tensor gB = ops_detail::empty<T>({in[0].size(0), m_mlp.width_in()});
+    const auto gW = k.reverse_all(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(g), ops_detail::mat<T>(gB));
     std::vector<torch::Tensor> out{gB};
     for (int l = 0; l < m_mlp.num_layers(); ++l) {
       out.push_back(ops_detail::from_values<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}));
@@ -242,9 +247,8 @@ class RadialMLPOp final : public KernelOp {
         gB(static_cast<std::size_t>(E * m_mlp.width_in()));
     const auto Bv = ops_detail::dmat<T>(B, E, m_mlp.width_in());
     const auto gv = ops_detail::dmat<T>(gd, E, m_mlp.width_out());
-    k.compute(Bv, ops_detail::dmat<T>(R, E, m_mlp.width_out()));
-    k.reverse(Bv, gv, ops_detail::dmat<T>(gB, E, m_mlp.width_in()));
-    const auto gW = k.reverse_weights(Bv, gv);
+    const auto gW = k.reverse_all(Bv, gv, ops_detail::dmat<T>(gB, E, m_mlp.width_in()),
+                                  ops_detail::dmat<T>(R, E, m_mlp.width_out()));
     std::vector<torch::Tensor> h{ops_detail::tangents<T>(gB, {E, m_mlp.width_in()})};
     for (int l = 0; l < m_mlp.num_layers(); ++l) {
       h.push_back(ops_detail::tangents<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}));
