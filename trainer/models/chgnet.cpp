@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: MIT
+// The trainer's CHGNet: chgnet 0.3.x's CHGNet (model/model.py, layers.py, basis.py) as the core's
+// ChgnetModel evaluates it (src/models/chgnet/chgnet_model.cpp), on LibTorch autograd. The
+// loader is the core's: the file is first given to ChgnetModel, so a file this model accepts
+// is one the pair style accepts, and the same hyperparameters are refused with the same
+// messages.
+#include "models/chgnet.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+#include "models/chgnet/chgnet_model.hpp"
+#include "models/chgnet_ops.hpp"
+
+namespace fastmlip::trainer {
+
+// ---- batches ----------------------------------------------------------------------------------
+
+ChgnetBatch make_chgnet_batch(const std::vector<ChgnetStructure>& structures, double cutoff,
+                              double bond_cutoff) {
+  std::vector<double> pos, shifts, cells;
+  std::vector<std::int64_t> species, batch, center, neighbor, short_edge, short_reverse, angle_a, angle_b,
+      angle_center;
+  std::int64_t node0 = 0, edge0 = 0, short0 = 0;
+  for (std::size_t gi = 0; gi < structures.size(); ++gi) {
+    const auto& s = structures[gi];
+    const std::size_t n = s.atomic_numbers.size();
+    if (s.positions.size() != 3 * n) {
+      throw InputError("make_chgnet_batch: structure " + std::to_string(gi) + " has " + std::to_string(n) +
+                       " atomic numbers but " + std::to_string(s.positions.size()) +
+                       " position values (need 3 per atom)");
+    }
+    const auto g = models::make_structure_graph<double>(s.positions, s.atomic_numbers,
+                                                        s.cell ? s.cell->data() : nullptr, s.pbc, cutoff,
+                                                        bond_cutoff);
+    const std::size_t ne = g.center.size();
+    std::vector<std::int64_t> slot_edge;  // the structure's short edges by slot
+    for (std::size_t e = 0; e < ne; ++e) {
+      const int c = g.center[e], nb = g.neighbor[e];
+      center.push_back(node0 + c);
+      neighbor.push_back(node0 + nb);
+      // The graph holds the edge vector; the image shift is what it adds to r_n - r_c. It is
+      // recovered in double (to ~1e-15 A), so that autograd sees the vector as a function of
+      // the positions.
+      for (int d = 0; d < 3; ++d) {
+        shifts.push_back(g.vectors[3 * e + d] - (s.positions[3 * nb + d] - s.positions[3 * c + d]));
+      }
+      if (g.reverse_slot[e] >= 0) {
+        slot_edge.push_back(static_cast<std::int64_t>(e));
+      }
+    }
+    // make_structure_graph numbers the short edges in edge order: slot s is slot_edge[s].
+    for (std::size_t sl = 0; sl < slot_edge.size(); ++sl) {
+      short_edge.push_back(edge0 + slot_edge[sl]);
+      short_reverse.push_back(short0 + g.reverse_slot[slot_edge[sl]]);
+    }
+    // Angles: ordered pairs of distinct short edges out of one atom (the core's order).
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int a = g.slot_start[i]; a < g.slot_start[i + 1]; ++a) {
+        for (int b = g.slot_start[i]; b < g.slot_start[i + 1]; ++b) {
+          if (a == b) {
+            continue;
+          }
+          angle_a.push_back(short0 + a);
+          angle_b.push_back(short0 + b);
+          angle_center.push_back(node0 + static_cast<std::int64_t>(i));
+        }
+      }
+    }
+    pos.insert(pos.end(), s.positions.begin(), s.positions.end());
+    for (int z : s.atomic_numbers) {
+      species.push_back(z - 1);
+    }
+    batch.insert(batch.end(), n, static_cast<std::int64_t>(gi));
+    for (int k = 0; k < 9; ++k) {
+      cells.push_back(s.cell ? (*s.cell)[k] : 0.0);
+    }
+    node0 += static_cast<std::int64_t>(n);
+    edge0 += static_cast<std::int64_t>(ne);
+    short0 += static_cast<std::int64_t>(slot_edge.size());
+  }
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  auto ints = [&](std::vector<std::int64_t>& v) {
+    return torch::from_blob(v.data(), {static_cast<std::int64_t>(v.size())}, i64).clone();
+  };
+  ChgnetBatch b;
+  b.positions = torch::from_blob(pos.data(), {node0, 3}, f64).clone();
+  b.species = ints(species);
+  b.batch = ints(batch);
+  b.center = ints(center);
+  b.neighbor = ints(neighbor);
+  b.shifts = torch::from_blob(shifts.data(), {edge0, 3}, f64).clone();
+  b.short_edge = ints(short_edge);
+  b.short_reverse = ints(short_reverse);
+  b.angle_a = ints(angle_a);
+  b.angle_b = ints(angle_b);
+  b.angle_center = ints(angle_center);
+  b.num_graphs = static_cast<std::int64_t>(structures.size());
+  b.cell = torch::from_blob(cells.data(), {b.num_graphs, 3, 3}, f64).clone();
+  return b;
+}
+
+// ---- the model --------------------------------------------------------------------------------
+
+template <class T>
+struct ChgnetTorchModel<T>::Impl {
+  io::PotentialFile file;
+  std::string source;
+  double r_atom = 6.0, r_bond = 3.0;
+  int n_conv = 0, n_elements = 0;
+  bool gmlp_norm = true, readout_ln = true;
+  std::vector<std::string> readout;  // the readout MLP's Linear layers, in order
+  c10::intrusive_ptr<ChgnetBesselOp<T>> rbf_ag, rbf_bg;
+  c10::intrusive_ptr<ChgnetFourierOp<T>> fourier;
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::map<std::string, torch::Tensor> tensors;  // every tensor the forward reads, by file name
+
+  torch::TensorOptions real() const { return torch::TensorOptions().dtype(torch_dtype<T>()); }
+
+  torch::Tensor read(const std::string& name) const {
+    const auto& t = file.get(name);
+    const auto v = file.values<double>(name, t.shape, io::Conversion::widen);
+    return torch::tensor(v, torch::TensorOptions().dtype(torch::kFloat64)).reshape(t.shape).to(torch_dtype<T>());
+  }
+
+  explicit Impl(const io::PotentialFile& f) : file(f) {
+    // The core's loader checks the model kind, every hyperparameter and tensor shape, and
+    // refuses the architectures it does not evaluate.
+    const models::ChgnetModel<double> core(f);
+    source = f.display_name();
+    r_atom = core.cutoff();
+    r_bond = core.bond_cutoff();
+    n_elements = core.num_elements();
+    auto hp = [](const std::string& key) { return "/hyperparameters/" + key; };
+    n_conv = f.meta<int>(hp("n_conv"));
+    const auto* gn = io::detail::find_meta(f.metadata, hp("gMLP_norm"));
+    gmlp_norm = gn != nullptr && !gn->is_null();
+    const auto* rn = io::detail::find_meta(f.metadata, hp("readout_norm"));
+    readout_ln = rn != nullptr && !rn->is_null();
+    const int p = f.meta<int>(hp("cutoff_coeff"));
+    rbf_ag = c10::make_intrusive<ChgnetBesselOp<T>>(r_atom, p, "bond_basis_expansion.rbf_expansion_ag");
+    rbf_bg = c10::make_intrusive<ChgnetBesselOp<T>>(r_bond, p, "bond_basis_expansion.rbf_expansion_bg");
+    fourier = c10::make_intrusive<ChgnetFourierOp<T>>();
+    for (int idx = 0; idx < 64; ++idx) {
+      const std::string name = "mlp.layers." + std::to_string(idx);
+      if (f.contains(name + ".weight")) {
+        readout.push_back(name);
+      }
+    }
+    // The last AngleUpdate is never read (the final AtomConv reads no angles), and the AtomRef
+    // energies are frozen (chgnet's train_composition_model=False): both stay as read.
+    const std::string unused = "angle_layers." + std::to_string(n_conv - 2) + ".";
+    for (const auto& [name, tensor] : f.tensors()) {
+      if (name.rfind(unused, 0) == 0) {
+        continue;
+      }
+      torch::Tensor t = read(name);
+      if (name != "composition_model.fc.weight") {
+        t.requires_grad_(true);
+        named.emplace_back(name, t);
+      }
+      tensors[name] = t;
+    }
+  }
+
+  const torch::Tensor& at(const std::string& name) const {
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      throw InputError(source + ": no tensor " + name);
+    }
+    return it->second;
+  }
+  torch::Tensor linear(const torch::Tensor& x, const std::string& prefix) const {
+    const auto b = tensors.find(prefix + ".bias");
+    return torch::linear(x, at(prefix + ".weight"), b == tensors.end() ? torch::Tensor() : b->second);
+  }
+  /// chgnet's GatedMLP: silu(LN_1(core(z))) * sigmoid(LN_2(gate(z))); core and gate are
+  /// [Linear, SiLU, Dropout, Linear] with a hidden layer, [Dropout, Linear] without.
+  torch::Tensor gated(const std::string& prefix, const torch::Tensor& z) const {
+    auto mlp = [&](const std::string& q) {
+      if (tensors.count(q + "0.weight")) {
+        return linear(torch::silu(linear(z, q + "0")), q + "3");
+      }
+      return linear(z, q + "1");
+    };
+    auto core = mlp(prefix + ".mlp_core.layers."), gate = mlp(prefix + ".mlp_gate.layers.");
+    if (gmlp_norm) {
+      const auto dim = core.size(1);
+      core = torch::layer_norm(core, {dim}, at(prefix + ".bn1.weight"), at(prefix + ".bn1.bias"), 1e-5);
+      gate = torch::layer_norm(gate, {dim}, at(prefix + ".bn2.weight"), at(prefix + ".bn2.bias"), 1e-5);
+    }
+    return torch::silu(core) * torch::sigmoid(gate);
+  }
+
+  void validate(const ChgnetBatch& b) const {
+    const std::string fn = "ChgnetTorchModel::forward: ";
+    if (!b.positions.defined() || b.positions.dim() != 2 || b.positions.size(1) != 3) {
+      throw InputError(fn + "positions must be [N, 3]");
+    }
+    const auto N = b.positions.size(0);
+    auto is_vec = [](const torch::Tensor& t, std::int64_t n) {
+      return t.defined() && t.dim() == 1 && (n < 0 || t.size(0) == n) && t.scalar_type() == torch::kInt64;
+    };
+    if (!is_vec(b.species, N) || !is_vec(b.batch, N)) {
+      throw InputError(fn + "species and batch must be int64 [N] with N = " + std::to_string(N));
+    }
+    const auto E = b.center.defined() ? b.center.size(0) : -1;
+    if (!is_vec(b.center, E) || !is_vec(b.neighbor, E) || !b.shifts.defined() || b.shifts.dim() != 2 ||
+        b.shifts.size(0) != E || b.shifts.size(1) != 3) {
+      throw InputError(fn + "center and neighbor must be int64 [E], shifts [E, 3]");
+    }
+    const auto S = b.short_edge.defined() ? b.short_edge.size(0) : -1;
+    const auto A = b.angle_a.defined() ? b.angle_a.size(0) : -1;
+    if (!is_vec(b.short_edge, S) || !is_vec(b.short_reverse, S) || !is_vec(b.angle_a, A) ||
+        !is_vec(b.angle_b, A) || !is_vec(b.angle_center, A)) {
+      throw InputError(fn + "short_edge and short_reverse must be int64 [S], angle_a, angle_b and "
+                       "angle_center int64 [A] (make_chgnet_batch builds them)");
+    }
+    auto in_range = [&](const torch::Tensor& t, std::int64_t hi, const char* what) {
+      if (t.numel() > 0 && (t.min().item<std::int64_t>() < 0 || t.max().item<std::int64_t>() >= hi)) {
+        throw InputError(fn + what + " holds an index outside 0.." + std::to_string(hi - 1));
+      }
+    };
+    in_range(b.species, n_elements, "species (atomic number - 1)");
+    in_range(b.batch, b.num_graphs, "batch");
+    in_range(b.center, N, "center");
+    in_range(b.neighbor, N, "neighbor");
+    in_range(b.short_edge, E, "short_edge");
+    in_range(b.short_reverse, S, "short_reverse");
+    in_range(b.angle_a, S, "angle_a");
+    in_range(b.angle_b, S, "angle_b");
+    in_range(b.angle_center, N, "angle_center");
+  }
+
+  /// AtomConv k: x^{k+1} from x^k, the bond rows b (one per edge) and the weights w.
+  torch::Tensor atom_conv(int k, const torch::Tensor& x, const torch::Tensor& b, const torch::Tensor& w,
+                          const ChgnetBatch& batch) const {
+    const std::string L = "atom_conv_layers." + std::to_string(k);
+    const auto z = torch::cat({x.index_select(0, batch.center), b, x.index_select(0, batch.neighbor)}, 1);
+    const auto msg = gated(L + ".twoBody_atom", z) * w;
+    const auto agg = torch::zeros_like(x).index_add(0, batch.center, msg);
+    return x + linear(agg, L + ".mlp_out.layers.1");
+  }
+
+  /// The input rows of a BondConv / AngleUpdate GMLP: [b_s, b_t, g, x_c] per angle (s, t).
+  static torch::Tensor angle_input(const torch::Tensor& b_short, const torch::Tensor& g, const torch::Tensor& x,
+                                   const ChgnetBatch& batch) {
+    return torch::cat({b_short.index_select(0, batch.angle_a), b_short.index_select(0, batch.angle_b), g,
+                       x.index_select(0, batch.angle_center)},
+                      1);
+  }
+
+  ChgnetOutput forward(const ChgnetBatch& bt, const ChgnetForwardOptions& o) {
+    validate(bt);
+    torch::AutoGradMode grad_mode(torch::GradMode::is_enabled() || o.forces || o.virials);
+    const auto G = bt.num_graphs;
+    torch::Tensor pos = bt.positions.to(torch_dtype<T>()).detach();
+    if (o.forces) {
+      pos.requires_grad_(true);
+    }
+    torch::Tensor u =
+        pos.index_select(0, bt.neighbor) - pos.index_select(0, bt.center) + bt.shifts.to(torch_dtype<T>());
+    torch::Tensor disp;
+    if (o.virials) {
+      // The displacement trick of the MACE layer: positions and cell strained by (1 + S), S
+      // symmetric; every edge vector is then strained the same way.
+      disp = torch::zeros({G, 3, 3}, real()).requires_grad_(true);
+      const torch::Tensor S = 0.5 * (disp + disp.transpose(1, 2));
+      const auto edge_graph = bt.batch.index_select(0, bt.center);
+      u = u + torch::bmm(u.unsqueeze(1), S.index_select(0, edge_graph)).squeeze(1);
+    }
+    const torch::Tensor r = (u * u).sum(1).sqrt();
+    if (r.numel() > 0 && !(r.detach().min().item<double>() > 0)) {
+      throw InputError("ChgnetTorchModel::forward: an edge has zero length (coincident atoms)");
+    }
+    // Bases (core kernels) and embeddings.
+    const auto B = apply_kernel(rbf_ag, {r, at("bond_basis_expansion.rbf_expansion_ag.frequencies") / r_atom});
+    const auto us = u.index_select(0, bt.short_edge), rs = r.index_select(0, bt.short_edge);
+    const auto Bb = apply_kernel(rbf_bg, {rs, at("bond_basis_expansion.rbf_expansion_bg.frequencies") / r_bond});
+    const auto ua = us.index_select(0, bt.angle_a) / rs.index_select(0, bt.angle_a).unsqueeze(1);
+    const auto ub = us.index_select(0, bt.angle_b) / rs.index_select(0, bt.angle_b).unsqueeze(1);
+    // chgnet's clamp: theta = acos(0.999999 cos) keeps acos' derivative finite at 0 and pi.
+    const auto theta = torch::acos((ua * ub).sum(1) * (1 - 1e-6));
+    const auto F = apply_kernel(fourier, {theta, at("angle_basis_expansion.fourier_expansion.frequencies")});
+
+    auto x = at("atom_embedding.embedding.weight").index_select(0, bt.species);
+    auto b = linear(B, "bond_embedding");
+    const auto w = linear(B, "bond_weights_ag");
+    const auto wb = linear(Bb, "bond_weights_bg");
+    const auto wab = wb.index_select(0, bt.angle_a) * wb.index_select(0, bt.angle_b);
+    auto g = linear(F, "angle_embedding");
+    const int K = n_conv - 1;
+    const auto S = bt.short_edge.size(0);
+    for (int k = 0; k < K; ++k) {
+      x = atom_conv(k, x, b, w, bt);
+      const std::string L = "bond_conv_layers." + std::to_string(k);
+      const auto y = gated(L + ".twoBody_bond", angle_input(b.index_select(0, bt.short_edge), g, x, bt)) * wab;
+      const auto H = torch::zeros({S, y.size(1)}, real()).index_add(0, bt.angle_a, y);
+      // A bond's update sums the angles at both of its ends; long edges get O^b(0).
+      const auto upd = torch::zeros_like(b).index_add(0, bt.short_edge, H + H.index_select(0, bt.short_reverse));
+      b = b + linear(upd, L + ".mlp_out.layers.1");
+      if (k + 1 < K) {
+        g = g + gated("angle_layers." + std::to_string(k) + ".twoBody_bond",
+                      angle_input(b.index_select(0, bt.short_edge), g, x, bt));
+      }
+    }
+    ChgnetOutput out;
+    out.magmom = linear(x, "site_wise").squeeze(1).abs();
+    x = atom_conv(K, x, b, w, bt);
+    auto h = readout_ln ? torch::layer_norm(x, {x.size(1)}, at("readout_norm.weight"), at("readout_norm.bias"), 1e-5)
+                        : x;
+    for (std::size_t l = 0; l < readout.size(); ++l) {
+      h = linear(h, readout[l]);
+      if (l + 1 < readout.size()) {
+        h = torch::silu(h);
+      }
+    }
+    out.site_energy = h.squeeze(1) + at("composition_model.fc.weight").squeeze(0).index_select(0, bt.species);
+    out.energy = torch::zeros({G}, real()).index_add(0, bt.batch, out.site_energy);
+    if (o.forces || o.virials) {
+      std::vector<torch::Tensor> wrt;
+      if (o.forces) {
+        wrt.push_back(pos);
+      }
+      if (o.virials) {
+        wrt.push_back(disp);
+      }
+      const auto grads = torch::autograd::grad({out.energy.sum()}, wrt, {}, /*retain_graph=*/o.create_graph,
+                                               /*create_graph=*/o.create_graph, /*allow_unused=*/true);
+      const auto negate = [](const torch::Tensor& gr, const torch::Tensor& like) {
+        return gr.defined() ? -gr : torch::zeros_like(like);
+      };
+      std::size_t k = 0;
+      if (o.forces) {
+        out.forces = negate(grads[k++], pos);
+      }
+      if (o.virials) {
+        out.virials = negate(grads[k], disp);
+      }
+    }
+    return out;
+  }
+
+  io::PotentialFile to_file() const {
+    io::PotentialFile out;
+    out.metadata = file.metadata;
+    out.extra_metadata = file.extra_metadata;
+    out.metadata["dtype"] = std::is_same_v<T, double> ? "float64" : "float32";
+    std::map<std::string, torch::Tensor> trained(named.begin(), named.end());
+    for (const auto& [name, tensor] : file.tensors()) {
+      const auto it = trained.find(name);
+      if (it == trained.end()) {
+        out.add(tensor);
+        continue;
+      }
+      const torch::Tensor v = it->second.detach().to(torch::kFloat64).contiguous();
+      out.add<double>(name, tensor.shape,
+                      std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
+    }
+    return out;
+  }
+};
+
+template <class T>
+ChgnetTorchModel<T>::ChgnetTorchModel(const io::PotentialFile& file) : m_impl(std::make_unique<Impl>(file)) {}
+template <class T>
+ChgnetTorchModel<T>::~ChgnetTorchModel() = default;
+template <class T>
+ChgnetTorchModel<T>::ChgnetTorchModel(ChgnetTorchModel&&) noexcept = default;
+template <class T>
+ChgnetTorchModel<T>& ChgnetTorchModel<T>::operator=(ChgnetTorchModel&&) noexcept = default;
+
+template <class T>
+ChgnetOutput ChgnetTorchModel<T>::forward(const ChgnetBatch& batch, const ChgnetForwardOptions& options) {
+  return m_impl->forward(batch, options);
+}
+template <class T>
+const std::vector<std::pair<std::string, torch::Tensor>>& ChgnetTorchModel<T>::named_parameters() const {
+  return m_impl->named;
+}
+template <class T>
+std::vector<torch::Tensor> ChgnetTorchModel<T>::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : m_impl->named) {
+    out.push_back(p.second);
+  }
+  return out;
+}
+template <class T>
+double ChgnetTorchModel<T>::cutoff() const {
+  return m_impl->r_atom;
+}
+template <class T>
+double ChgnetTorchModel<T>::bond_cutoff() const {
+  return m_impl->r_bond;
+}
+template <class T>
+int ChgnetTorchModel<T>::num_elements() const {
+  return m_impl->n_elements;
+}
+template <class T>
+io::PotentialFile ChgnetTorchModel<T>::to_potential_file() const {
+  return m_impl->to_file();
+}
+template <class T>
+void ChgnetTorchModel<T>::save(const std::string& path) const {
+  io::write_potential_file(path, to_potential_file());
+}
+
+template class ChgnetTorchModel<float>;
+template class ChgnetTorchModel<double>;
+
+}  // namespace fastmlip::trainer

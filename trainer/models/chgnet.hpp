@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file The trainer's CHGNet (Deng et al., Nat. Mach. Intell. 2023; the chgnet package 0.3.x,
+/// model/model.py and layers.py) as a LibTorch model: the computation of the core's
+/// ChgnetModel (src/models/chgnet/chgnet_model.cpp, whose file comment gives the equations) on a
+/// batch of graphs, with autograd in place of the hand-written reverse pass, so that forces
+/// come from autograd with create_graph and a force loss back-propagates to every weight.
+///
+/// Notation as in chgnet_model.cpp: x^k atom features, b^k bond features (one row per directed
+/// edge; both directions of a bond carry the same values, as the core does), g^k angle features
+/// (one row per ordered pair of distinct short edges out of one atom), w = W_a B(r),
+/// w' = W_w B'(r):
+///
+///   AtomConv  x^{k+1}_i = x^k_i + O^a_k sum_{e: c=i} GMLP([x_c, b_e, x_n]) * w_e
+///   BondConv  H_s = sum_{(c; s, t)} GMLP([b_s, b_t, g, x^{k+1}_c]) * w'_s * w'_t
+///             b^{k+1}_e = b^k_e + O^b_k (H_e + H_reverse(e))   (H = 0 for a long edge)
+///   AngleUpd  g^{k+1} = g^k + GMLP([b^{k+1}_s, b^{k+1}_t, g^k, x^{k+1}_c])  (not after the last BondConv)
+///   magmom_i = |site_wise(x^{n_conv-1}_i)|,  E_i = MLP(LN(x^{n_conv}_i)) + AtomRef[Z_i]
+///
+/// Which part runs on what (docs/train-potential.md, "Model layer: CHGNet"): the radial Bessel
+/// and Fourier bases are the core's kernels as autograd functions (chgnet_ops.hpp); the core's
+/// ChgnetModel exposes no other stage as a compute/reverse pair (its gated MLPs, convolutions
+/// and readout are fused, with a hand-written reverse), so the rest is plain LibTorch ops,
+/// whose double backward autograd provides.
+///
+/// Parameters: the potential file's tensors under their names (chgnet's state_dict names),
+/// except the AtomRef energies (composition_model.fc.weight), frozen as chgnet's Trainer
+/// freezes them by default (train_composition_model=False), and the last AngleUpdate
+/// (angle_layers.{n_conv-2}), whose output no later layer reads. save() writes those back as
+/// they were read.
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/potential_file.hpp"
+
+namespace fastmlip::trainer {
+
+/// Several CHGNet graphs concatenated. Edges are directed, grouped by graph and sorted by
+/// centre within a graph (what make_chgnet_batch gives).
+struct ChgnetBatch {
+  torch::Tensor positions;  ///< [N, 3] Angstrom, float64
+  torch::Tensor species;    ///< [N] int64 embedding index: atomic number - 1
+  torch::Tensor batch;      ///< [N] int64 graph index
+  torch::Tensor center;     ///< [E] int64
+  torch::Tensor neighbor;   ///< [E] int64
+  /// [E, 3] Cartesian image shift: the edge vector is r_neighbor - r_center + shift.
+  torch::Tensor shifts;
+  torch::Tensor short_edge;     ///< [S] int64 edges shorter than the bond-graph cutoff
+  torch::Tensor short_reverse;  ///< [S] int64 short index of each short edge's reverse edge
+  torch::Tensor angle_a, angle_b;  ///< [A] int64 short indices of an angle's two bonds
+  torch::Tensor angle_center;      ///< [A] int64 node of the angle's vertex
+  torch::Tensor cell;              ///< [G, 3, 3] rows a, b, c (zeros without a cell)
+  std::int64_t num_graphs = 0;
+};
+
+/// One structure for make_chgnet_batch.
+struct ChgnetStructure {
+  std::vector<double> positions;   ///< [n][3] Angstrom
+  std::vector<int> atomic_numbers;
+  std::optional<std::array<double, 9>> cell;
+  std::array<bool, 3> pbc{false, false, false};
+};
+
+/// The graphs of the core (models::make_structure_graph: every pair strictly within `cutoff`,
+/// all periodic images; short edges strictly within `bond_cutoff`), concatenated in order.
+/// Throws as graph::build_neighbor_list does.
+ChgnetBatch make_chgnet_batch(const std::vector<ChgnetStructure>& structures, double cutoff,
+                              double bond_cutoff);
+
+struct ChgnetForwardOptions {
+  bool forces = true;         ///< forces = -dE/dpositions
+  bool virials = false;       ///< virials = -dE/d(strain) (the MACE layer's displacement trick)
+  bool create_graph = false;  ///< keep forces and virials differentiable (training on them)
+};
+
+struct ChgnetOutput {
+  torch::Tensor energy;       ///< [G] eV (chgnet reports energy / n_atoms)
+  torch::Tensor site_energy;  ///< [N] eV, sums to energy
+  torch::Tensor magmom;       ///< [N] mu_B
+  torch::Tensor forces;       ///< [N, 3] eV/A, when asked for
+  /// [G, 3, 3] eV, when asked for. stress = -virials / volume (positive under tension, chgnet's
+  /// and ASE's sign); chgnet's GPa is that times 160.2177.
+  torch::Tensor virials;
+};
+
+/// T: float or double, the precision of parameters and computation.
+template <class T>
+class ChgnetTorchModel {
+ public:
+  /// From a CHGNet potential file (model kind "chgnet"; chgnet 0.2.0/0.3.0 architecture, as
+  /// the core's ChgnetModel accepts). Throws InputError / UnsupportedError as its loader does.
+  explicit ChgnetTorchModel(const io::PotentialFile& file);
+  ~ChgnetTorchModel();
+  ChgnetTorchModel(ChgnetTorchModel&&) noexcept;
+  ChgnetTorchModel& operator=(ChgnetTorchModel&&) noexcept;
+
+  ChgnetOutput forward(const ChgnetBatch& batch, const ChgnetForwardOptions& options = {});
+
+  /// The trainable tensors (requires_grad) with the file's names and shapes.
+  const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters() const;
+  std::vector<torch::Tensor> parameters() const;
+
+  double cutoff() const;       ///< atom graph (A)
+  double bond_cutoff() const;  ///< bond graph (A)
+  int num_elements() const;    ///< embedding rows: atomic numbers 1..num_elements()
+
+  /// The model as a potential file: the source's tensors and metadata with the current
+  /// parameters (as F64) and `dtype` set to this model's precision.
+  io::PotentialFile to_potential_file() const;
+  /// to_potential_file written atomically (io::write_potential_file).
+  void save(const std::string& path) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+extern template class ChgnetTorchModel<float>;
+extern template class ChgnetTorchModel<double>;
+
+}  // namespace fastmlip::trainer
