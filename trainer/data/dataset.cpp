@@ -87,6 +87,9 @@ double info_weight(const io::Frame& f, const std::string& key) {
 }  // namespace
 
 std::string Config::where() const {
+  if (!id.empty()) {
+    return source + " (frame " + std::to_string(frame) + ", " + id + ")";  // a JSON frame has no line
+  }
   return source + ":" + std::to_string(line) + " (frame " + std::to_string(frame) + ")";
 }
 
@@ -188,17 +191,22 @@ Dataset read_dataset(std::istream& in, const std::string& source, const ReadOpti
     }
     ds.configs.push_back(std::move(c));
   }
-  if (ds.skipped > 0) {
-    ds.skip_warning = source + ": skipped " + std::to_string(ds.skipped) + " of " + std::to_string(total) +
-                      " frames lacking a required label (";
-    bool first = true;
-    for (const auto& [k, n] : ds.missing_by_key) {
-      ds.skip_warning += (first ? "'" : ", '") + k + "': " + std::to_string(n);
-      first = false;
-    }
-    ds.skip_warning += ")";
-  }
+  set_skip_warning(ds, source, total);
   return ds;
+}
+
+void set_skip_warning(Dataset& ds, const std::string& source, std::size_t total) {
+  if (ds.skipped == 0) {
+    return;
+  }
+  ds.skip_warning = source + ": skipped " + std::to_string(ds.skipped) + " of " + std::to_string(total) +
+                    " frames lacking a required label (";
+  bool first = true;
+  for (const auto& [k, n] : ds.missing_by_key) {
+    ds.skip_warning += (first ? "'" : ", '") + k + "': " + std::to_string(n);
+    first = false;
+  }
+  ds.skip_warning += ")";
 }
 
 Dataset read_dataset(const std::string& path, const ReadOptions& options) {

@@ -72,17 +72,22 @@ struct Config {
   std::vector<double> forces;                    ///< natoms*3 eV/A, empty when absent
   std::optional<std::array<double, 9>> stress;   ///< row-major 3x3, eV/A^3
   std::optional<std::array<double, 9>> virials;  ///< row-major 3x3, eV
+  /// natoms magnetic moments (mu_B, |moment| as chgnet trains on them), empty when absent
+  /// (the extxyz reader never sets them; mptrj.hpp does).
+  std::vector<double> magmoms;
 
   double weight = 1.0;  ///< config_weight * config_type_weights[config_type]
   double energy_weight = 1.0, forces_weight = 1.0, stress_weight = 1.0, virials_weight = 1.0;
+  double magmom_weight = 1.0;  ///< the magmom loss factor; frames without magmoms add nothing
   std::string config_type = "Default";
 
   std::string source;  ///< file, for messages
   long line = 0;       ///< line of the frame's atom count
   long frame = 0;      ///< 1-based frame in the file
+  std::string id;      ///< the frame's name in its file, when it has one (MPtrj's "mp-1234-0-1")
 
   std::size_t natoms() const noexcept { return atomic_numbers.size(); }
-  /// "data.xyz:17 (frame 3)"
+  /// "data.xyz:17 (frame 3)"; with an id (JSON: no line) "MPtrj.json (frame 3, mp-1234-0-1)"
   std::string where() const;
 };
 
@@ -97,6 +102,9 @@ struct Dataset {
   /// "data.xyz: skipped 3 of 50 frames lacking a required label (REF_forces: 3)", or "".
   std::string skip_warning;
 };
+
+/// Sets ds.skip_warning from ds.skipped and ds.missing_by_key, `total` frames read (every reader).
+void set_skip_warning(Dataset& ds, const std::string& source, std::size_t total);
 
 /// Reads a labelled extxyz file. Throws FileError (malformed, missing label), NumericalError
 /// (NaN/inf label); see the file comment.

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file Labelled configurations from a JSON file in the layout of the Materials Project
+/// trajectory dataset (MPtrj, chgnet's training set; what chgnet 0.3.1's StructureJsonData
+/// reads):
+///
+///   { "mp-1234": { "mp-1234-0-0": { "structure": {pymatgen Structure.as_dict()},
+///                                   "uncorrected_total_energy": -45.1, "corrected_total_energy": -46.3,
+///                                   "force": [[fx, fy, fz], ...], "stress": [[...], [...], [...]],
+///                                   "magmom": [m_1, ...] or null, ... }, ... }, ... }
+///
+/// The structure: `lattice.matrix` (rows a, b, c; A), `lattice.pbc` (default all periodic),
+/// and per site `species[0].element` (an ordered site; a disordered one is an error) and
+/// either `xyz` (Cartesian, A) or `abc` (fractional).
+///
+/// Labels and units, converted to the trainer's (data::Config, ASE's conventions):
+/// - energy: `energy_key`, eV per structure, by default `corrected_total_energy` (the energy
+///   with the Materials Project 2020 compatibility corrections, what chgnet's MPtrj
+///   `energy_per_atom` holds and chgnet 0.3.0 was trained on); `uncorrected_total_energy` is
+///   the raw DFT energy. A key ending in `_per_atom` is multiplied by the number of atoms.
+/// - forces: `force`, eV/A.
+/// - stress: `stress`, VASP's: kBar, positive under compression. chgnet trains on -0.1 x that
+///   in GPa (positive under tension); the trainer's stress is eV/A^3 with the same sign, so
+///   stress = -stress_kBar / 1602.1766208.
+/// - magmoms: `magmom`, mu_B; their absolute values, as chgnet trains on them. null or absent:
+///   the frame has no magmom label.
+///
+/// Frames keep the file's order (mp-id, then frame id). Errors name the file, the frame
+/// number and id, and the key. chgnet's StructureData (chgnet.data.dataset) has no file format
+/// of its own: it is built in Python from lists, so there is nothing else to read.
+///
+/// The file is parsed whole (as chgnet's read_json does): the full MPtrj (about 1.6 million
+/// frames, 11 GB of JSON) wants splitting into pieces first.
+#include <istream>
+#include <string>
+
+#include "data/dataset.hpp"
+
+namespace fastmlip::trainer::data {
+
+struct MptrjReadOptions {
+  std::string energy_key = "corrected_total_energy";
+  std::string forces_key = "force";
+  std::string stress_key = "stress";
+  std::string magmom_key = "magmom";
+  bool require_energy = true;
+  bool require_forces = true;
+  bool require_stress = false;
+  bool require_magmoms = false;
+  /// Skip and count frames lacking a required label instead of throwing.
+  bool allow_missing = false;
+};
+
+/// Reads an MPtrj-style JSON file. Throws FileError (unreadable, malformed, a missing required
+/// label), NumericalError (a NaN or infinite label).
+Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options);
+Dataset read_mptrj(std::istream& in, const std::string& source, const MptrjReadOptions& options);
+
+/// kBar per eV/A^3: VASP's stress unit in the trainer's.
+inline constexpr double kKbarPerEvPerA3 = 1602.1766208;
+
+}  // namespace fastmlip::trainer::data
