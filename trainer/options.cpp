@@ -155,6 +155,8 @@ std::vector<OptionSpec> build_table() {
   t.push_back(opt(loss, "stress_weight", T::kFloat, "1.0", "Weight of the stress term.", at_least(0)));
   t.push_back(opt(loss, "virials_weight", T::kFloat, "1.0", "Weight of the virials term.", at_least(0)));
   t.push_back(opt(loss, "huber_delta", T::kFloat, "0.01", "Delta of the Huber loss.", positive()));
+  t.push_back(opt(loss, "magmom_weight", T::kFloat, "0.1",
+                  "CHGNet only: weight of the magnetic-moment term (chgnet's mag_loss_ratio).", at_least(0)));
   t.push_back(opt(loss, "compute_stress", T::kBool, "false",
                   "Predict stresses and virials for the metrics even when the loss does not use them (the "
                   "stress, virials and huber losses always predict them)."));

@@ -153,6 +153,45 @@ TEST(TrainerLoss, HandComputedHuber) {
   EXPECT_FALSE(t.stress.defined());  // no predicted stress: the term is left out
 }
 
+TEST(TrainerLoss, HandComputedMagmomTerm) {
+  auto cs = two_configs();
+  cs[0].magmoms = {2.0};  // graph 0 (weight 2) has a magmom; graph 1 has none
+  const auto ref = trainer::train::make_loss_targets({&cs[0], &cs[1]}, torch::kFloat64);
+  EXPECT_EQ(ref.num_magmom_atoms, 1);
+  LossPredictions pred;
+  pred.energy = ref.energy.clone();
+  pred.forces = ref.forces.clone();
+  LossConfig c;  // magmom_weight 0.1, chgnet's mag_loss_ratio
+  EXPECT_FALSE(compute_loss(c, pred, ref).magmoms.defined());  // a model without magmoms: no term
+  pred.magmoms = torch::tensor({1.5, 9.0, -9.0}, kF64).requires_grad_(true);
+  // MSE over the one labelled atom: 0.1 * 2 * (1.5 - 2)^2 / 1; the unlabelled atoms count nothing.
+  const auto t = compute_loss(c, pred, ref);
+  EXPECT_DOUBLE_EQ(t.magmoms.item<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(t.total.item<double>(), 0.05);
+  const auto g = torch::autograd::grad({t.total}, {pred.magmoms})[0];
+  EXPECT_DOUBLE_EQ(g[0].item<double>(), 0.1 * 2 * 2 * (1.5 - 2.0));
+  EXPECT_EQ(g[1].item<double>(), 0.0);
+  // Huber (delta 0.1, linear branch), without the per-config weight, as the other Huber terms.
+  c.kind = LossKind::kHuber;
+  c.huber_delta = 0.1;
+  EXPECT_NEAR(compute_loss(c, pred, ref).magmoms.item<double>(), 0.1 * 0.1 * (0.5 - 0.05), 1e-15);
+  // Data parallel: local sum * world / global count.
+  c.kind = LossKind::kWeighted;
+  trainer::train::LossReduction r{2, 3, 2, 4};  // graphs, atoms, ranks, magmom atoms
+  EXPECT_DOUBLE_EQ(compute_loss(c, pred, ref, r).magmoms.item<double>(), 0.1 * 0.5 * 2.0 / 4.0);
+  r.global_num_magmom_atoms = 0;  // a caller that forgot to count them
+  EXPECT_THROW(compute_loss(c, pred, ref, r), InputError);
+  // A batch without magmom labels adds 0; a zero weight leaves the term out.
+  const auto none = trainer::train::make_loss_targets({&cs[1]}, torch::kFloat64);
+  LossPredictions p1{none.energy, none.forces, {}, {}, torch::ones({2}, kF64)};
+  EXPECT_EQ(compute_loss(c, p1, none).magmoms.item<double>(), 0.0);
+  c.magmom_weight = 0.0;
+  EXPECT_FALSE(compute_loss(c, pred, ref).magmoms.defined());
+  // Magmoms for the wrong number of atoms are named.
+  cs[0].magmoms = {1.0, 2.0};
+  EXPECT_THROW(trainer::train::make_loss_targets({&cs[0]}, torch::kFloat64), InputError);
+}
+
 TEST(TrainerLoss, TargetsWeighAbsentLabelsZero) {
   const auto cs = two_configs();
   const auto t = trainer::train::make_loss_targets({&cs[0], &cs[1]}, torch::kFloat32);

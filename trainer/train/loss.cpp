@@ -55,6 +55,7 @@ LossConfig loss_config_from(const Options& options) {
   c.stress_weight = options.get_float("stress_weight");
   c.virials_weight = options.get_float("virials_weight");
   c.huber_delta = options.get_float("huber_delta");
+  c.magmom_weight = options.get_float("magmom_weight");
   return c;
 }
 
@@ -77,6 +78,12 @@ LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, t
   t.forces_weight = torch::zeros({g}, f64);
   t.stress_weight = torch::zeros({g}, f64);
   t.virials_weight = torch::zeros({g}, f64);
+  t.magmoms = torch::zeros({n}, f64);
+  t.magmom_weight = torch::zeros({n}, f64);
+  t.has_magmom = torch::zeros({n}, f64);
+  auto m = t.magmoms.accessor<double, 1>();
+  auto mw = t.magmom_weight.accessor<double, 1>();
+  auto hm = t.has_magmom.accessor<double, 1>();
   auto e = t.energy.accessor<double, 1>();
   auto f = t.forces.accessor<double, 2>();
   auto s = t.stress.accessor<double, 3>();
@@ -101,8 +108,18 @@ LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, t
       s[k][i / 3][i % 3] = c.stress ? (*c.stress)[static_cast<std::size_t>(i)] : 0.0;
       v[k][i / 3][i % 3] = c.virials ? (*c.virials)[static_cast<std::size_t>(i)] : 0.0;
     }
+    if (!c.magmoms.empty() && c.magmoms.size() != c.natoms()) {
+      throw InputError("make_loss_targets: " + c.where() + " has " + std::to_string(c.magmoms.size()) +
+                       " magmoms for " + std::to_string(c.natoms()) + " atoms");
+    }
+    t.num_magmom_atoms += static_cast<std::int64_t>(c.magmoms.size());
     for (std::size_t i = 0; i < c.natoms(); ++i, ++atom) {
       b[atom] = k;
+      if (!c.magmoms.empty()) {
+        m[atom] = c.magmoms[i];
+        mw[atom] = c.weight * c.magmom_weight;
+        hm[atom] = 1.0;
+      }
       for (std::size_t a = 0; a < 3 && !c.forces.empty(); ++a) {
         f[atom][static_cast<std::int64_t>(a)] = c.forces[3 * i + a];
       }
@@ -110,15 +127,46 @@ LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, t
   }
   if (dtype != torch::kFloat64) {
     for (torch::Tensor* x : {&t.energy, &t.forces, &t.stress, &t.virials, &t.num_atoms, &t.weight,
-                             &t.energy_weight, &t.forces_weight, &t.stress_weight, &t.virials_weight}) {
+                             &t.energy_weight, &t.forces_weight, &t.stress_weight, &t.virials_weight, &t.magmoms,
+                             &t.magmom_weight, &t.has_magmom}) {
       *x = x->to(dtype);
     }
   }
   return t;
 }
 
-LossTerms compute_loss(const LossConfig& config, const LossPredictions& pred, const LossTargets& ref,
-                       const std::optional<LossReduction>& reduction) {
+namespace {
+
+/// CHGNet's magmom term (the file comment of loss.hpp), or undefined when it does not apply.
+torch::Tensor magmom_term(const LossConfig& config, const LossPredictions& pred, const LossTargets& ref,
+                          const std::optional<LossReduction>& reduction) {
+  if (!(config.magmom_weight > 0) || !pred.magmoms.defined()) {
+    return {};
+  }
+  if (!ref.magmoms.defined()) {
+    throw InputError("compute_loss: predicted magmoms but no magmom targets (make_loss_targets builds them)");
+  }
+  check_shape(pred.magmoms, ref.magmoms, "magmoms");
+  if (reduction && reduction->global_num_magmom_atoms < ref.num_magmom_atoms) {
+    throw InputError("compute_loss: LossReduction::global_num_magmom_atoms (" +
+                     std::to_string(reduction->global_num_magmom_atoms) + ") is below this rank's " +
+                     std::to_string(ref.num_magmom_atoms) + " atoms with magmom labels; sum them over the ranks");
+  }
+  const std::int64_t count = reduction ? reduction->global_num_magmom_atoms : ref.num_magmom_atoms;
+  if (count <= 0) {
+    return torch::zeros({}, pred.magmoms.options());  // no labels: chgnet leaves the term out
+  }
+  const auto raw = config.kind == LossKind::kHuber
+                       ? at::huber_loss(ref.magmoms, pred.magmoms, at::Reduction::None, config.huber_delta) *
+                             ref.has_magmom
+                       : ref.magmom_weight * (pred.magmoms - ref.magmoms).square();
+  const double world = reduction ? static_cast<double>(reduction->world_size) : 1.0;
+  return config.magmom_weight * raw.sum() * (world / static_cast<double>(count));
+}
+
+/// The terms of --loss (the file comment of loss.hpp), without the magmom term.
+LossTerms energy_forces_stress_loss(const LossConfig& config, const LossPredictions& pred, const LossTargets& ref,
+                                    const std::optional<LossReduction>& reduction) {
   const char* name = config.kind == LossKind::kWeighted  ? "weighted"
                      : config.kind == LossKind::kStress  ? "stress"
                      : config.kind == LossKind::kVirials ? "virials"
@@ -169,6 +217,18 @@ LossTerms compute_loss(const LossConfig& config, const LossPredictions& pred, co
     const torch::Tensor dv = (ref.virials - pred.virials) / ref.num_atoms.view({-1, 1, 1});
     out.virials = config.virials_weight * reduce(w * dv.square(), reduction, 9 * gg);
     out.total = out.total + out.virials;
+  }
+  return out;
+}
+
+}  // namespace
+
+LossTerms compute_loss(const LossConfig& config, const LossPredictions& pred, const LossTargets& ref,
+                       const std::optional<LossReduction>& reduction) {
+  LossTerms out = energy_forces_stress_loss(config, pred, ref, reduction);
+  out.magmoms = magmom_term(config, pred, ref, reduction);
+  if (out.magmoms.defined()) {
+    out.total = out.total + out.magmoms;
   }
   return out;
 }

@@ -18,6 +18,15 @@
 ///            energy per atom, the forces and the stress, weighted by lambda_E, lambda_F,
 ///            lambda_S; like mace-torch's, it ignores the per-config weights.
 ///
+/// CHGNet's magnetic-moment term (chgnet's CombinedLoss, mag_loss_ratio), added to any of the
+/// above when the model predicts magmoms and lambda_M = --magmom_weight > 0: over the M atoms
+/// of the frames that carry magmom labels (data::Config::magmoms),
+///
+///   L_M = (1/M) sum_i  w_g(i) w^M_g(i) (m_i - m^ref_i)^2      (huber: (1/M) sum_i h_delta(m_i - m^ref_i))
+///
+/// w^M_g = Config::magmom_weight. A batch without magmom labels adds 0, as chgnet skips the
+/// term; with a LossReduction, M is global_num_magmom_atoms.
+///
 /// Data parallel: the means above are over this rank's batch. With a LossReduction giving the
 /// global counts, each term is (local sum) * world_size / (global count), mace-torch's
 /// reduce_loss under DDP: averaging the ranks' gradients (allreduce_mean_gradients) then gives
@@ -44,6 +53,7 @@ struct LossConfig {
   LossKind kind = LossKind::kWeighted;
   double energy_weight = 1.0, forces_weight = 100.0, stress_weight = 1.0, virials_weight = 1.0;
   double huber_delta = 0.01;
+  double magmom_weight = 0.1;  ///< lambda_M (chgnet's mag_loss_ratio default)
 };
 LossConfig loss_config_from(const Options& options);
 /// "weighted", "stress", "virials", "huber".
@@ -58,6 +68,10 @@ struct LossTargets {
   torch::Tensor num_atoms;  ///< [G] atoms per graph (floating)
   torch::Tensor batch;      ///< [N] int64 graph of each atom
   torch::Tensor weight, energy_weight, forces_weight, stress_weight, virials_weight;  ///< [G]
+  torch::Tensor magmoms;        ///< [N] mu_B, 0 where absent
+  torch::Tensor magmom_weight;  ///< [N] w_g w^M_g of the atom's frame, 0 where it has no magmoms
+  torch::Tensor has_magmom;     ///< [N] 1 where the atom's frame has magmoms, else 0
+  std::int64_t num_magmom_atoms = 0;  ///< atoms with magmom labels
 };
 
 /// Targets of configurations concatenated in order (the atom order of make_mace_batch over the
@@ -70,6 +84,7 @@ struct LossPredictions {
   torch::Tensor forces;   ///< [N, 3]
   torch::Tensor stress;   ///< [G, 3, 3], for stress and huber (huber skips it when undefined)
   torch::Tensor virials;  ///< [G, 3, 3], for virials
+  torch::Tensor magmoms;  ///< [N], a model with a magmom head (CHGNet); undefined: no magmom term
 };
 
 /// Global element counts for data-parallel normalisation (see the file comment).
@@ -77,11 +92,12 @@ struct LossReduction {
   std::int64_t global_num_graphs = 0;
   std::int64_t global_num_atoms = 0;
   int world_size = 1;
+  std::int64_t global_num_magmom_atoms = 0;  ///< needed when the loss has a magmom term
 };
 
 /// The total and its (already lambda-weighted) terms; terms a loss does not use are undefined.
 struct LossTerms {
-  torch::Tensor total, energy, forces, stress, virials;
+  torch::Tensor total, energy, forces, stress, virials, magmoms;
 };
 
 /// Throws InputError when a prediction the loss needs is missing or shapes disagree.
