@@ -143,9 +143,15 @@ struct ChgnetTorchModel<T>::Impl {
     const auto* rn = io::detail::find_meta(f.metadata, hp("readout_norm"));
     readout_ln = rn != nullptr && !rn->is_null();
     const int p = f.meta<int>(hp("cutoff_coeff"));
-    rbf_ag = c10::make_intrusive<ChgnetBesselOp<T>>(r_atom, p, "bond_basis_expansion.rbf_expansion_ag");
-    rbf_bg = c10::make_intrusive<ChgnetBesselOp<T>>(r_bond, p, "bond_basis_expansion.rbf_expansion_bg");
-    fourier = c10::make_intrusive<ChgnetFourierOp<T>>();
+    auto bessel = [p](double r_cut) {
+      kernels::RadialBesselParams params;
+      params.r_max = r_cut;
+      params.envelope_p = p;
+      return params;
+    };
+    rbf_ag = c10::make_intrusive<ChgnetBesselOp<T>>(bessel(r_atom), "bond_basis_expansion.rbf_expansion_ag");
+    rbf_bg = c10::make_intrusive<ChgnetBesselOp<T>>(bessel(r_bond), "bond_basis_expansion.rbf_expansion_bg");
+    fourier = c10::make_intrusive<ChgnetFourierOp<T>>(kernels::FourierParams{}, "angle_basis_expansion");
     for (int idx = 0; idx < 64; ++idx) {
       const std::string name = "mlp.layers." + std::to_string(idx);
       if (f.contains(name + ".weight")) {

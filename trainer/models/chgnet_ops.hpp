@@ -43,107 +43,72 @@ inline void refuse_frequency_tangent(const torch::Tensor& tangent, const std::st
 
 }  // namespace chgnet_ops_detail
 
-/// B = RadialBessel(r; w) with CHGNet's envelope (p = cutoff_coeff) and prefactor sqrt(2 / r_cut).
-template <class T>
-class ChgnetBesselOp final : public KernelOp {
+/// A basis kernel with learnable frequencies as an op: inputs x [n] (r or theta) and the
+/// frequencies [K]; output [n, width]. `Params` holds what is fixed (cutoff, envelope); its
+/// frequencies are replaced by the input's at each call (an upload of K numbers).
+template <class T, template <class, class> class Kernel, class Params>
+class BasisWithFrequenciesOp final : public KernelOp {
  public:
-  ChgnetBesselOp(double r_cut, int p, std::string name) : m_rc(r_cut), m_p(p), m_name(std::move(name)) {}
+  BasisWithFrequenciesOp(Params fixed, std::string name) : m_fixed(std::move(fixed)), m_name(std::move(name)) {}
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
     const auto k = kernel<T>(in[1]);
-    torch::Tensor B = ops_detail::zeros<T>({in[0].size(0), in[1].size(0)});
-    k.compute(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(B));
-    return B;
+    torch::Tensor out = ops_detail::zeros<T>({in[0].size(0), width(k)});
+    k.compute(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(out));
+    return out;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     const auto k = kernel<T>(in[1]);
-    torch::Tensor gr = ops_detail::zeros<T>({in[0].size(0)}), gw = ops_detail::zeros<T>({in[1].size(0)});
-    k.reverse(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gr));
+    torch::Tensor gx = ops_detail::zeros<T>({in[0].size(0)}), gw = ops_detail::zeros<T>({in[1].size(0)});
+    k.reverse(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gx));
     k.reverse_frequencies(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gw));
-    return {gr, gw};
+    return {gx, gw};
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
     chgnet_ops_detail::refuse_frequency_tangent(tangent[1], m_name);
     const auto k = kernel<Dual<T>>(in[1]);
-    const auto E = in[0].size(0), N = in[1].size(0);
-    auto r = ops_detail::pack<T>(in[0], tangent[0]);
+    const auto n = in[0].size(0), K = in[1].size(0), W = width(k);
+    auto x = ops_detail::pack<T>(in[0], tangent[0]);
     auto gd = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> B(static_cast<std::size_t>(E * N)), gr(static_cast<std::size_t>(E)),
-        gw(static_cast<std::size_t>(N));
-    const ops_detail::Vec<Dual<T>> rv(r.data(), E);
-    const auto gv = ops_detail::dmat<T>(gd, E, N);
-    k.compute(rv, ops_detail::dmat<T>(B, E, N));
-    k.reverse(rv, gv, ops_detail::Vec<Dual<T>>(gr.data(), E));
-    k.reverse_frequencies(rv, gv, ops_detail::Vec<Dual<T>>(gw.data(), N));
-    return {ops_detail::tangents<T>(B, {E, N}),
-            {ops_detail::tangents<T>(gr, {E}), ops_detail::tangents<T>(gw, {N})}};
+    std::vector<Dual<T>> out(static_cast<std::size_t>(n * W)), gx(static_cast<std::size_t>(n)),
+        gw(static_cast<std::size_t>(K));
+    const ops_detail::Vec<Dual<T>> xv(x.data(), n);
+    const auto gv = ops_detail::dmat<T>(gd, n, W);
+    k.compute(xv, ops_detail::dmat<T>(out, n, W));
+    k.reverse(xv, gv, ops_detail::Vec<Dual<T>>(gx.data(), n));
+    k.reverse_frequencies(xv, gv, ops_detail::Vec<Dual<T>>(gw.data(), K));
+    return {ops_detail::tangents<T>(out, {n, W}),
+            {ops_detail::tangents<T>(gx, {n}), ops_detail::tangents<T>(gw, {K})}};
   }
 
  private:
-  /// The kernel for the current frequencies (an upload of N numbers per call).
   template <class S>
-  kernels::RadialBesselKokkos<KernelExec, S> kernel(const torch::Tensor& w) const {
-    kernels::RadialBesselParams p;
-    p.frequencies = chgnet_ops_detail::frequencies_of<T>(w);
-    p.r_max = m_rc;
-    p.envelope_p = m_p;
-    return kernels::RadialBesselKokkos<KernelExec, S>(p);
+  Kernel<KernelExec, S> kernel(const torch::Tensor& frequencies) const {
+    Params p = m_fixed;
+    p.frequencies = chgnet_ops_detail::frequencies_of<T>(frequencies);
+    return Kernel<KernelExec, S>(p);
   }
-  double m_rc;
-  int m_p;
+  template <class S>
+  static std::int64_t width(const kernels::RadialBesselKokkos<KernelExec, S>& k) {
+    return k.num_basis();
+  }
+  template <class S>
+  static std::int64_t width(const kernels::FourierKokkos<KernelExec, S>& k) {
+    return k.width();
+  }
+  Params m_fixed;
   std::string m_name;
 };
 
-/// F = Fourier(theta; k), CHGNet's angle basis.
+/// B = RadialBessel(r; w), w = f / r_cut: inputs r [E] and w [N].
 template <class T>
-class ChgnetFourierOp final : public KernelOp {
- public:
-  std::string name() const override { return "angle_basis_expansion"; }
-
-  torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    const auto k = kernel<T>(in[1]);
-    torch::Tensor F = ops_detail::zeros<T>({in[0].size(0), k.width()});
-    k.compute(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(F));
-    return F;
-  }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
-                                     const torch::Tensor& g) const override {
-    const auto k = kernel<T>(in[1]);
-    torch::Tensor gt = ops_detail::zeros<T>({in[0].size(0)}), gk = ops_detail::zeros<T>({in[1].size(0)});
-    k.reverse(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gt));
-    k.reverse_frequencies(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gk));
-    return {gt, gk};
-  }
-  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
-      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
-      const torch::Tensor& g) const override {
-    chgnet_ops_detail::refuse_frequency_tangent(tangent[1], name());
-    const auto k = kernel<Dual<T>>(in[1]);
-    const auto A = in[0].size(0), K = in[1].size(0), W = static_cast<std::int64_t>(k.width());
-    auto t = ops_detail::pack<T>(in[0], tangent[0]);
-    auto gd = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> F(static_cast<std::size_t>(A * W)), gt(static_cast<std::size_t>(A)),
-        gk(static_cast<std::size_t>(K));
-    const ops_detail::Vec<Dual<T>> tv(t.data(), A);
-    const auto gv = ops_detail::dmat<T>(gd, A, W);
-    k.compute(tv, ops_detail::dmat<T>(F, A, W));
-    k.reverse(tv, gv, ops_detail::Vec<Dual<T>>(gt.data(), A));
-    k.reverse_frequencies(tv, gv, ops_detail::Vec<Dual<T>>(gk.data(), K));
-    return {ops_detail::tangents<T>(F, {A, W}),
-            {ops_detail::tangents<T>(gt, {A}), ops_detail::tangents<T>(gk, {K})}};
-  }
-
- private:
-  template <class S>
-  kernels::FourierKokkos<KernelExec, S> kernel(const torch::Tensor& k) const {
-    kernels::FourierParams p;
-    p.frequencies = chgnet_ops_detail::frequencies_of<T>(k);
-    return kernels::FourierKokkos<KernelExec, S>(p);
-  }
-};
+using ChgnetBesselOp = BasisWithFrequenciesOp<T, kernels::RadialBesselKokkos, kernels::RadialBesselParams>;
+/// F = Fourier(theta; k): inputs theta [A] and k [K].
+template <class T>
+using ChgnetFourierOp = BasisWithFrequenciesOp<T, kernels::FourierKokkos, kernels::FourierParams>;
 
 }  // namespace fastmlip::trainer
