@@ -9,6 +9,8 @@
 //    through the kernels' Dual twins for the bases) against central finite differences, on a
 //    few entries of every parameter tensor, with the real model on a 4-atom cell.
 //  * float32 agrees with float64.
+//  * Direct heads (FastCHGNet): forces rotate as vectors and sum to zero, virials as tensors;
+//    one backward without create_graph reaches every weight; saved, reloaded, ignored by the core.
 //  * Export: save() writes the file format; load + save is the identity; the core reads an
 //    exported, fine-tuned model and gives the trainer model's energy; one optimiser step
 //    changes the weights and the export carries the change.
@@ -377,6 +379,99 @@ TEST(ChgnetTorch, OneFineTuningStepChangesTheWeightsAndTheCoreReadsTheExport) {
   EXPECT_LE(rel_dev(values(after.magmom), ref.magmoms), 1e-10);
   std::printf("[ export  ] after one Adam step: energy %.12f (core on the export %.12f), moved by %.3e eV\n",
               after.energy.item<double>(), ref.energy, after.energy.item<double>() - before.energy.item<double>());
+  fs::remove(path);
+}
+
+
+/// `s` rotated by 0.7 rad about (1, 2, 3): positions and cell rows r -> R r.
+std::pair<trainer::ChgnetStructure, torch::Tensor> rotated(const trainer::ChgnetStructure& s) {
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  auto axis = torch::tensor({1.0, 2.0, 3.0}, opts);
+  axis = axis / axis.norm();
+  const auto K = torch::zeros({3, 3}, opts);
+  K[0][1] = -axis[2], K[0][2] = axis[1], K[1][0] = axis[2], K[1][2] = -axis[0], K[2][0] = -axis[1],
+  K[2][1] = axis[0];
+  const auto R = torch::eye(3, opts) + std::sin(0.7) * K + (1 - std::cos(0.7)) * K.mm(K);
+  auto rot = s;
+  const auto n = static_cast<std::int64_t>(s.atomic_numbers.size());
+  const auto p = torch::tensor(s.positions, opts).view({n, 3}).mm(R.t()).contiguous();
+  rot.positions.assign(p.data_ptr<double>(), p.data_ptr<double>() + 3 * n);
+  const auto c = torch::tensor(std::vector<double>(s.cell->begin(), s.cell->end()), opts).view({3, 3}).mm(R.t());
+  std::array<double, 9> cell{};
+  std::copy(c.contiguous().data_ptr<double>(), c.contiguous().data_ptr<double>() + 9, cell.begin());
+  rot.cell = cell;
+  return {rot, R};
+}
+
+TEST(ChgnetTorch, DirectHeadsRotateWithTheStructureAndTheirForcesSumToZero) {
+  trainer::ChgnetTorchOptions o;
+  o.direct_heads = true;
+  ChgnetTorchModel<double> model(io::read_potential_file(kPotential), o);
+  const auto s = some_structures()[1];  // licoo2_triclinic: 24 atoms, triclinic
+  const auto [r, R] = rotated(s);
+  const auto a = model.forward(trainer::make_chgnet_batch({s}, model.cutoff(), model.bond_cutoff()), kAll);
+  const auto b = model.forward(trainer::make_chgnet_batch({r}, model.cutoff(), model.bond_cutoff()), kAll);
+  ASSERT_EQ(a.forces.sizes(), (std::vector<std::int64_t>{24, 3}));
+  ASSERT_EQ(a.virials.sizes(), (std::vector<std::int64_t>{1, 3, 3}));
+  EXPECT_GT(values(a.forces.abs().max()).at(0), 1e-3);  // not trivially zero
+  EXPECT_GT(values(a.virials.abs().max()).at(0), 1e-3);
+  EXPECT_LE(rel_dev(values(b.forces), values(a.forces.mm(R.t()))), 1e-12);
+  EXPECT_LE(rel_dev(values(b.virials[0]), values(R.mm(a.virials[0]).mm(R.t()))), 1e-12);
+  EXPECT_LE(rel_dev(values(a.virials[0]), values(a.virials[0].t())), 1e-15);  // symmetric
+  EXPECT_LE(values(a.forces.sum(0).abs().max()).at(0), 1e-12 * values(a.forces.abs().max()).at(0) * 24);
+  EXPECT_NEAR(a.energy.item<double>(), b.energy.item<double>(), 1e-10 * std::abs(a.energy.item<double>()));
+  // The same energy as without the heads: they replace only forces and virials.
+  ChgnetTorchModel<double> plain(io::read_potential_file(kPotential));
+  const auto c = plain.forward(trainer::make_chgnet_batch({s}, plain.cutoff(), plain.bond_cutoff()), {false, false, false});
+  EXPECT_EQ(a.energy.item<double>(), c.energy.item<double>());
+  // A structure without a cell has no stress.
+  auto open = s;
+  open.cell.reset();
+  open.pbc = {false, false, false};
+  const auto d = model.forward(trainer::make_chgnet_batch({open}, model.cutoff(), model.bond_cutoff()), kAll);
+  EXPECT_EQ(values(d.virials.abs().max()).at(0), 0.0);
+}
+
+TEST(ChgnetTorch, DirectHeadsTrainWithoutSecondDerivativesAndAreSaved) {
+  trainer::ChgnetTorchOptions o;
+  o.direct_heads = true;
+  o.head_hidden = 7;
+  ChgnetTorchModel<double> model(io::read_potential_file(kPotential), o);
+  const auto& named = model.named_parameters();
+  ASSERT_EQ(named[named.size() - 8].first, "force_head.layers.0.weight");
+  EXPECT_EQ(named[named.size() - 8].second.sizes(), (std::vector<std::int64_t>{7, 64}));
+  EXPECT_EQ(named.back().first, "stress_head.layers.2.bias");
+  EXPECT_EQ(named.back().second.sizes(), (std::vector<std::int64_t>{6}));
+  const auto s = some_structures()[2];
+  const auto b = trainer::make_chgnet_batch({s}, model.cutoff(), model.bond_cutoff());
+  const auto out = model.forward(b, kAll);
+  // No create_graph: the heads are ordinary outputs, so one backward reaches every weight.
+  const auto loss = out.energy.sum() + out.forces.pow(2).sum() + out.virials.pow(2).sum();
+  const auto grads = torch::autograd::grad({loss}, model.parameters(), {}, false, false, true);
+  for (const auto* name : {"force_head.layers.0.weight", "stress_head.layers.2.weight", "bond_embedding.weight",
+                           "bond_conv_layers.2.mlp_out.layers.1.weight", "atom_conv_layers.3.mlp_out.layers.1.weight"}) {
+    std::size_t k = 0;
+    while (named[k].first != name) {
+      ++k;
+    }
+    ASSERT_TRUE(grads[k].defined()) << name;
+    EXPECT_GT(grads[k].abs().max().item<double>(), 0.0) << name;
+  }
+  // Saved with the rest; reloaded, they give the same forces; the core ignores them.
+  const auto path = temp_path("heads.safetensors");
+  model.save(path);
+  const auto file = io::read_potential_file(path);
+  EXPECT_TRUE(file.contains("force_head.layers.2.weight") && file.contains("stress_head.layers.0.bias"));
+  ChgnetTorchModel<double> again(file, o);
+  const auto out2 = again.forward(b, kAll);
+  EXPECT_TRUE(torch::equal(out.forces, out2.forces));
+  EXPECT_TRUE(torch::equal(out.virials, out2.virials));
+  models::ChgnetModel<double> core(file);
+  EXPECT_NEAR(core_outputs(core, s).energy, out.energy.item<double>(), 1e-10 * std::abs(out.energy.item<double>()));
+  // Without direct_heads the saved heads are left alone: not parameters, saved as read.
+  ChgnetTorchModel<double> no_heads(file);
+  EXPECT_EQ(no_heads.named_parameters().size() + 8, named.size());
+  EXPECT_TRUE(no_heads.to_potential_file().contains("force_head.layers.0.bias"));
   fs::remove(path);
 }
 

@@ -128,7 +128,38 @@ struct ChgnetTorchModel<T>::Impl {
     return torch::tensor(v, torch::TensorOptions().dtype(torch::kFloat64)).reshape(t.shape).to(torch_dtype<T>());
   }
 
-  explicit Impl(const io::PotentialFile& f) : file(f) {
+  ChgnetTorchOptions options;
+
+  /// The direct heads' tensors: Linear(in, hidden), SiLU, Linear(hidden, out) as
+  /// <prefix>.layers.0 and .layers.2, from the file or drawn as torch's Linear default.
+  void add_head(const std::string& prefix, std::int64_t in, std::int64_t out, torch::Generator& gen) {
+    const std::int64_t h = options.head_hidden;
+    const std::pair<std::string, std::vector<std::int64_t>> shapes[] = {{".layers.0.weight", {h, in}},
+                                                                        {".layers.0.bias", {h}},
+                                                                        {".layers.2.weight", {out, h}},
+                                                                        {".layers.2.bias", {out}}};
+    for (const auto& [suffix, shape] : shapes) {
+      const std::string name = prefix + suffix;
+      torch::Tensor t;
+      if (file.contains(name)) {
+        file.get(name, {io::DType::F32, io::DType::F64}, shape);  // throws naming a wrong shape
+        t = read(name);
+      } else {
+        const std::int64_t fan_in = suffix.rfind(".layers.0", 0) == 0 ? in : h;
+        const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+        t = (torch::rand(shape, gen, torch::TensorOptions().dtype(torch::kFloat64)) * 2 - 1) * bound;
+        t = t.to(torch_dtype<T>());
+      }
+      t.requires_grad_(true);
+      named.emplace_back(name, t);
+      tensors[name] = t;
+    }
+  }
+  static bool is_head(const std::string& name) {
+    return name.rfind("force_head.", 0) == 0 || name.rfind("stress_head.", 0) == 0;
+  }
+
+  Impl(const io::PotentialFile& f, const ChgnetTorchOptions& o) : file(f), options(o) {
     // The core's loader checks the model kind, every hyperparameter and tensor shape, and
     // refuses the architectures it does not evaluate.
     const models::ChgnetModel<double> core(f);
@@ -162,7 +193,7 @@ struct ChgnetTorchModel<T>::Impl {
     // energies are frozen (chgnet's train_composition_model=False): both stay as read.
     const std::string unused = "angle_layers." + std::to_string(n_conv - 2) + ".";
     for (const auto& [name, tensor] : f.tensors()) {
-      if (name.rfind(unused, 0) == 0) {
+      if (name.rfind(unused, 0) == 0 || is_head(name)) {
         continue;
       }
       torch::Tensor t = read(name);
@@ -171,6 +202,14 @@ struct ChgnetTorchModel<T>::Impl {
         named.emplace_back(name, t);
       }
       tensors[name] = t;
+    }
+    if (options.direct_heads) {
+      if (options.head_hidden < 1) {
+        throw InputError(source + ": the direct heads need a positive hidden width");
+      }
+      auto gen = at::detail::createCPUGenerator(options.seed);
+      add_head("force_head", at("bond_embedding.weight").size(0), 1, gen);
+      add_head("stress_head", at("atom_embedding.embedding.weight").size(1), 6, gen);
     }
   }
 
@@ -263,16 +302,17 @@ struct ChgnetTorchModel<T>::Impl {
 
   ChgnetOutput forward(const ChgnetBatch& bt, const ChgnetForwardOptions& o) {
     validate(bt);
-    torch::AutoGradMode grad_mode(torch::GradMode::is_enabled() || o.forces || o.virials);
+    const bool direct = options.direct_heads;
+    torch::AutoGradMode grad_mode(torch::GradMode::is_enabled() || (!direct && (o.forces || o.virials)));
     const auto G = bt.num_graphs;
     torch::Tensor pos = bt.positions.to(torch_dtype<T>()).detach();
-    if (o.forces) {
+    if (o.forces && !direct) {
       pos.requires_grad_(true);
     }
     torch::Tensor u =
         pos.index_select(0, bt.neighbor) - pos.index_select(0, bt.center) + bt.shifts.to(torch_dtype<T>());
     torch::Tensor disp;
-    if (o.virials) {
+    if (o.virials && !direct) {
       // The displacement trick of the MACE layer: positions and cell strained by (1 + S), S
       // symmetric; every edge vector is then strained the same way.
       disp = torch::zeros({G, 3, 3}, real()).requires_grad_(true);
@@ -328,6 +368,15 @@ struct ChgnetTorchModel<T>::Impl {
     }
     out.site_energy = h.squeeze(1) + at("composition_model.fc.weight").squeeze(0).index_select(0, bt.species);
     out.energy = torch::zeros({G}, real()).index_add(0, bt.batch, out.site_energy);
+    if (direct) {
+      if (o.forces) {
+        out.forces = torch::zeros({x.size(0), 3}, real()).index_add(0, bt.center, head("force_head", b) * u / r.unsqueeze(1));
+      }
+      if (o.virials) {
+        out.virials = stress_head_virials(x, bt);
+      }
+      return out;
+    }
     if (o.forces || o.virials) {
       std::vector<torch::Tensor> wrt;
       if (o.forces) {
@@ -352,28 +401,61 @@ struct ChgnetTorchModel<T>::Impl {
     return out;
   }
 
+  torch::Tensor head(const std::string& prefix, const torch::Tensor& features) const {
+    return linear(torch::silu(linear(features, prefix + ".layers.0")), prefix + ".layers.2");
+  }
+
+  /// -V sigma_g of the stress head (ChgnetTorchOptions).
+  torch::Tensor stress_head_virials(const torch::Tensor& x, const ChgnetBatch& bt) const {
+    const auto G = bt.num_graphs;
+    const auto k = head("stress_head", x);  // [N, 6]: xx yy zz yz xz xy
+    const auto S = torch::stack({k.select(1, 0), k.select(1, 5), k.select(1, 4), k.select(1, 5), k.select(1, 1),
+                                 k.select(1, 3), k.select(1, 4), k.select(1, 3), k.select(1, 2)},
+                                1)
+                       .view({-1, 3, 3});
+    const auto count = torch::zeros({G}, real()).index_add(0, bt.batch, torch::ones({x.size(0)}, real()));
+    const auto S_mean = torch::zeros({G, 3, 3}, real()).index_add(0, bt.batch, S) /
+                        count.clamp_min(1).view({-1, 1, 1});
+    const auto cell = bt.cell.to(torch_dtype<T>());
+    const auto a = cell.select(1, 0), b = cell.select(1, 1), c = cell.select(1, 2);
+    auto normals = torch::stack({torch::cross(b, c, 1), torch::cross(c, a, 1), torch::cross(a, b, 1)}, 1);
+    normals = normals / normals.norm(2, 2, true).clamp_min(1e-12);  // a zero cell gives zero normals
+    const auto sigma = torch::bmm(torch::bmm(normals.transpose(1, 2), S_mean), normals);
+    const auto volume = torch::det(cell).abs();
+    return -volume.view({-1, 1, 1}) * sigma;
+  }
+
   io::PotentialFile to_file() const {
     io::PotentialFile out;
     out.metadata = file.metadata;
     out.extra_metadata = file.extra_metadata;
     out.metadata["dtype"] = std::is_same_v<T, double> ? "float64" : "float32";
     std::map<std::string, torch::Tensor> trained(named.begin(), named.end());
+    auto add = [&out](const std::string& name, const torch::Tensor& p) {
+      const torch::Tensor v = p.detach().to(torch::kFloat64).contiguous();
+      out.add<double>(name, v.sizes().vec(), std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
+    };
     for (const auto& [name, tensor] : file.tensors()) {
       const auto it = trained.find(name);
       if (it == trained.end()) {
+        // Frozen, unread, or a direct head this model was built without: as read.
         out.add(tensor);
-        continue;
+      } else {
+        add(name, it->second);
       }
-      const torch::Tensor v = it->second.detach().to(torch::kFloat64).contiguous();
-      out.add<double>(name, tensor.shape,
-                      std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
+    }
+    for (const auto& [name, p] : named) {
+      if (!file.contains(name)) {
+        add(name, p);  // direct heads drawn fresh
+      }
     }
     return out;
   }
 };
 
 template <class T>
-ChgnetTorchModel<T>::ChgnetTorchModel(const io::PotentialFile& file) : m_impl(std::make_unique<Impl>(file)) {}
+ChgnetTorchModel<T>::ChgnetTorchModel(const io::PotentialFile& file, const ChgnetTorchOptions& options)
+    : m_impl(std::make_unique<Impl>(file, options)) {}
 template <class T>
 ChgnetTorchModel<T>::~ChgnetTorchModel() = default;
 template <class T>

@@ -75,8 +75,9 @@ ChgnetBatch make_chgnet_batch(const std::vector<ChgnetStructure>& structures, do
                               double bond_cutoff);
 
 struct ChgnetForwardOptions {
-  bool forces = true;         ///< forces = -dE/dpositions
-  bool virials = false;       ///< virials = -dE/d(strain) (the MACE layer's displacement trick)
+  bool forces = true;         ///< forces = -dE/dpositions (the force head with direct_heads)
+  /// virials = -dE/d(strain) (the MACE layer's displacement trick; the stress head with direct_heads)
+  bool virials = false;
   bool create_graph = false;  ///< keep forces and virials differentiable (training on them)
 };
 
@@ -90,13 +91,39 @@ struct ChgnetOutput {
   torch::Tensor virials;
 };
 
+/// FastCHGNet's direct heads (Zhou et al., arXiv:2412.20796, sec. III-B "Multi-Head
+/// Decomposition"; our reading of it, the paper's equations being only described in words):
+///
+///   force head   F_i = sum_{e: i -> j} MLP_F(b_e) u_e / |u_e|        (b_e the final bond features)
+///   stress head  sigma_g = mean_{i in g} sum_{k,l} S_kl(x_i) n_k (x) n_l,  S = sym(MLP_S(x_i)) (6 values),
+///                n_1, n_2, n_3 the unit normals b x c, c x a, a x b of the cell's faces
+///
+/// with x_i the final atom features; virials = -V sigma. The bond features are invariant and
+/// the directions u_e / |u_e| and normals rotate with the structure, so F rotates as a vector and
+/// sigma as a tensor; both directions of a bond carry the same b_e and opposite directions, so
+/// the forces of a structure sum to zero. MLPs: Linear(F, hidden), SiLU, Linear(hidden, 1 or 6).
+/// A graph without a cell (zero rows) gets zero stress.
+struct ChgnetTorchOptions {
+  bool direct_heads = false;
+  int head_hidden = 64;
+  /// Seeds the heads' initial weights (torch's Linear default: U(-1/sqrt(in), 1/sqrt(in)))
+  /// when the file has none.
+  std::uint64_t seed = 123;
+};
+
 /// T: float or double, the precision of parameters and computation.
 template <class T>
 class ChgnetTorchModel {
  public:
   /// From a CHGNet potential file (model kind "chgnet"; chgnet 0.2.0/0.3.0 architecture, as
   /// the core's ChgnetModel accepts). Throws InputError / UnsupportedError as its loader does.
-  explicit ChgnetTorchModel(const io::PotentialFile& file);
+  ///
+  /// With options.direct_heads the forces and virials come from the direct heads (see
+  /// ChgnetTorchOptions), read from the file's force_head.* and stress_head.* tensors or, when
+  /// it has none (fine-tuning a released model), drawn fresh; they are then parameters and
+  /// saved with the rest. The core's ChgnetModel (the pair style) ignores them: it computes
+  /// forces as -dE/dr.
+  explicit ChgnetTorchModel(const io::PotentialFile& file, const ChgnetTorchOptions& options = {});
   ~ChgnetTorchModel();
   ChgnetTorchModel(ChgnetTorchModel&&) noexcept;
   ChgnetTorchModel& operator=(ChgnetTorchModel&&) noexcept;
