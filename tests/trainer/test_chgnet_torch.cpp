@@ -134,13 +134,17 @@ double rel_dev(const std::vector<double>& a, const std::vector<double>& b) {
 
 const ChgnetForwardOptions kAll{true, true, false};
 
-/// Parity of the trainer model with the core on every fixture structure, for one potential.
-void check_parity(const std::string& potential) {
+/// Parity of the trainer model with the core on the fixture structures (all, or those named),
+/// for one potential.
+void check_parity(const std::string& potential, const std::vector<std::string>& only = {}) {
   const auto file = io::read_potential_file(potential);
   models::ChgnetModel<double> core(file);
   ChgnetTorchModel<double> model(file);
   double worst = 0;
   for (const auto& [name, s] : fixture_structures()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) {
+      continue;
+    }
     const auto ref = core_outputs(core, s);
     const auto b = trainer::make_chgnet_batch({s}, model.cutoff(), model.bond_cutoff());
     const auto out = model.forward(b, kAll);
@@ -168,7 +172,9 @@ void check_parity(const std::string& potential) {
 
 TEST(ChgnetTorch, ParityWithCoreModelOnEveryFixture) { check_parity(kPotential); }
 
-TEST(ChgnetTorch, ParityWithCoreModelWithoutLayerNorm) { check_parity(kFixtures + "/chgnet-0.2.0.safetensors"); }
+TEST(ChgnetTorch, ParityWithCoreModelWithoutLayerNorm) {
+  check_parity(kFixtures + "/chgnet-0.2.0.safetensors", {"limno2_rattled", "licoo2_triclinic", "small_cell"});
+}
 
 TEST(ChgnetTorch, OneBatchEqualsOneStructureAtATime) {
   ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
