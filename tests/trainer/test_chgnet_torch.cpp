@@ -86,7 +86,8 @@ std::vector<std::pair<std::string, trainer::ChgnetStructure>> fixture_structures
 std::vector<trainer::ChgnetStructure> some_structures() {
   std::vector<trainer::ChgnetStructure> out;
   for (const auto& [name, s] : fixture_structures()) {
-    if (name == "limno2_rattled" || name == "small_cell" || name == "licoo2_triclinic" || name == "dimer_isolated") {
+    if (name == "limno2_rattled" || name == "small_cell" || name == "licoo2_triclinic" ||
+        name == "dimer_isolated") {
       out.push_back(s);
     }
   }
@@ -179,11 +180,13 @@ TEST(ChgnetTorch, ParityWithCoreModelWithoutLayerNorm) {
 TEST(ChgnetTorch, OneBatchEqualsOneStructureAtATime) {
   ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
   const auto all = some_structures();
-  const auto joint = model.forward(trainer::make_chgnet_batch(all, model.cutoff(), model.bond_cutoff()), kAll);
+  const auto joint =
+      model.forward(trainer::make_chgnet_batch(all, model.cutoff(), model.bond_cutoff()), kAll);
   ASSERT_EQ(joint.energy.size(0), static_cast<std::int64_t>(all.size()));
   std::int64_t node0 = 0;
   for (std::size_t g = 0; g < all.size(); ++g) {
-    const auto one = model.forward(trainer::make_chgnet_batch({all[g]}, model.cutoff(), model.bond_cutoff()), kAll);
+    const auto one =
+        model.forward(trainer::make_chgnet_batch({all[g]}, model.cutoff(), model.bond_cutoff()), kAll);
     const auto n = one.forces.size(0);
     EXPECT_NEAR(joint.energy[g].item<double>(), one.energy[0].item<double>(),
                 1e-12 * std::abs(one.energy[0].item<double>()));
@@ -214,7 +217,8 @@ torch::Tensor probe_loss(ChgnetTorchModel<double>& model, const ChgnetBatch& b, 
   const auto cf = torch::linspace(-1.0, 1.3, out.forces.numel(), opts).reshape(out.forces.sizes());
   const auto cv = torch::linspace(0.7, -0.4, 9, opts).reshape({1, 3, 3});
   const auto cm = torch::linspace(0.5, 1.5, out.magmom.numel(), opts);
-  return 0.1 * out.energy.sum() + (out.forces * cf).sum() + (out.virials * cv).sum() + (out.magmom * cm).sum();
+  return 0.1 * out.energy.sum() + (out.forces * cf).sum() + (out.virials * cv).sum() +
+         (out.magmom * cm).sum();
 }
 
 TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
@@ -256,7 +260,8 @@ TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
     }
   }
   EXPECT_GE(checked, 2 * 100);
-  std::printf("[ gradient] %d entries, largest relative error against central differences %.1e\n", checked, worst);
+  std::printf("[ gradient] %d entries, largest relative error against central differences %.1e\n", checked,
+              worst);
 }
 
 TEST(ChgnetTorch, Float32AgreesWithFloat64) {
@@ -280,12 +285,14 @@ TEST(ChgnetTorch, Float32AgreesWithFloat64) {
     EXPECT_LE(dv, 1e-3) << name;
     EXPECT_LE(dm, 1e-5) << name;
   }
-  std::printf("[ float32 ] relative deviation from float64: energy %.1e, forces %.1e, virial %.1e, magmoms %.1e\n",
-              de, df, dv, dm);
+  std::printf(
+      "[ float32 ] relative deviation from float64: energy %.1e, forces %.1e, virial %.1e, magmoms %.1e\n",
+      de, df, dv, dm);
   // The double backward runs in float32 too.
   const auto b = trainer::make_chgnet_batch({small_cell()}, single.cutoff(), single.bond_cutoff());
   const auto out = single.forward(b, {true, true, true});
-  const auto g = torch::autograd::grad({(out.forces * out.forces).sum()}, single.parameters(), {}, false, false, true);
+  const auto g =
+      torch::autograd::grad({(out.forces * out.forces).sum()}, single.parameters(), {}, false, false, true);
   double norm = 0;
   for (const auto& t : g) {
     if (t.defined()) {
@@ -309,10 +316,10 @@ TEST(ChgnetTorch, EveryTensorButTheFrozenOnesIsAParameterUnderItsFileName) {
   EXPECT_EQ(n + 1 + 8, file.size());
 }
 
-
 /// A file name in the test's temporary directory, unique to this process.
 std::string temp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("fastmlip_chgnet_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() / ("fastmlip_chgnet_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 std::string bytes_of(const std::string& path) {
@@ -384,10 +391,10 @@ TEST(ChgnetTorch, OneFineTuningStepChangesTheWeightsAndTheCoreReadsTheExport) {
   EXPECT_LE(rel_dev(values(after.forces), ref.forces), 1e-10);
   EXPECT_LE(rel_dev(values(after.magmom), ref.magmoms), 1e-10);
   std::printf("[ export  ] after one Adam step: energy %.12f (core on the export %.12f), moved by %.3e eV\n",
-              after.energy.item<double>(), ref.energy, after.energy.item<double>() - before.energy.item<double>());
+              after.energy.item<double>(), ref.energy,
+              after.energy.item<double>() - before.energy.item<double>());
   fs::remove(path);
 }
-
 
 /// `s` rotated by 0.7 rad about (1, 2, 3): positions and cell rows r -> R r.
 std::pair<trainer::ChgnetStructure, torch::Tensor> rotated(const trainer::ChgnetStructure& s) {
@@ -402,7 +409,8 @@ std::pair<trainer::ChgnetStructure, torch::Tensor> rotated(const trainer::Chgnet
   const auto n = static_cast<std::int64_t>(s.atomic_numbers.size());
   const auto p = torch::tensor(s.positions, opts).view({n, 3}).mm(R.t()).contiguous();
   rot.positions.assign(p.data_ptr<double>(), p.data_ptr<double>() + 3 * n);
-  const auto c = torch::tensor(std::vector<double>(s.cell->begin(), s.cell->end()), opts).view({3, 3}).mm(R.t());
+  const auto c =
+      torch::tensor(std::vector<double>(s.cell->begin(), s.cell->end()), opts).view({3, 3}).mm(R.t());
   std::array<double, 9> cell{};
   std::copy(c.contiguous().data_ptr<double>(), c.contiguous().data_ptr<double>() + 9, cell.begin());
   rot.cell = cell;
@@ -428,7 +436,8 @@ TEST(ChgnetTorch, DirectHeadsRotateWithTheStructureAndTheirForcesSumToZero) {
   EXPECT_NEAR(a.energy.item<double>(), b.energy.item<double>(), 1e-10 * std::abs(a.energy.item<double>()));
   // The same energy as without the heads: they replace only forces and virials.
   ChgnetTorchModel<double> plain(io::read_potential_file(kPotential));
-  const auto c = plain.forward(trainer::make_chgnet_batch({s}, plain.cutoff(), plain.bond_cutoff()), {false, false, false});
+  const auto c = plain.forward(trainer::make_chgnet_batch({s}, plain.cutoff(), plain.bond_cutoff()),
+                               {false, false, false});
   EXPECT_EQ(a.energy.item<double>(), c.energy.item<double>());
   // A structure without a cell has no stress.
   auto open = s;
@@ -454,8 +463,9 @@ TEST(ChgnetTorch, DirectHeadsTrainWithoutSecondDerivativesAndAreSaved) {
   // No create_graph: the heads are ordinary outputs, so one backward reaches every weight.
   const auto loss = out.energy.sum() + out.forces.pow(2).sum() + out.virials.pow(2).sum();
   const auto grads = torch::autograd::grad({loss}, model.parameters(), {}, false, false, true);
-  for (const auto* name : {"force_head.layers.0.weight", "stress_head.layers.2.weight", "bond_embedding.weight",
-                           "bond_conv_layers.2.mlp_out.layers.1.weight", "atom_conv_layers.3.mlp_out.layers.1.weight"}) {
+  for (const auto* name :
+       {"force_head.layers.0.weight", "stress_head.layers.2.weight", "bond_embedding.weight",
+        "bond_conv_layers.2.mlp_out.layers.1.weight", "atom_conv_layers.3.mlp_out.layers.1.weight"}) {
     std::size_t k = 0;
     while (named[k].first != name) {
       ++k;
@@ -473,7 +483,8 @@ TEST(ChgnetTorch, DirectHeadsTrainWithoutSecondDerivativesAndAreSaved) {
   EXPECT_TRUE(torch::equal(out.forces, out2.forces));
   EXPECT_TRUE(torch::equal(out.virials, out2.virials));
   models::ChgnetModel<double> core(file);
-  EXPECT_NEAR(core_outputs(core, s).energy, out.energy.item<double>(), 1e-10 * std::abs(out.energy.item<double>()));
+  EXPECT_NEAR(core_outputs(core, s).energy, out.energy.item<double>(),
+              1e-10 * std::abs(out.energy.item<double>()));
   // Without direct_heads the saved heads are left alone: not parameters, saved as read.
   ChgnetTorchModel<double> no_heads(file);
   EXPECT_EQ(no_heads.named_parameters().size() + 8, named.size());

@@ -161,7 +161,8 @@ TEST(TrainerLoss, HandComputedMagmomTerm) {
   LossPredictions pred;
   pred.energy = ref.energy.clone();
   pred.forces = ref.forces.clone();
-  LossConfig c;  // magmom_weight 0.1, chgnet's mag_loss_ratio
+  // magmom_weight 0.1 by default, chgnet's mag_loss_ratio.
+  LossConfig c;
   EXPECT_FALSE(compute_loss(c, pred, ref).magmoms.defined());  // a model without magmoms: no term
   pred.magmoms = torch::tensor({1.5, 9.0, -9.0}, kF64).requires_grad_(true);
   // MSE over the one labelled atom: 0.1 * 2 * (1.5 - 2)^2 / 1; the unlabelled atoms count nothing.

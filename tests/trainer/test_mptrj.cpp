@@ -28,7 +28,9 @@ Dataset read(const std::string& text, const MptrjReadOptions& o = {}) {
 }
 
 /// One frame "mp-1-0" of one Li atom with the given label members (JSON text).
-std::string one_frame(const std::string& labels, const std::string& site = R"({"species": [{"element": "Li", "occu": 1}], "xyz": [0, 0, 0]})") {
+std::string one_frame(
+    const std::string& labels,
+    const std::string& site = R"({"species": [{"element": "Li", "occu": 1}], "xyz": [0, 0, 0]})") {
   return R"({"mp-1": {"mp-1-0": {"structure": {"lattice": {"matrix": [[3, 0, 0], [0, 3, 0], [0, 0, 3]]}, "sites": [)" +
          site + "]}" + (labels.empty() ? "" : ", " + labels) + "}}}";
 }
@@ -82,7 +84,8 @@ TEST(TrainerMptrj, MissingLabelsAreErrorsOrSkippedWithAllowMissing) {
   MptrjReadOptions o;
   o.require_magmoms = true;
   const auto msg = error_of([&] { read_mptrj(kFile, o); });
-  EXPECT_TRUE(contains(msg, kFile) && contains(msg, "frame 2 (mp-0001-0-1)") && contains(msg, "'magmom'")) << msg;
+  EXPECT_TRUE(contains(msg, kFile) && contains(msg, "frame 2 (mp-0001-0-1)") && contains(msg, "'magmom'"))
+      << msg;
   o.allow_missing = true;
   const auto ds = read_mptrj(kFile, o);
   EXPECT_EQ(ds.configs.size(), 2u);
@@ -102,10 +105,13 @@ TEST(TrainerMptrj, BadInputNamesTheFrameAndTheKey) {
   EXPECT_TRUE(contains(error("{not json"), "not valid JSON"));
   EXPECT_TRUE(contains(error("[1, 2]"), "mp-ids"));
   auto msg = error(one_frame(R"("corrected_total_energy": -1.5, "force": [[0, 0, 1], [0, 0, 0]])"));
-  EXPECT_TRUE(contains(msg, "frame 1 (mp-1-0)") && contains(msg, "'force'") && contains(msg, "1 rows")) << msg;
+  EXPECT_TRUE(contains(msg, "frame 1 (mp-1-0)") && contains(msg, "'force'") && contains(msg, "1 rows"))
+      << msg;
   msg = error(one_frame(labels, R"({"species": [{"element": "Xx", "occu": 1}], "xyz": [0, 0, 0]})"));
   EXPECT_TRUE(contains(msg, "structure.sites[0].species[0].element") && contains(msg, "Xx")) << msg;
-  msg = error(one_frame(labels, R"({"species": [{"element": "Li", "occu": 0.5}, {"element": "Na", "occu": 0.5}], "xyz": [0, 0, 0]})"));
+  msg = error(one_frame(
+      labels,
+      R"({"species": [{"element": "Li", "occu": 0.5}, {"element": "Na", "occu": 0.5}], "xyz": [0, 0, 0]})"));
   EXPECT_TRUE(contains(msg, "disordered")) << msg;
   msg = error(one_frame(labels, R"({"species": [{"element": "Li", "occu": 1}]})"));
   EXPECT_TRUE(contains(msg, "neither 'xyz' nor 'abc'")) << msg;

@@ -114,7 +114,9 @@ void read_structure(const Frame& f, const Json& s, Config& c) {
   }
 }
 
-bool present(const Json& frame, const std::string& key) { return frame.contains(key) && !frame.at(key).is_null(); }
+bool present(const Json& frame, const std::string& key) {
+  return frame.contains(key) && !frame.at(key).is_null();
+}
 
 }  // namespace
 
@@ -166,8 +168,9 @@ Dataset read_mptrj(std::istream& in, const std::string& source, const MptrjReadO
       if (present(frame, opt.energy_key)) {
         const double e = number(f, frame.at(opt.energy_key), "'" + opt.energy_key + "'");
         const std::string suffix = "_per_atom";
-        const bool per_atom = opt.energy_key.size() > suffix.size() &&
-                              opt.energy_key.compare(opt.energy_key.size() - suffix.size(), suffix.size(), suffix) == 0;
+        const bool per_atom =
+            opt.energy_key.size() > suffix.size() &&
+            opt.energy_key.compare(opt.energy_key.size() - suffix.size(), suffix.size(), suffix) == 0;
         c.energy = per_atom ? e * static_cast<double>(n) : e;
       }
       if (present(frame, opt.forces_key)) {

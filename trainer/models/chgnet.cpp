@@ -34,9 +34,8 @@ ChgnetBatch make_chgnet_batch(const std::vector<ChgnetStructure>& structures, do
                        " atomic numbers but " + std::to_string(s.positions.size()) +
                        " position values (need 3 per atom)");
     }
-    const auto g = models::make_structure_graph<double>(s.positions, s.atomic_numbers,
-                                                        s.cell ? s.cell->data() : nullptr, s.pbc, cutoff,
-                                                        bond_cutoff);
+    const auto g = models::make_structure_graph<double>(
+        s.positions, s.atomic_numbers, s.cell ? s.cell->data() : nullptr, s.pbc, cutoff, bond_cutoff);
     const std::size_t ne = g.center.size();
     std::vector<std::int64_t> slot_edge;  // the structure's short edges by slot
     for (std::size_t e = 0; e < ne; ++e) {
@@ -125,7 +124,9 @@ struct ChgnetTorchModel<T>::Impl {
   torch::Tensor read(const std::string& name) const {
     const auto& t = file.get(name);
     const auto v = file.values<double>(name, t.shape, io::Conversion::widen);
-    return torch::tensor(v, torch::TensorOptions().dtype(torch::kFloat64)).reshape(t.shape).to(torch_dtype<T>());
+    return torch::tensor(v, torch::TensorOptions().dtype(torch::kFloat64))
+        .reshape(t.shape)
+        .to(torch_dtype<T>());
   }
 
   ChgnetTorchOptions options;
@@ -263,7 +264,8 @@ struct ChgnetTorchModel<T>::Impl {
     const auto A = b.angle_a.defined() ? b.angle_a.size(0) : -1;
     if (!is_vec(b.short_edge, S) || !is_vec(b.short_reverse, S) || !is_vec(b.angle_a, A) ||
         !is_vec(b.angle_b, A) || !is_vec(b.angle_center, A)) {
-      throw InputError(fn + "short_edge and short_reverse must be int64 [S], angle_a, angle_b and "
+      throw InputError(fn +
+                       "short_edge and short_reverse must be int64 [S], angle_a, angle_b and "
                        "angle_center int64 [A] (make_chgnet_batch builds them)");
     }
     auto in_range = [&](const torch::Tensor& t, std::int64_t hi, const char* what) {
@@ -293,8 +295,8 @@ struct ChgnetTorchModel<T>::Impl {
   }
 
   /// The input rows of a BondConv / AngleUpdate GMLP: [b_s, b_t, g, x_c] per angle (s, t).
-  static torch::Tensor angle_input(const torch::Tensor& b_short, const torch::Tensor& g, const torch::Tensor& x,
-                                   const ChgnetBatch& batch) {
+  static torch::Tensor angle_input(const torch::Tensor& b_short, const torch::Tensor& g,
+                                   const torch::Tensor& x, const ChgnetBatch& batch) {
     return torch::cat({b_short.index_select(0, batch.angle_a), b_short.index_select(0, batch.angle_b), g,
                        x.index_select(0, batch.angle_center)},
                       1);
@@ -325,9 +327,11 @@ struct ChgnetTorchModel<T>::Impl {
       throw InputError("ChgnetTorchModel::forward: an edge has zero length (coincident atoms)");
     }
     // Bases (core kernels) and embeddings.
-    const auto B = apply_kernel(rbf_ag, {r, at("bond_basis_expansion.rbf_expansion_ag.frequencies") / r_atom});
+    const auto B =
+        apply_kernel(rbf_ag, {r, at("bond_basis_expansion.rbf_expansion_ag.frequencies") / r_atom});
     const auto us = u.index_select(0, bt.short_edge), rs = r.index_select(0, bt.short_edge);
-    const auto Bb = apply_kernel(rbf_bg, {rs, at("bond_basis_expansion.rbf_expansion_bg.frequencies") / r_bond});
+    const auto Bb =
+        apply_kernel(rbf_bg, {rs, at("bond_basis_expansion.rbf_expansion_bg.frequencies") / r_bond});
     const auto ua = us.index_select(0, bt.angle_a) / rs.index_select(0, bt.angle_a).unsqueeze(1);
     const auto ub = us.index_select(0, bt.angle_b) / rs.index_select(0, bt.angle_b).unsqueeze(1);
     // chgnet's clamp: theta = acos(0.999999 cos) keeps acos' derivative finite at 0 and pi.
@@ -345,10 +349,12 @@ struct ChgnetTorchModel<T>::Impl {
     for (int k = 0; k < K; ++k) {
       x = atom_conv(k, x, b, w, bt);
       const std::string L = "bond_conv_layers." + std::to_string(k);
-      const auto y = gated(L + ".twoBody_bond", angle_input(b.index_select(0, bt.short_edge), g, x, bt)) * wab;
+      const auto y =
+          gated(L + ".twoBody_bond", angle_input(b.index_select(0, bt.short_edge), g, x, bt)) * wab;
       const auto H = torch::zeros({S, y.size(1)}, real()).index_add(0, bt.angle_a, y);
       // A bond's update sums the angles at both of its ends; long edges get O^b(0).
-      const auto upd = torch::zeros_like(b).index_add(0, bt.short_edge, H + H.index_select(0, bt.short_reverse));
+      const auto upd =
+          torch::zeros_like(b).index_add(0, bt.short_edge, H + H.index_select(0, bt.short_reverse));
       b = b + linear(upd, L + ".mlp_out.layers.1");
       if (k + 1 < K) {
         g = g + gated("angle_layers." + std::to_string(k) + ".twoBody_bond",
@@ -358,8 +364,9 @@ struct ChgnetTorchModel<T>::Impl {
     ChgnetOutput out;
     out.magmom = linear(x, "site_wise").squeeze(1).abs();
     x = atom_conv(K, x, b, w, bt);
-    auto h = readout_ln ? torch::layer_norm(x, {x.size(1)}, at("readout_norm.weight"), at("readout_norm.bias"), 1e-5)
-                        : x;
+    auto h = readout_ln
+                 ? torch::layer_norm(x, {x.size(1)}, at("readout_norm.weight"), at("readout_norm.bias"), 1e-5)
+                 : x;
     for (std::size_t l = 0; l < readout.size(); ++l) {
       h = linear(h, readout[l]);
       if (l + 1 < readout.size()) {
@@ -370,7 +377,8 @@ struct ChgnetTorchModel<T>::Impl {
     out.energy = torch::zeros({G}, real()).index_add(0, bt.batch, out.site_energy);
     if (direct) {
       if (o.forces) {
-        out.forces = torch::zeros({x.size(0), 3}, real()).index_add(0, bt.center, head("force_head", b) * u / r.unsqueeze(1));
+        out.forces = torch::zeros({x.size(0), 3}, real())
+                         .index_add(0, bt.center, head("force_head", b) * u / r.unsqueeze(1));
       }
       if (o.virials) {
         out.virials = stress_head_virials(x, bt);
@@ -409,13 +417,14 @@ struct ChgnetTorchModel<T>::Impl {
   torch::Tensor stress_head_virials(const torch::Tensor& x, const ChgnetBatch& bt) const {
     const auto G = bt.num_graphs;
     const auto k = head("stress_head", x);  // [N, 6]: xx yy zz yz xz xy
-    const auto S = torch::stack({k.select(1, 0), k.select(1, 5), k.select(1, 4), k.select(1, 5), k.select(1, 1),
-                                 k.select(1, 3), k.select(1, 4), k.select(1, 3), k.select(1, 2)},
-                                1)
-                       .view({-1, 3, 3});
+    const auto S =
+        torch::stack({k.select(1, 0), k.select(1, 5), k.select(1, 4), k.select(1, 5), k.select(1, 1),
+                      k.select(1, 3), k.select(1, 4), k.select(1, 3), k.select(1, 2)},
+                     1)
+            .view({-1, 3, 3});
     const auto count = torch::zeros({G}, real()).index_add(0, bt.batch, torch::ones({x.size(0)}, real()));
-    const auto S_mean = torch::zeros({G, 3, 3}, real()).index_add(0, bt.batch, S) /
-                        count.clamp_min(1).view({-1, 1, 1});
+    const auto S_mean =
+        torch::zeros({G, 3, 3}, real()).index_add(0, bt.batch, S) / count.clamp_min(1).view({-1, 1, 1});
     const auto cell = bt.cell.to(torch_dtype<T>());
     const auto a = cell.select(1, 0), b = cell.select(1, 1), c = cell.select(1, 2);
     auto normals = torch::stack({torch::cross(b, c, 1), torch::cross(c, a, 1), torch::cross(a, b, 1)}, 1);
@@ -433,7 +442,8 @@ struct ChgnetTorchModel<T>::Impl {
     std::map<std::string, torch::Tensor> trained(named.begin(), named.end());
     auto add = [&out](const std::string& name, const torch::Tensor& p) {
       const torch::Tensor v = p.detach().to(torch::kFloat64).contiguous();
-      out.add<double>(name, v.sizes().vec(), std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
+      out.add<double>(name, v.sizes().vec(),
+                      std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
     };
     for (const auto& [name, tensor] : file.tensors()) {
       const auto it = trained.find(name);

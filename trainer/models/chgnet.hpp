@@ -52,8 +52,8 @@ struct ChgnetBatch {
   torch::Tensor neighbor;   ///< [E] int64
   /// [E, 3] Cartesian image shift: the edge vector is r_neighbor - r_center + shift.
   torch::Tensor shifts;
-  torch::Tensor short_edge;     ///< [S] int64 edges shorter than the bond-graph cutoff
-  torch::Tensor short_reverse;  ///< [S] int64 short index of each short edge's reverse edge
+  torch::Tensor short_edge;        ///< [S] int64 edges shorter than the bond-graph cutoff
+  torch::Tensor short_reverse;     ///< [S] int64 short index of each short edge's reverse edge
   torch::Tensor angle_a, angle_b;  ///< [A] int64 short indices of an angle's two bonds
   torch::Tensor angle_center;      ///< [A] int64 node of the angle's vertex
   torch::Tensor cell;              ///< [G, 3, 3] rows a, b, c (zeros without a cell)
@@ -62,7 +62,7 @@ struct ChgnetBatch {
 
 /// One structure for make_chgnet_batch.
 struct ChgnetStructure {
-  std::vector<double> positions;   ///< [n][3] Angstrom
+  std::vector<double> positions;  ///< [n][3] Angstrom
   std::vector<int> atomic_numbers;
   std::optional<std::array<double, 9>> cell;
   std::array<bool, 3> pbc{false, false, false};
@@ -75,7 +75,7 @@ ChgnetBatch make_chgnet_batch(const std::vector<ChgnetStructure>& structures, do
                               double bond_cutoff);
 
 struct ChgnetForwardOptions {
-  bool forces = true;         ///< forces = -dE/dpositions (the force head with direct_heads)
+  bool forces = true;  ///< forces = -dE/dpositions (the force head with direct_heads)
   /// virials = -dE/d(strain) (the MACE layer's displacement trick; the stress head with direct_heads)
   bool virials = false;
   bool create_graph = false;  ///< keep forces and virials differentiable (training on them)

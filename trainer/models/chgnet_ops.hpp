@@ -49,7 +49,8 @@ inline void refuse_frequency_tangent(const torch::Tensor& tangent, const std::st
 template <class T, template <class, class> class Kernel, class Params>
 class BasisWithFrequenciesOp final : public KernelOp {
  public:
-  BasisWithFrequenciesOp(Params fixed, std::string name) : m_fixed(std::move(fixed)), m_name(std::move(name)) {}
+  BasisWithFrequenciesOp(Params fixed, std::string name)
+      : m_fixed(std::move(fixed)), m_name(std::move(name)) {}
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {

@@ -127,8 +127,8 @@ LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, t
   }
   if (dtype != torch::kFloat64) {
     for (torch::Tensor* x : {&t.energy, &t.forces, &t.stress, &t.virials, &t.num_atoms, &t.weight,
-                             &t.energy_weight, &t.forces_weight, &t.stress_weight, &t.virials_weight, &t.magmoms,
-                             &t.magmom_weight, &t.has_magmom}) {
+                             &t.energy_weight, &t.forces_weight, &t.stress_weight, &t.virials_weight,
+                             &t.magmoms, &t.magmom_weight, &t.has_magmom}) {
       *x = x->to(dtype);
     }
   }
@@ -150,7 +150,8 @@ torch::Tensor magmom_term(const LossConfig& config, const LossPredictions& pred,
   if (reduction && reduction->global_num_magmom_atoms < ref.num_magmom_atoms) {
     throw InputError("compute_loss: LossReduction::global_num_magmom_atoms (" +
                      std::to_string(reduction->global_num_magmom_atoms) + ") is below this rank's " +
-                     std::to_string(ref.num_magmom_atoms) + " atoms with magmom labels; sum them over the ranks");
+                     std::to_string(ref.num_magmom_atoms) +
+                     " atoms with magmom labels; sum them over the ranks");
   }
   const std::int64_t count = reduction ? reduction->global_num_magmom_atoms : ref.num_magmom_atoms;
   if (count <= 0) {
@@ -165,8 +166,8 @@ torch::Tensor magmom_term(const LossConfig& config, const LossPredictions& pred,
 }
 
 /// The terms of --loss (the file comment of loss.hpp), without the magmom term.
-LossTerms energy_forces_stress_loss(const LossConfig& config, const LossPredictions& pred, const LossTargets& ref,
-                                    const std::optional<LossReduction>& reduction) {
+LossTerms energy_forces_stress_loss(const LossConfig& config, const LossPredictions& pred,
+                                    const LossTargets& ref, const std::optional<LossReduction>& reduction) {
   const char* name = config.kind == LossKind::kWeighted  ? "weighted"
                      : config.kind == LossKind::kStress  ? "stress"
                      : config.kind == LossKind::kVirials ? "virials"

@@ -68,9 +68,9 @@ struct LossTargets {
   torch::Tensor num_atoms;  ///< [G] atoms per graph (floating)
   torch::Tensor batch;      ///< [N] int64 graph of each atom
   torch::Tensor weight, energy_weight, forces_weight, stress_weight, virials_weight;  ///< [G]
-  torch::Tensor magmoms;        ///< [N] mu_B, 0 where absent
-  torch::Tensor magmom_weight;  ///< [N] w_g w^M_g of the atom's frame, 0 where it has no magmoms
-  torch::Tensor has_magmom;     ///< [N] 1 where the atom's frame has magmoms, else 0
+  torch::Tensor magmoms;              ///< [N] mu_B, 0 where absent
+  torch::Tensor magmom_weight;        ///< [N] w_g w^M_g of the atom's frame, 0 where it has no magmoms
+  torch::Tensor has_magmom;           ///< [N] 1 where the atom's frame has magmoms, else 0
   std::int64_t num_magmom_atoms = 0;  ///< atoms with magmom labels
 };
 
