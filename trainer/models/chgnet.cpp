@@ -109,6 +109,7 @@ ChgnetBatch make_chgnet_batch(const std::vector<ChgnetStructure>& structures, do
 template <class T>
 struct ChgnetTorchModel<T>::Impl {
   io::PotentialFile file;
+  ChgnetTorchOptions options;
   std::string source;
   double r_atom = 6.0, r_bond = 3.0;
   int n_conv = 0, n_elements = 0;
@@ -128,8 +129,6 @@ struct ChgnetTorchModel<T>::Impl {
         .reshape(t.shape)
         .to(torch_dtype<T>());
   }
-
-  ChgnetTorchOptions options;
 
   /// The direct heads' tensors: Linear(in, hidden), SiLU, Linear(hidden, out) as
   /// <prefix>.layers.0 and .layers.2, from the file or drawn as torch's Linear default.

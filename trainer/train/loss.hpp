@@ -84,7 +84,9 @@ struct LossPredictions {
   torch::Tensor forces;   ///< [N, 3]
   torch::Tensor stress;   ///< [G, 3, 3], for stress and huber (huber skips it when undefined)
   torch::Tensor virials;  ///< [G, 3, 3], for virials
-  torch::Tensor magmoms;  ///< [N], a model with a magmom head (CHGNet); undefined: no magmom term
+  /// [N], from a model with a magmom head (CHGNet); undefined: no magmom term. The {} keeps
+  /// the callers' four-member aggregate initialisations free of -Wmissing-field-initializers.
+  torch::Tensor magmoms{};
 };
 
 /// Global element counts for data-parallel normalisation (see the file comment).
