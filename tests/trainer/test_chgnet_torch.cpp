@@ -8,7 +8,7 @@
 //  * Gradients: d(a loss of energy, forces, virial and magmoms)/d(weights) (the double backward,
 //    through the kernels' Dual twins for the bases) against central finite differences, on a
 //    few entries of every parameter tensor, with the real model on a 4-atom cell.
-//  * float32 agrees with float64.
+//  * float32 agrees with float64; a second derivative through the basis frequencies is refused.
 //  * Direct heads (FastCHGNet): forces rotate as vectors and sum to zero, virials as tensors;
 //    one backward without create_graph reaches every weight; saved, reloaded, ignored by the core.
 //  * Export: save() writes the file format; load + save is the identity; the core reads an
@@ -262,6 +262,29 @@ TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
   EXPECT_GE(checked, 2 * 100);
   std::printf("[ gradient] %d entries, largest relative error against central differences %.1e\n", checked,
               worst);
+}
+
+TEST(ChgnetTorch, SecondDerivativesThroughTheBasisFrequenciesAreRefused) {
+  ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
+  const auto b = trainer::make_chgnet_batch({small_cell()}, model.cutoff(), model.bond_cutoff());
+  torch::Tensor w;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (name == "bond_basis_expansion.rbf_expansion_ag.frequencies") {
+      w = p;
+    }
+  }
+  ASSERT_TRUE(w.defined());
+  const auto out = model.forward(b, {false, false, false});
+  const auto dw = torch::autograd::grad({out.energy.sum()}, {w}, {}, true, true)[0];
+  // d(dE/dw)/dW needs the kernel's derivative along a frequency tangent, which it does not
+  // have: an error, not a silently wrong (frequency-blind) number.
+  std::string message;
+  try {
+    torch::autograd::grad({dw.sum()}, {w});
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("basis frequencies"), std::string::npos) << message;
 }
 
 TEST(ChgnetTorch, Float32AgreesWithFloat64) {
