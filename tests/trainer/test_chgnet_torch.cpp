@@ -7,7 +7,8 @@
 //  * Batching: structures in one batch give what each gives alone.
 //  * Gradients: d(a loss of energy, forces, virial and magmoms)/d(weights) (the double backward,
 //    through the kernels' Dual twins for the bases) against central finite differences, on a
-//    few entries of every parameter tensor, with the real model on a 4-atom cell.
+//    few entries of every parameter tensor, with the real model on a 4-atom cell, and every
+//    entry of a small random model with odd widths (which is also checked against the core).
 //  * float32 agrees with float64; a second derivative through the basis frequencies is refused.
 //  * Direct heads (FastCHGNet): forces rotate as vectors and sum to zero, virials as tensors;
 //    one backward without create_graph reaches every weight; saved, reloaded, ignored by the core.
@@ -262,6 +263,131 @@ TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
   EXPECT_GE(checked, 2 * 100);
   std::printf("[ gradient] %d entries, largest relative error against central differences %.1e\n", checked,
               worst);
+}
+
+/// A small CHGNet potential with odd, unequal widths (so a transposed or mis-split weight
+/// cannot go unnoticed), 3 convolutions, output-layer biases, hidden layers of different widths
+/// and none in the angle update, random weights and perturbed (non-harmonic) frequencies. The
+/// metadata is the shipped file's with the hyperparameters changed.
+io::PotentialFile small_random_potential(std::uint64_t seed) {
+  const auto shipped = io::read_potential_file(kPotential);
+  io::PotentialFile f;
+  f.metadata = shipped.metadata;
+  const int Fa = 5, Fb = 7, Fg = 3, nr = 5, na = 7, n_conv = 3, ha = 3, hb = 4;
+  auto& hp = f.metadata["hyperparameters"];
+  hp["atom_fea_dim"] = Fa, hp["bond_fea_dim"] = Fb, hp["angle_fea_dim"] = Fg;
+  hp["num_radial"] = nr, hp["num_angular"] = na, hp["n_conv"] = n_conv;
+  hp["atom_conv_hidden_dim"] = ha, hp["bond_conv_hidden_dim"] = hb, hp["angle_layer_hidden_dim"] = 0;
+  hp["mlp_hidden_dims"] = {5, 3};
+  hp["mlp_out_bias"] = true;
+  hp["version"] = "test";
+  auto gen = at::detail::createCPUGenerator(seed);
+  auto add = [&](const std::string& name, std::vector<std::int64_t> shape, double scale, double shift = 0.0) {
+    const auto t = torch::randn(shape, gen, torch::TensorOptions().dtype(torch::kFloat64)) * scale + shift;
+    f.add<double>(name, shape, std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel()));
+  };
+  auto linear = [&](const std::string& prefix, std::int64_t in, std::int64_t out, bool bias) {
+    add(prefix + ".weight", {out, in}, 1.0 / std::sqrt(static_cast<double>(in)));
+    if (bias) {
+      add(prefix + ".bias", {out}, 0.1);
+    }
+  };
+  auto gated = [&](const std::string& prefix, std::int64_t in, std::int64_t hidden, std::int64_t out) {
+    for (const char* part : {".mlp_core.layers.", ".mlp_gate.layers."}) {
+      if (hidden > 0) {
+        linear(prefix + part + "0", in, hidden, true);
+        linear(prefix + part + "3", hidden, out, true);
+      } else {
+        linear(prefix + part + "1", in, out, true);
+      }
+    }
+    for (const char* bn : {".bn1", ".bn2"}) {
+      add(prefix + bn + ".weight", {out}, 0.1, 1.0);
+      add(prefix + bn + ".bias", {out}, 0.1);
+    }
+  };
+  add("atom_embedding.embedding.weight", {94, Fa}, 1.0);
+  add("composition_model.fc.weight", {1, 94}, 1.0, -3.0);
+  std::vector<double> fr, fk;
+  for (int n = 1; n <= nr; ++n) {
+    fr.push_back(M_PI * n * (1.0 + 0.01 * n));
+  }
+  for (int k = 1; k <= (na - 1) / 2; ++k) {
+    fk.push_back(k + 0.03 * k * k);
+  }
+  f.add<double>("bond_basis_expansion.rbf_expansion_ag.frequencies", {nr}, fr);
+  f.add<double>("bond_basis_expansion.rbf_expansion_bg.frequencies", {nr}, fr);
+  f.add<double>("angle_basis_expansion.fourier_expansion.frequencies", {(na - 1) / 2}, fk);
+  linear("bond_embedding", nr, Fb, false);
+  linear("bond_weights_ag", nr, Fa, false);
+  linear("bond_weights_bg", nr, Fb, false);
+  linear("angle_embedding", na, Fg, false);
+  for (int k = 0; k < n_conv; ++k) {
+    const std::string a = "atom_conv_layers." + std::to_string(k);
+    gated(a + ".twoBody_atom", 2 * Fa + Fb, ha, Fa);
+    linear(a + ".mlp_out.layers.1", Fa, Fa, true);
+  }
+  for (int k = 0; k + 1 < n_conv; ++k) {
+    const std::string b = "bond_conv_layers." + std::to_string(k);
+    gated(b + ".twoBody_bond", 2 * Fb + Fg + Fa, hb, Fb);
+    linear(b + ".mlp_out.layers.1", Fb, Fb, true);
+    gated("angle_layers." + std::to_string(k) + ".twoBody_bond", 2 * Fb + Fg + Fa, 0, Fg);
+  }
+  linear("site_wise", Fa, 1, true);
+  add("readout_norm.weight", {Fa}, 0.1, 1.0);
+  add("readout_norm.bias", {Fa}, 0.1);
+  linear("mlp.layers.0", Fa, 5, true);
+  linear("mlp.layers.2", 5, 3, true);
+  linear("mlp.layers.5", 3, 1, true);
+  return f;
+}
+
+TEST(ChgnetTorch, SmallRandomOddSizedModel) {
+  const auto file = small_random_potential(11);
+  models::ChgnetModel<double> core(file);
+  ChgnetTorchModel<double> model(file);
+  // Parity with the core on four structures (images of the atom itself, triclinic, rattled, no angles).
+  for (const auto& s : some_structures()) {
+    const auto ref = core_outputs(core, s);
+    const auto out =
+        model.forward(trainer::make_chgnet_batch({s}, model.cutoff(), model.bond_cutoff()), kAll);
+    const double scale = std::max(1.0, std::abs(ref.energy));
+    EXPECT_LE(std::abs(out.energy.item<double>() - ref.energy) / scale, 1e-10);
+    EXPECT_LE(rel_dev(values(out.forces), ref.forces), 1e-10);
+    EXPECT_LE(rel_dev(values(out.magmom), ref.magmoms), 1e-10);
+  }
+  // The force-loss gradient of every entry of every tensor against central differences.
+  const auto b = trainer::make_chgnet_batch({small_cell()}, model.cutoff(), model.bond_cutoff());
+  const auto params = model.parameters();
+  const auto grads = torch::autograd::grad({probe_loss(model, b, true)}, params);
+  torch::NoGradGuard no_grad;
+  double worst = 0;
+  int checked = 0;
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    auto flat = params[p].view(-1);
+    const auto& name = model.named_parameters()[p].first;
+    // The embedding: the rows of Li, O and Mn only (the others have no gradient).
+    const bool embedding = name == "atom_embedding.embedding.weight";
+    for (std::int64_t i = 0; i < flat.numel(); ++i) {
+      const auto row = i / params[p].size(-1);
+      if (embedding && row != 2 && row != 7 && row != 24) {
+        continue;
+      }
+      const double w0 = flat[i].item<double>(), h = 1e-5 * std::max(1.0, std::abs(w0));
+      flat[i] = w0 + h;
+      const double lp = probe_loss(model, b, false).item<double>();
+      flat[i] = w0 - h;
+      const double lm = probe_loss(model, b, false).item<double>();
+      flat[i] = w0;
+      const double fd = (lp - lm) / (2 * h), ag = grads[p].view(-1)[i].item<double>();
+      EXPECT_NEAR(ag, fd, 1e-6 * (std::abs(ag) + std::abs(fd)) + 1e-9) << name << "[" << i << "]";
+      if (std::abs(fd) > 1e-3) {
+        worst = std::max(worst, std::abs(ag - fd) / std::abs(fd));
+      }
+      ++checked;
+    }
+  }
+  std::printf("[ gradient] small model: %d entries (all), largest relative error %.1e\n", checked, worst);
 }
 
 TEST(ChgnetTorch, SecondDerivativesThroughTheBasisFrequenciesAreRefused) {
