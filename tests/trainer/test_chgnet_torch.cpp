@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -222,29 +223,26 @@ torch::Tensor probe_loss(ChgnetTorchModel<double>& model, const ChgnetBatch& b, 
          (out.magmom * cm).sum();
 }
 
-TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
-  ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
-  const auto b = trainer::make_chgnet_batch({small_cell()}, model.cutoff(), model.bond_cutoff());
-  ASSERT_GT(b.angle_a.size(0), 0);
+/// Compares the gradient of probe_loss with central differences (h = 1e-5 relative) on the
+/// entries entries_of(name, parameter) of every parameter, within 1e-6 relative plus
+/// atol x max(1, |loss|).
+/// Returns the entries checked and the largest relative error where |difference| > 1e-3 (well
+/// above the differences' noise).
+std::pair<int, double> check_gradients(
+    ChgnetTorchModel<double>& model, const ChgnetBatch& b, double atol,
+    const std::function<std::vector<std::int64_t>(const std::string&, const torch::Tensor&)>& entries_of) {
   const auto params = model.parameters();
   const auto loss = probe_loss(model, b, true);
   const auto grads = torch::autograd::grad({loss}, params);
-  const double L0 = loss.item<double>();
+  const double tol = atol * std::max(1.0, std::abs(loss.item<double>()));
   torch::NoGradGuard no_grad;
   int checked = 0;
-  double worst = 0;  // relative error where the derivative is well above the differences' noise (1e-9)
+  double worst = 0;
   for (std::size_t p = 0; p < params.size(); ++p) {
     const auto& name = model.named_parameters()[p].first;
     auto flat = params[p].view(-1);
-    std::vector<std::int64_t> entries{flat.numel() / 3, flat.numel() - 1};
-    if (name == "atom_embedding.embedding.weight") {
-      const auto F = params[p].size(1);
-      entries = {2 * F + 3, 24 * F + 10, 7 * F + 63};  // rows of Li, Mn, O
-    } else if (flat.numel() == 1) {
-      entries = {0};
-    }
     const auto g = grads[p].view(-1);
-    for (const auto i : entries) {
+    for (const auto i : entries_of(name, params[p])) {
       const double w0 = flat[i].item<double>(), h = 1e-5 * std::max(1.0, std::abs(w0));
       flat[i] = w0 + h;
       const double lp = probe_loss(model, b, false).item<double>();
@@ -252,14 +250,37 @@ TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
       const double lm = probe_loss(model, b, false).item<double>();
       flat[i] = w0;
       const double fd = (lp - lm) / (2 * h), ag = g[i].item<double>();
-      EXPECT_NEAR(ag, fd, 1e-6 * (std::abs(ag) + std::abs(fd)) + 1e-8 * std::max(1.0, std::abs(L0)))
-          << name << "[" << i << "]";
+      EXPECT_NEAR(ag, fd, 1e-6 * (std::abs(ag) + std::abs(fd)) + tol) << name << "[" << i << "]";
       if (std::abs(fd) > 1e-3) {
         worst = std::max(worst, std::abs(ag - fd) / std::abs(fd));
       }
       ++checked;
     }
   }
+  return {checked, worst};
+}
+
+/// Embedding entries in the rows of Li, O and Mn, the species of small_cell (the other rows
+/// have no gradient).
+bool in_small_cell_rows(std::int64_t i, std::int64_t width) {
+  const auto row = i / width;
+  return row == 2 || row == 7 || row == 24;
+}
+
+TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
+  ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
+  const auto b = trainer::make_chgnet_batch({small_cell()}, model.cutoff(), model.bond_cutoff());
+  ASSERT_GT(b.angle_a.size(0), 0);
+  // Two entries per tensor.
+  const auto [checked, worst] =
+      check_gradients(model, b, 1e-8, [](const std::string& name, const torch::Tensor& t) {
+        const auto n = t.numel();
+        if (name == "atom_embedding.embedding.weight") {
+          const auto F = t.size(1);
+          return std::vector<std::int64_t>{2 * F + 3, 24 * F + 10, 7 * F + 63};
+        }
+        return n == 1 ? std::vector<std::int64_t>{0} : std::vector<std::int64_t>{n / 3, n - 1};
+      });
   EXPECT_GE(checked, 2 * 100);
   std::printf("[ gradient] %d entries, largest relative error against central differences %.1e\n", checked,
               worst);
@@ -358,35 +379,16 @@ TEST(ChgnetTorch, SmallRandomOddSizedModel) {
   }
   // The force-loss gradient of every entry of every tensor against central differences.
   const auto b = trainer::make_chgnet_batch({small_cell()}, model.cutoff(), model.bond_cutoff());
-  const auto params = model.parameters();
-  const auto grads = torch::autograd::grad({probe_loss(model, b, true)}, params);
-  torch::NoGradGuard no_grad;
-  double worst = 0;
-  int checked = 0;
-  for (std::size_t p = 0; p < params.size(); ++p) {
-    auto flat = params[p].view(-1);
-    const auto& name = model.named_parameters()[p].first;
-    // The embedding: the rows of Li, O and Mn only (the others have no gradient).
-    const bool embedding = name == "atom_embedding.embedding.weight";
-    for (std::int64_t i = 0; i < flat.numel(); ++i) {
-      const auto row = i / params[p].size(-1);
-      if (embedding && row != 2 && row != 7 && row != 24) {
-        continue;
-      }
-      const double w0 = flat[i].item<double>(), h = 1e-5 * std::max(1.0, std::abs(w0));
-      flat[i] = w0 + h;
-      const double lp = probe_loss(model, b, false).item<double>();
-      flat[i] = w0 - h;
-      const double lm = probe_loss(model, b, false).item<double>();
-      flat[i] = w0;
-      const double fd = (lp - lm) / (2 * h), ag = grads[p].view(-1)[i].item<double>();
-      EXPECT_NEAR(ag, fd, 1e-6 * (std::abs(ag) + std::abs(fd)) + 1e-9) << name << "[" << i << "]";
-      if (std::abs(fd) > 1e-3) {
-        worst = std::max(worst, std::abs(ag - fd) / std::abs(fd));
-      }
-      ++checked;
-    }
-  }
+  const auto [checked, worst] =
+      check_gradients(model, b, 1e-9, [](const std::string& name, const torch::Tensor& t) {
+        std::vector<std::int64_t> all;
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+          if (name != "atom_embedding.embedding.weight" || in_small_cell_rows(i, t.size(-1))) {
+            all.push_back(i);
+          }
+        }
+        return all;
+      });
   std::printf("[ gradient] small model: %d entries (all), largest relative error %.1e\n", checked, worst);
 }
 
