@@ -163,6 +163,16 @@ void write_dataset(const std::string& path, int frames, bool typed = false, bool
   }
 }
 
+/// The trainer's view of a test structure (species indices as they are).
+trainer::MaceStructure mace_structure(const Structure& s) {
+  trainer::MaceStructure ms;
+  ms.positions = s.positions;
+  ms.species = s.species;
+  ms.cell = s.cell;
+  ms.pbc = s.pbc;
+  return ms;
+}
+
 /// A tiny model and run; work_dir and max_num_epochs come on the command line.
 void write_config(const std::string& path, const std::string& data) {
   std::ofstream out(path);
@@ -293,12 +303,7 @@ TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
   const int species = static_cast<int>(model.species().size());
   for (std::uint64_t seed : {11u, 12u}) {
     const Structure s = random_structure(5, 3.0, 1.6, species, seed, seed % 2 == 0);
-    trainer::MaceStructure ms;
-    ms.positions = s.positions;
-    ms.species = s.species;
-    ms.cell = s.cell;
-    ms.pbc = s.pbc;
-    const auto out = model.forward(trainer::make_mace_batch({ms}, model.cutoff()));
+    const auto out = model.forward(trainer::make_mace_batch({mace_structure(s)}, model.cutoff()));
     const double e_trainer = out.energy[0].item<double>();
     const auto g = folded_graph<double>(s, plugin.cutoff());
     models::MaceResult<double> r;
@@ -807,13 +812,8 @@ TEST(TrainPotential, StressVirialsHuberLossesFloat32AndValidFile) {
   trainer::MaceTorchModel<float> m32(pot);
   trainer::MaceTorchModel<double> m64(pot);
   const Structure s = random_structure(5, 3.0, 1.6, static_cast<int>(m32.species().size()), 12, true);
-  trainer::MaceStructure ms;
-  ms.positions = s.positions;
-  ms.species = s.species;
-  ms.cell = s.cell;
-  ms.pbc = s.pbc;
-  const auto o32 = m32.forward(trainer::make_mace_batch({ms}, m32.cutoff()));
-  const auto o64 = m64.forward(trainer::make_mace_batch({ms}, m64.cutoff()));
+  const auto o32 = m32.forward(trainer::make_mace_batch({mace_structure(s)}, m32.cutoff()));
+  const auto o64 = m64.forward(trainer::make_mace_batch({mace_structure(s)}, m64.cutoff()));
   const double e64 = o64.energy[0].item<double>();
   EXPECT_NEAR(o32.energy[0].item<double>(), e64, 1e-5 * std::max(1.0, std::abs(e64)));
   EXPECT_TRUE(torch::allclose(o32.forces.to(torch::kFloat64), o64.forces, 1e-4, 1e-4));
