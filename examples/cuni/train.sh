@@ -5,6 +5,8 @@
 #   examples/cuni/train.sh                                   # 2 ranks, examples/cuni/train-mace.yaml as it is
 #   NP=1 examples/cuni/train.sh --max_num_epochs 2           # any train-potential flag overrides the config
 #
+# Environment: NP (ranks, 2), MPIRUN (mpirun), TRAIN_POTENTIAL (build/bin/train-potential),
+# OMP_NUM_THREADS (1: one thread per rank).
 # From the repository root (or anywhere: it changes there). Steps: split the data
 # (split_dataset.py; deterministic), run `mpirun -np NP build/bin/train-potential --config
 # examples/cuni/train-mace.yaml "$@"`, then write WORK_DIR/provenance.txt (WORK_DIR = the
@@ -17,6 +19,11 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "${repo}"
 np=${NP:-2}
 mpirun=${MPIRUN:-mpirun}
+exe=${TRAIN_POTENTIAL:-build/bin/train-potential}
+if [[ $(id -u) == 0 ]] && "${mpirun}" --version 2>/dev/null | grep -q "Open MPI"; then
+  # Open MPI refuses to start as root without these (containers and CI often run as root).
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
 config=examples/cuni/train-mace.yaml
 
 # The few options this script reads back; the last occurrence on the command line wins, as in
@@ -39,7 +46,7 @@ done
 
 python3 examples/cuni/split_dataset.py
 mkdir -p "${work_dir}"
-command=("${mpirun}" -np "${np}" build/bin/train-potential --config "${config}" "$@")
+command=("${mpirun}" -np "${np}" "${exe}" --config "${config}" "$@")
 echo "+ ${command[*]}"
 start=$(date +%s)
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${command[@]}"
