@@ -37,6 +37,8 @@ import sys
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "examples" / "cuni"))
+import split_dataset  # noqa: E402  (its frame reader)  pylint: disable=wrong-import-position
 MASS = {"Cu": 63.546, "Ni": 58.693}
 TYPE = {"Cu": 1, "Ni": 2}  # pair_coeff * * FILE Cu Ni
 FCC_GUESS = {"Cu": 3.615, "Ni": 3.52}  # A, starting points of the relaxation
@@ -50,29 +52,24 @@ def parse_comment(line):
 
 def read_xyz(path):
     """Frames of an extended XYZ file: dicts with cell (9 floats), symbols, positions, forces, energy."""
-    lines = pathlib.Path(path).read_text().splitlines()
-    frames, i = [], 0
-    while i < len(lines):
-        if not lines[i].strip():
-            i += 1
-            continue
-        n = int(lines[i].split()[0])
-        info = parse_comment(lines[i + 1])
+    frames, line = [], 1
+    for lines in split_dataset.read_frames(path):
+        info = parse_comment(lines[1])
         cols, offset = {}, 0
         fields = info["Properties"].split(":")
         for name, _, width in zip(fields[0::3], fields[1::3], fields[2::3]):
             cols[name] = (offset, int(width))
             offset += int(width)
-        rows = [lines[i + 2 + k].split() for k in range(n)]
+        rows = [row.split() for row in lines[2:]]
 
         def column(name, rows=rows):
             start, width = cols[name]
             return [[float(x) for x in r[start:start + width]] for r in rows]
 
-        frames.append({"where": f"{path}:{i + 1}", "cell": [float(x) for x in info["Lattice"].split()],
+        frames.append({"where": f"{path}:{line}", "cell": [float(x) for x in info["Lattice"].split()],
                        "symbols": [r[cols["species"][0]] for r in rows], "positions": column("pos"),
                        "forces": column("forces"), "energy": float(info["energy"])})
-        i += 2 + n
+        line += len(lines)
     return frames
 
 
