@@ -90,7 +90,7 @@ TEST(CuniDataset, SlabsHoldWholeAtomicPlanes) {
 // slab111 frame had atoms 1.27-1.40 A from periodic images of others. Cu-Ni nearest neighbours
 // are about 2.5 A; with seed 7 the rattled crystals and slabs stay above 2.0 A, the 2500 K
 // liquid above 1.94 A. Distances include periodic images (the project's neighbor list, any
-// cell shape). The bound is the one potentials/train_cuni_mace_small.py filters frames with.
+// cell shape). The bound, 1.8 A, leaves room below the liquid's closest pairs.
 TEST(CuniDataset, NoTwoAtomsCloserThanPhysical) {
   constexpr double kMinDistance = 1.8;  // A
   const auto& frames = dataset();

@@ -1,0 +1,309 @@
+# SPDX-License-Identifier: MIT
+"""Training benchmark: train-potential against mace-torch's mace_run_train on the CuNi data.
+
+    .venv/bin/python benchmarks/trainer/run_trainer_bench.py                  # 3 epochs, every part
+    .venv/bin/python benchmarks/trainer/run_trainer_bench.py --epochs 2 --output /tmp/r.json
+
+One command, one run, in this order, each trainer alone on the machine (one after the other):
+
+1. mace_run_train (mace-torch 0.3.13 in the venv of tests/reference/setup-venv.sh), one thread
+   (OMP_NUM_THREADS=1 and torch.set_num_threads(1)), batch_size B graphs;
+2. train-potential on 1 rank, one thread, batch_capacity C atoms;
+3. train-potential on 1 rank with batch_capacity 2C, and
+4. on 2 ranks (mpirun -np 2) with C each: the same atoms per global step, for the scaling
+   efficiency t(1 rank, 2C) / (2 t(2 ranks, C)) (1 is perfect; 2 ranks need 2 free cores);
+5. fastmlip-pack on the same training set: padding and load imbalance of train-potential's
+   bin-packed batches (algorithm fastmlip, capacity C) against fixed-count batches of B graphs,
+   on 1 and 2 ranks (docs/fastmlip-pack.md defines the numbers).
+
+Same data (examples/cuni/data/{train,valid}.xyz from examples/cuni/split_dataset.py, copied
+with the labels under REF_energy / REF_forces, because mace_run_train 0.3.13 does not read
+validation labels stored under ASE's own `energy` / `forces` keys), same hyperparameters (those
+of examples/cuni/train-mace.yaml, passed by name to both: the option names are the same), float32,
+same number of epochs. B defaults to C divided by the mean training frame size, rounded, so
+that both take steps of about the same number of atoms.
+
+Reported per run: the median epoch time (the time between consecutive per-epoch validation
+lines, which both print once an epoch's training and validation are done; stamped by this
+script as the lines arrive), the learning curve (validation RMSE of E/atom and F after each
+epoch, as each trainer prints it), the peak resident set size (/usr/bin/time -v; on 2 ranks the
+largest rank's), and that peak divided by the atoms of the largest batch the run can take
+(train-potential: C; mace_run_train: its B largest training frames): an upper bound of memory
+per atom, since it includes the libraries and the dataset. The results go to a JSON file
+(default benchmarks/trainer/results-DATE.json) and a summary to stdout.
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks" / "common"))
+import bench_util  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, str(REPO / "examples" / "cuni"))
+import split_dataset  # noqa: E402  (its extended XYZ frame reader)  pylint: disable=wrong-import-position
+
+# The hyperparameters of examples/cuni/train-mace.yaml, under the names both trainers use.
+SHARED = {
+    "r_max": "5.0", "num_radial_basis": "8", "num_cutoff_basis": "5", "max_ell": "2", "correlation": "3",
+    "num_interactions": "2", "radial_MLP": "[32, 32]", "MLP_irreps": "16x0e", "E0s": "average",
+    "scaling": "rms_forces_scaling", "loss": "weighted", "energy_weight": "1000.0", "forces_weight": "100.0",
+    "lr": "0.01", "clip_grad": "10.0", "scheduler": "ReduceLROnPlateau", "lr_factor": "0.8",
+    "scheduler_patience": "2", "default_dtype": "float32", "seed": "20261122",
+}
+HIDDEN = {"channels": 32, "max_L": 0}  # mace: --hidden_irreps 32x0e; ours: --num_channels 32 --max_L 0
+
+MACE_EPOCH = re.compile(r"^(\S+ \S+) INFO: (Initial|Epoch (\d+)):.*"
+                        r"RMSE_E_per_atom=\s*([\d.]+) meV, RMSE_F=\s*([\d.]+) meV")
+OURS_EPOCH = re.compile(r"epoch (\d+)/\d+:.*RMSE E/atom ([\d.]+) meV.*RMSE F ([\d.]+) meV/A")
+
+
+def relabel(src, dst):
+    """Copy an extended XYZ file with energy= / forces columns renamed REF_energy / REF_forces."""
+    out = []
+    for line in pathlib.Path(src).read_text().splitlines(keepends=True):
+        if "Properties=" in line:
+            line = re.sub(r"(^|\s)energy=", r"\1REF_energy=", line)
+            line = line.replace(":forces:R:3", ":REF_forces:R:3")
+        out.append(line)
+    pathlib.Path(dst).write_text("".join(out))
+
+
+def frame_sizes(path):
+    return [len(frame) - 2 for frame in split_dataset.read_frames(path)]
+
+
+def ensure_hostlist(python, cache):
+    """mace-torch imports python-hostlist (SLURM host lists) at start-up even on one CPU; the venv
+    leaves it out (its sdist does not build there, tests/reference/setup-venv.sh). The package is
+    one pure-Python module: fetch its sdist with pip (PyPI, pinned) and put hostlist.py on
+    PYTHONPATH. Returns the directory to add, or None when the venv already has it."""
+    if subprocess.run([python, "-c", "import hostlist"], capture_output=True).returncode == 0:
+        return None
+    target = cache / "pylib"
+    if not (target / "hostlist.py").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        subprocess.run([python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
+                        "python-hostlist==2.3.0", "-d", str(cache)], check=True)
+        subprocess.run(["tar", "-xzf", str(cache / "python_hostlist-2.3.0.tar.gz"), "-C", str(cache)], check=True)
+        (target / "hostlist.py").write_bytes((cache / "python_hostlist-2.3.0" / "hostlist.py").read_bytes())
+    return str(target)
+
+
+def run_timed(cmd, env, log_path, epoch_re):
+    """Runs cmd under /usr/bin/time -v, stamps each output line as it arrives, returns
+    (stamped lines, peak RSS in kB, wall seconds)."""
+    rusage = log_path.with_suffix(".time")
+    full = ["/usr/bin/time", "-v", "-o", str(rusage), *cmd]
+    start, stamped = time.monotonic(), []
+    with open(log_path, "w") as log, subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
+                                                      stderr=subprocess.STDOUT, text=True, bufsize=1) as p:
+        log.write("$ " + " ".join(cmd) + "\n")
+        for line in p.stdout:
+            t = time.monotonic() - start
+            stamped.append((t, line.rstrip("\n")))
+            log.write(f"[{t:9.2f}] {line}")
+            log.flush()
+            if epoch_re.search(line):
+                print(f"  [{t:7.1f} s] {line.strip()[:150]}", flush=True)
+    wall = time.monotonic() - start
+    if p.returncode != 0:
+        sys.exit(f"run_trainer_bench: {cmd[0]} failed (exit {p.returncode}); see {log_path}")
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", rusage.read_text())
+    return stamped, int(rss.group(1)) if rss else None, wall
+
+
+def epochs_from(points):
+    """[(t_done, epoch, rmse_e, rmse_f)] with a start mark at index 0 -> per-epoch records."""
+    out = []
+    for (t0, *_), (t1, epoch, e, f) in zip(points, points[1:]):
+        out.append({"epoch": epoch, "seconds": round(t1 - t0, 2), "valid_rmse_e_meV_per_atom": e,
+                    "valid_rmse_f_meV_per_A": f})
+    return out
+
+
+def mace_run(args, work, data, batch, env):
+    python = args.python
+    hidden = f"{HIDDEN['channels']}x0e" if HIDDEN["max_L"] == 0 else None
+    flags = [f"--{k}={v}" for k, v in SHARED.items()]
+    flags += ["--name=mace", f"--train_file={data['train']}", f"--valid_file={data['valid']}",
+              "--energy_key=REF_energy", "--forces_key=REF_forces", "--model=MACE", f"--hidden_irreps={hidden}",
+              "--amsgrad", f"--batch_size={batch}", f"--valid_batch_size={batch}", f"--max_num_epochs={args.epochs}",
+              "--eval_interval=1", "--device=cpu", "--num_workers=0", f"--work_dir={work / 'mace'}",
+              "--error_table=PerAtomRMSE"]
+    # torch.set_num_threads(1) before mace's main, as the brief of this benchmark asks (OMP_NUM_THREADS=1 too).
+    launcher = ("import sys, torch; torch.set_num_threads(1); sys.argv[0] = 'mace_run_train'; "
+                "from mace.cli.run_train import main; main()")
+    stamped, rss, wall = run_timed([python, "-c", launcher, *flags], env, work / "mace.log", MACE_EPOCH)
+    points = []
+    for t, line in stamped:
+        m = MACE_EPOCH.search(line)
+        if m:
+            # mace stamps its own lines; use its clock (ours arrive buffered through logging).
+            ts = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+            epoch = None if m.group(2) == "Initial" else int(m.group(3)) + 1
+            points.append((ts, epoch, float(m.group(4)), float(m.group(5))))
+    return {"command": " ".join(["mace_run_train", *flags]), "wall_s": round(wall, 1), "peak_rss_kb": rss,
+            "epochs": epochs_from(points)}
+
+
+def ours_run(args, work, data, ranks, capacity, label, env):
+    flags = [f"--{k}={v}" for k, v in SHARED.items()]
+    flags += [f"--name={label}", f"--train_file={data['train']}", f"--valid_file={data['valid']}",
+              f"--num_channels={HIDDEN['channels']}", f"--max_L={HIDDEN['max_L']}", "--amsgrad=true",
+              f"--batch_capacity={capacity}", f"--max_num_epochs={args.epochs}", f"--work_dir={work / label}"]
+    exe = str(pathlib.Path(args.build) / "bin" / "train-potential")
+    cmd = [exe, *flags] if ranks == 1 else [*args.mpirun.split(), "-np", str(ranks), exe, *flags]
+    stamped, rss, wall = run_timed(cmd, env, work / f"{label}.log", OURS_EPOCH)
+    # The start mark: the line before the first epoch's (the model is built, training starts).
+    start = next(t for t, line in stamped if line.startswith("model:"))
+    points = [(start, None, None, None)]
+    for t, line in stamped:
+        m = OURS_EPOCH.search(line)
+        if m:
+            points.append((t, int(m.group(1)), float(m.group(2)), float(m.group(3))))
+    return {"command": " ".join(["train-potential" if ranks == 1 else f"mpirun -np {ranks} train-potential", *flags]),
+            "ranks": ranks, "batch_capacity": capacity, "wall_s": round(wall, 1), "peak_rss_kb": rss,
+            "epochs": epochs_from(points)}
+
+
+def pack_stats(args, train, capacity, batch):
+    out = {}
+    for ranks in (1, 2):
+        cmd = [str(pathlib.Path(args.build) / "bin" / "fastmlip-pack"), "--extxyz", str(train), "--cutoff", "5",
+               "--capacity", str(capacity), "--ranks", str(ranks), "--algorithm", "fixed-count,fastmlip",
+               "--graphs-per-batch", str(batch), "--epochs", "2", "--seed", SHARED["seed"], "--json"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        for line in done.stdout.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                out[f"{r['algorithm']}_ranks{ranks}"] = {k: r[k] for k in ("bins", "steps", "padding_fraction",
+                                                                           "load_max_over_mean", "load_cv")}
+        out["command_ranks%d" % ranks] = " ".join(cmd)
+    return out
+
+
+def median_epoch(run):
+    return statistics.median(e["seconds"] for e in run["epochs"]) if run["epochs"] else None
+
+
+def main(argv=None):
+    today = datetime.date.today().isoformat()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--capacity", type=int, default=512, 
+                        help="C: atoms per batch and rank (>= 500, the largest frame)")
+    parser.add_argument("--batch-size", type=int, 
+                        help="B: mace_run_train's graphs per batch (default: C / mean frame size)")
+    parser.add_argument("--build", default=str(REPO / "build"))
+    parser.add_argument("--python", default=str(REPO / ".venv" / "bin" / "python"), help="the venv with mace-torch")
+    parser.add_argument("--mpirun", default="mpirun --oversubscribe")
+    parser.add_argument("--data-dir", default=str(REPO / "examples" / "cuni" / "data"),
+                        help="train.xyz and valid.xyz of examples/cuni/split_dataset.py")
+    parser.add_argument("--work", default=str(REPO / "build" / "trainer-bench"), help="scratch directory")
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: mace, ours, scaling, pack")
+    parser.add_argument("--note", default="", help="a remark stored with the results (e.g. 'busy machine')")
+    parser.add_argument("--output", default=str(REPO / "benchmarks" / "trainer" / f"results-{today}.json"))
+    args = parser.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    work = pathlib.Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    src = {k: pathlib.Path(args.data_dir) / f"{k}.xyz" for k in ("train", "valid")}
+    for k, p in src.items():
+        if not p.exists():
+            sys.exit(f"run_trainer_bench: {p} does not exist; run python3 examples/cuni/split_dataset.py first")
+    data = {k: work / f"{k}-ref.xyz" for k in src}
+    for k in src:
+        relabel(src[k], data[k])
+    sizes = frame_sizes(data["train"])
+    batch = args.batch_size or max(1, round(args.capacity / statistics.mean(sizes)))
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    if os.geteuid() == 0 and "Open MPI" in (bench_util.mpirun_version() or ""):
+        # Open MPI refuses to start as root without these (containers and CI often run as root).
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+    res = {"date": bench_util.now(), "note": args.note, "machine": {**bench_util.cpu_info(), **bench_util.os_info(),
+                                                                   "mem_total_gb": round(bench_util.mem_total_gb(), 1)},
+           "git_commit": bench_util.git(REPO, "rev-parse", "HEAD"), "mpirun": bench_util.mpirun_version(),
+           # The binaries measured, and the commit of the tree they were built from (--build's parent).
+           "train_potential": bench_util.file_info(pathlib.Path(args.build) / "bin" / "train-potential")
+           | {"source_commit": bench_util.git(pathlib.Path(args.build).resolve().parent, "rev-parse", "HEAD")},
+           "load_before": bench_util.load(), "epochs": args.epochs, "capacity": args.capacity, "batch_size": batch,
+           "data": {k: bench_util.file_info(src[k], mtime=False) | {"frames": len(frame_sizes(src[k]))} for k in src},
+           "train_atoms": sum(sizes), "hyperparameters": SHARED | {"hidden_irreps": "32x0e"}, "runs": {}}
+    print(f"run_trainer_bench: {len(sizes)} training frames ({sum(sizes)} atoms), {args.epochs} epochs, "
+          f"C = {args.capacity} atoms, B = {batch} graphs; scratch {work}", flush=True)
+    largest_b = sum(sorted(sizes)[-batch:])
+
+    if "mace" not in skip:
+        print("mace_run_train, 1 thread", flush=True)
+        pylib = ensure_hostlist(args.python, work)
+        mace_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [pylib, env.get("PYTHONPATH")])))
+        r = mace_run(args, work, data, batch, mace_env)
+        r["largest_batch_atoms"] = largest_b
+        res["runs"]["mace_run_train"] = r
+        bench_util.write_json(args.output, res)  # what finished survives a later failure
+    if "ours" not in skip:
+        print(f"train-potential, 1 rank, C = {args.capacity}", flush=True)
+        r = ours_run(args, work, data, 1, args.capacity, "ours-1rank", env)
+        r["largest_batch_atoms"] = args.capacity
+        res["runs"]["train_potential"] = r
+        bench_util.write_json(args.output, res)
+    if "scaling" not in skip:
+        print(f"train-potential, 1 rank, 2C = {2 * args.capacity}", flush=True)
+        r1 = ours_run(args, work, data, 1, 2 * args.capacity, "ours-1rank-2C", env)
+        res["runs"]["train_potential_1rank_2C"] = r1
+        bench_util.write_json(args.output, res)
+        print(f"train-potential, 2 ranks, C = {args.capacity}", flush=True)
+        r2 = ours_run(args, work, data, 2, args.capacity, "ours-2ranks", env)
+        r1["largest_batch_atoms"], r2["largest_batch_atoms"] = 2 * args.capacity, args.capacity
+        res["runs"]["train_potential_1rank_2C"], res["runs"]["train_potential_2ranks_C"] = r1, r2
+    if "pack" not in skip:
+        res["batching"] = pack_stats(args, data["train"], args.capacity, batch)
+    res["load_after"] = bench_util.load()
+
+    summary = {}
+    for name, r in res["runs"].items():
+        r["median_epoch_s"] = median_epoch(r)
+        rss = r["peak_rss_kb"]
+        r["peak_rss_kb_per_batch_atom"] = round(rss / r["largest_batch_atoms"], 1) if rss else None
+        summary[name] = r["median_epoch_s"]
+    runs = res["runs"]
+    if "mace_run_train" in runs and "train_potential" in runs:
+        res["ratio_epoch_mace_over_ours"] = round(runs["mace_run_train"]["median_epoch_s"]
+                                                  / runs["train_potential"]["median_epoch_s"], 3)
+        res["ratio_peak_rss_ours_over_mace"] = round(runs["train_potential"]["peak_rss_kb"]
+                                                     / runs["mace_run_train"]["peak_rss_kb"], 3)
+    if "train_potential_1rank_2C" in runs:
+        res["scaling_efficiency_2ranks"] = round(runs["train_potential_1rank_2C"]["median_epoch_s"]
+                                                 / (2 * runs["train_potential_2ranks_C"]["median_epoch_s"]), 3)
+    bench_util.write_json(args.output, res)
+
+    print(f"\nresults: {args.output} (load {res['load_before']} -> {res['load_after']})")
+    print("| run | median epoch (s) | valid RMSE E/atom per epoch (meV) | valid RMSE F per epoch (meV/A) "
+          "| peak RSS (MiB) | kB per batch atom |")
+    print("|---|---:|---|---|---:|---:|")
+    for name, r in runs.items():
+        curve_e = ", ".join(f"{e['valid_rmse_e_meV_per_atom']:.1f}" for e in r["epochs"])
+        curve_f = ", ".join(f"{e['valid_rmse_f_meV_per_A']:.1f}" for e in r["epochs"])
+        print(f"| {name} | {r['median_epoch_s']:.1f} | {curve_e} | {curve_f} | {r['peak_rss_kb'] / 1024:.0f} | "
+              f"{r['peak_rss_kb_per_batch_atom']} |")
+    for key in ("ratio_epoch_mace_over_ours", "ratio_peak_rss_ours_over_mace", "scaling_efficiency_2ranks"):
+        if key in res:
+            print(f"{key}: {res[key]}")
+    if "batching" in res:
+        for k, v in res["batching"].items():
+            if not k.startswith("command"):
+                print(f"{k}: padding {100 * v['padding_fraction']:.1f}%, load max/mean {v['load_max_over_mean']:.3f}, "
+                      f"load CV {v['load_cv']:.3f}, {v['steps']} steps")
+
+
+if __name__ == "__main__":
+    main()
