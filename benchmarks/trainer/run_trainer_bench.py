@@ -79,23 +79,6 @@ def frame_sizes(path):
     return [len(frame) - 2 for frame in split_dataset.read_frames(path)]
 
 
-def ensure_hostlist(python, cache):
-    """mace-torch imports python-hostlist (SLURM host lists) at start-up even on one CPU; the venv
-    leaves it out (its sdist does not build there, tests/reference/setup-venv.sh). The package is
-    one pure-Python module: fetch its sdist with pip (PyPI, pinned) and put hostlist.py on
-    PYTHONPATH. Returns the directory to add, or None when the venv already has it."""
-    if subprocess.run([python, "-c", "import hostlist"], capture_output=True).returncode == 0:
-        return None
-    target = cache / "pylib"
-    if not (target / "hostlist.py").exists():
-        target.mkdir(parents=True, exist_ok=True)
-        subprocess.run([python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
-                        "python-hostlist==2.3.0", "-d", str(cache)], check=True)
-        subprocess.run(["tar", "-xzf", str(cache / "python_hostlist-2.3.0.tar.gz"), "-C", str(cache)], check=True)
-        (target / "hostlist.py").write_bytes((cache / "python_hostlist-2.3.0" / "hostlist.py").read_bytes())
-    return str(target)
-
-
 def run_timed(cmd, env, log_path, epoch_re):
     """Runs cmd under /usr/bin/time -v, stamps each output line as it arrives, returns
     (stamped lines, peak RSS in kB, wall seconds)."""
@@ -244,9 +227,7 @@ def main(argv=None):
 
     if "mace" not in skip:
         print("mace_run_train, 1 thread", flush=True)
-        pylib = ensure_hostlist(args.python, work)
-        mace_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [pylib, env.get("PYTHONPATH")])))
-        r = mace_run(args, work, data, batch, mace_env)
+        r = mace_run(args, work, data, batch, env)
         r["largest_batch_atoms"] = largest_b
         res["runs"]["mace_run_train"] = r
         bench_util.write_json(args.output, res)  # what finished survives a later failure

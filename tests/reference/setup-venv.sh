@@ -56,6 +56,7 @@ pypi_pins=(
   looseversion==1.3.0
   configargparse==1.7.1
   lmdb==1.4.1
+  python-hostlist==2.3.0  # mace_run_train imports it (benchmarks/trainer/run_trainer_bench.py)
   orjson==3.9.15
   safetensors==0.8.0  # make_safetensors_fixture.py (potential-file interop fixtures)
   # chgnet: make_chgnet_fixtures.py and potentials/convert/chgnet_to_fastmlip.py import it
