@@ -849,6 +849,18 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
     EXPECT_TRUE(std::isfinite(std::stod(rows[e][3]))) << e;
   }
   EXPECT_TRUE(fs::exists(dir + "/straight/results/c_test.json"));
+  // Magmom metrics (two of the three frames have magmoms: 6 atoms): CSV columns, JSON, log.
+  ASSERT_EQ(rows[0].size(), 14u);
+  EXPECT_EQ(rows[0][12], "rmse_magmom");
+  EXPECT_GT(std::stod(rows[2][12]), 0.0);
+  EXPECT_GE(std::stod(rows[2][12]), std::stod(rows[2][13]));  // RMSE >= MAE
+  const auto train_json = nlohmann::json::parse(read_text(dir + "/straight/results/c_train.json"));
+  const auto& valid = train_json.at("epochs").at(1).at("valid").at("overall");
+  EXPECT_EQ(valid.at("n_magmoms").get<int>(), 6);
+  EXPECT_NEAR(valid.at("rmse_magmom").get<double>(), std::stod(rows[2][12]), 1e-9);
+  EXPECT_NE(a.out.find(" mu_B, MAE M "), std::string::npos) << a.out;
+  const auto test_json = nlohmann::json::parse(read_text(dir + "/straight/results/c_test.json"));
+  EXPECT_EQ(test_json.at("overall").at("n_magmoms").get<int>(), 6);
 
   // 1 epoch, then a restart to 2: the straight run's export, bit for bit.
   const Result b1 = run(dir, chgnet_args("split") + " --max_num_epochs 1");

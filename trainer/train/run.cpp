@@ -488,7 +488,7 @@ torch::Tensor Trainer<F>::batch_loss(const Bin& bin, bool train, ErrorAccumulato
     pred.stress = -out.virials / vol.view({-1, 1, 1});
   }
   torch::Tensor loss = compute_loss(m_loss, pred, ref, red).total;
-  accumulate_batch(acc, configs, out);
+  accumulate_batch(acc, configs, out, nullptr, fam.magmoms);
   acc.add_loss(loss.detach().template item<double>(), share);
   return loss;
 }
@@ -683,7 +683,13 @@ void Trainer<F>::run() {
   // The first eight columns are those of earlier versions; stress and virials were appended.
   std::string csv =
       "epoch,lr,train_loss,valid_loss,rmse_e_per_atom,mae_e_per_atom,rmse_f,mae_f,rmse_stress,mae_stress,"
-      "rmse_virials_per_atom,mae_virials_per_atom\n";
+      "rmse_virials_per_atom,mae_virials_per_atom";
+  // Magmom columns only where there are magmom labels (CHGNet on MPtrj data).
+  const auto has_magmoms = [](const std::vector<data::Config>& cs) {
+    return std::any_of(cs.begin(), cs.end(), [](const data::Config& c) { return !c.magmoms.empty(); });
+  };
+  const bool magmom_columns = !F::kMace && (has_magmoms(m_train) || has_magmoms(m_valid));
+  csv += magmom_columns ? ",rmse_magmom,mae_magmom\n" : "\n";
   std::optional<std::string> restart;
   if (m_o.has("restart")) {
     restart = m_o.get_string("restart");
@@ -827,13 +833,15 @@ void Trainer<F>::run() {
     const auto num = [](double x) { return std::isnan(x) ? std::string() : fmt("%.10e", x); };
     Metrics vm;
     vm.rmse_e = vm.mae_e = vm.rmse_f = vm.mae_f = vm.rmse_s = vm.mae_s = vm.rmse_v = vm.mae_v = NAN;
+    vm.rmse_m = vm.mae_m = NAN;
     if (valid_loss) {
       vm = metrics_of(v->overall());
     }
     csv += std::to_string(epoch + 1) + "," + num(lr) + "," + num(train_loss) + "," +
            num(valid_loss.value_or(NAN)) + "," + num(vm.rmse_e) + "," + num(vm.mae_e) + "," + num(vm.rmse_f) +
            "," + num(vm.mae_f) + "," + num(vm.rmse_s) + "," + num(vm.mae_s) + "," + num(vm.rmse_v) + "," +
-           num(vm.mae_v) + "\n";
+           num(vm.mae_v) + (magmom_columns ? "," + num(vm.rmse_m) + "," + num(vm.mae_m) : std::string()) +
+           "\n";
     std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + ": lr " +
                        fmt("%.3e", lr) + ", train loss " + fmt("%.6e", train_loss);
     if (valid_loss) {
@@ -845,6 +853,9 @@ void Trainer<F>::run() {
       }
       if (vm.n_v > 0) {
         line += ", RMSE V/atom " + fmt("%.2f", 1e3 * vm.rmse_v) + " meV";
+      }
+      if (vm.n_m > 0) {
+        line += ", RMSE M " + fmt("%.4f", vm.rmse_m) + " mu_B, MAE M " + fmt("%.4f", vm.mae_m) + " mu_B";
       }
       if (m_best_epoch == epoch + 1) {
         line += " (best)";
