@@ -125,6 +125,16 @@ struct FamilyOutput {
   torch::Tensor magmoms;  ///< [N] mu_B, or undefined
 };
 
+/// Forces always; virials and a differentiable graph as the pass needs (both families' options).
+template <class ForwardOptions>
+ForwardOptions forward_options(bool virials, bool create_graph) {
+  ForwardOptions fo;
+  fo.forces = true;
+  fo.virials = virials;
+  fo.create_graph = create_graph;
+  return fo;
+}
+
 /// What the trainer needs of one model family (--model): its model from a potential file, a
 /// data::Config as the model's structure, batches and the forward pass. T: the precision.
 template <class T>
@@ -145,11 +155,7 @@ struct MaceFamily {
     return make_mace_batch(s, m.cutoff());
   }
   static FamilyOutput forward(Model& m, const Batch& batch, bool virials, bool create_graph) {
-    MaceForwardOptions fo;
-    fo.forces = true;
-    fo.virials = virials;
-    fo.create_graph = create_graph;
-    return {m.forward(batch, fo), {}};
+    return {m.forward(batch, forward_options<MaceForwardOptions>(virials, create_graph)), {}};
   }
 };
 
@@ -187,11 +193,7 @@ struct ChgnetFamily {
     return make_chgnet_batch(s, m.cutoff(), m.bond_cutoff());
   }
   static FamilyOutput forward(Model& m, const Batch& batch, bool virials, bool create_graph) {
-    ChgnetForwardOptions fo;
-    fo.forces = true;
-    fo.virials = virials;
-    fo.create_graph = create_graph;
-    ChgnetOutput o = m.forward(batch, fo);
+    ChgnetOutput o = m.forward(batch, forward_options<ChgnetForwardOptions>(virials, create_graph));
     return {{o.energy, o.site_energy, o.forces, o.virials}, o.magmom};
   }
 };
