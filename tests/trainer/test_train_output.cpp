@@ -109,6 +109,29 @@ TEST(TrainOutput, MetricsByHand) {
   EXPECT_TRUE(std::isnan(empty.rmse_e) && std::isnan(empty.mae_f) && std::isnan(empty.loss));
 }
 
+// Magmom errors (CHGNet): counted for frames with magmom labels and a magmom prediction only,
+// and in the JSON only when counted.
+TEST(TrainOutput, MagmomMetricsByHand) {
+  Config a = make_config(2, "A");
+  a.magmoms = {1.0, 0.5};
+  Config b = make_config(1, "A");  // no magmom label
+  const std::vector<double> ma = {1.3, 0.1}, mb = {2.0};
+  ErrorAccumulator acc(config_types_of({a}));
+  EXPECT_TRUE(metrics_json(acc).at("overall").count("rmse_magmom") == 0);
+  Prediction pa{0.0, nullptr, nullptr, ma.data()};
+  Prediction pb{0.0, nullptr, nullptr, mb.data()};
+  acc.add(a, pa);
+  acc.add(b, pb);
+  acc.add(a, {0.0, nullptr, nullptr});  // no prediction: not counted
+  const Metrics m = metrics_of(acc.overall());
+  EXPECT_EQ(m.n_m, 2);
+  EXPECT_DOUBLE_EQ(m.rmse_m, std::sqrt((0.09 + 0.16) / 2));
+  EXPECT_DOUBLE_EQ(m.mae_m, 0.35);
+  const auto j = metrics_json(acc).at("overall");
+  EXPECT_EQ(j.at("n_magmoms").get<int>(), 2);
+  EXPECT_DOUBLE_EQ(j.at("mae_magmom").get<double>(), 0.35);
+}
+
 TEST(TrainOutput, ProgressLine) {
   EXPECT_EQ(progress_line(0, 40, 0.0, 10), "[          ]  0/40   0%  0:00 elapsed, ETA --:--");
   EXPECT_EQ(progress_line(10, 40, 30.0, 10), "[==>       ] 10/40  25%  0:30 elapsed, ETA 1:30");

@@ -17,6 +17,9 @@
 //    (the weights of the epoch with the lowest validation loss, checked against that epoch's kept
 //    checkpoint), --test_file, --eval_interval, and `train-potential eval` reproducing the test
 //    metrics and the model's predictions.
+//  * --model chgnet: fine-tuning the shipped CHGNet 0.3.0 on the MPtrj JSON fixture (magmoms
+//    included), its export evaluated by the core ChgnetModel as by the trainer, a bitwise
+//    restart, 2 ranks, --direct_heads, and the refusals (no --foundation_model, MACE options).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -42,6 +45,8 @@
 #include "../models/mace_test_graph.hpp"
 #include "io/extxyz.hpp"
 #include "io/potential_file.hpp"
+#include "../models/chgnet_test_util.hpp"
+#include "models/chgnet.hpp"
 #include "models/mace.hpp"
 #include "models/mace/mace_model.hpp"
 #include "train/checkpoint.hpp"
@@ -235,7 +240,9 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
   EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << r.out;
   r = run(dir, "--name x --train_file data.xyz --model chgnet");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("--model chgnet is not implemented yet"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--model chgnet fine-tunes a CHGNet potential file: pass --foundation_model FILE"),
+            std::string::npos)
+      << r.err;
   r = run(dir, "--name x --train_file data.xyz --foundation_model m.safetensors --r_max 4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("train-potential: error: option 'r_max' (command line) cannot be combined with "
@@ -817,6 +824,106 @@ TEST(TrainPotential, StressVirialsHuberLossesFloat32AndValidFile) {
   const double e64 = o64.energy[0].item<double>();
   EXPECT_NEAR(o32.energy[0].item<double>(), e64, 1e-5 * std::max(1.0, std::abs(e64)));
   EXPECT_TRUE(torch::allclose(o32.forces.to(torch::kFloat64), o64.forces, 1e-4, 1e-4));
+  fs::remove_all(dir);
+}
+
+// CHGNet fine-tuning from the MPtrj JSON fixture (3 frames of 2-4 atoms; two with magmoms).
+const std::string kChgnet = kReferenceData + "/../../../potentials/chgnet-0.3.0.safetensors";
+const std::string kMptrj = kReferenceData + "/trainer/mptrj_small.json";
+
+std::string chgnet_args(const std::string& work) {
+  return "--model chgnet --foundation_model '" + kChgnet + "' --train_file '" + kMptrj + "' --valid_file '" +
+         kMptrj + "' --batch_capacity 4 --name c --work_dir " + work;
+}
+
+TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
+  const std::string dir = temp_dir("chgnet");
+  const Result a = run(dir, chgnet_args("straight") + " --max_num_epochs 2 --test_file '" + kMptrj + "'");
+  ASSERT_EQ(a.status, 0) << a.out << a.err;
+  EXPECT_NE(a.out.find("data: 3 training and 3 validation configurations"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("model: fine-tuning"), std::string::npos) << a.out;
+  const auto rows = csv_rows(read_text(dir + "/straight/results/c_train.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  for (int e = 1; e <= 2; ++e) {
+    EXPECT_TRUE(std::isfinite(std::stod(rows[e][2]))) << e;
+    EXPECT_TRUE(std::isfinite(std::stod(rows[e][3]))) << e;
+  }
+  EXPECT_TRUE(fs::exists(dir + "/straight/results/c_test.json"));
+  // Magmom metrics (two of the three frames have magmoms: 6 atoms): CSV columns, JSON, log.
+  ASSERT_EQ(rows[0].size(), 14u);
+  EXPECT_EQ(rows[0][12], "rmse_magmom");
+  EXPECT_GT(std::stod(rows[2][12]), 0.0);
+  EXPECT_GE(std::stod(rows[2][12]), std::stod(rows[2][13]));  // RMSE >= MAE
+  const auto train_json = nlohmann::json::parse(read_text(dir + "/straight/results/c_train.json"));
+  const auto& valid = train_json.at("epochs").at(1).at("valid").at("overall");
+  EXPECT_EQ(valid.at("n_magmoms").get<int>(), 6);
+  EXPECT_NEAR(valid.at("rmse_magmom").get<double>(), std::stod(rows[2][12]), 1e-9);
+  EXPECT_NE(a.out.find(" mu_B, MAE M "), std::string::npos) << a.out;
+  const auto test_json = nlohmann::json::parse(read_text(dir + "/straight/results/c_test.json"));
+  EXPECT_EQ(test_json.at("overall").at("n_magmoms").get<int>(), 6);
+
+  // 1 epoch, then a restart to 2: the straight run's export, bit for bit.
+  const Result b1 = run(dir, chgnet_args("split") + " --max_num_epochs 1");
+  ASSERT_EQ(b1.status, 0) << b1.out << b1.err;
+  const Result b2 = run(dir, chgnet_args("split") + " --max_num_epochs 2 --restart split/checkpoints/c.ckpt");
+  ASSERT_EQ(b2.status, 0) << b2.out << b2.err;
+  EXPECT_EQ(read_text(dir + "/split/c.safetensors"), read_text(dir + "/straight/c.safetensors"));
+  EXPECT_EQ(read_text(dir + "/split/results/c_train.csv"), read_text(dir + "/straight/results/c_train.csv"));
+
+  // The export: the core ChgnetModel (the pair style's) gives the trainer model's energy.
+  const io::PotentialFile pot = io::read_potential_file(dir + "/straight/c.safetensors");
+  trainer::ChgnetTorchModel<double> model(pot);
+  models::ChgnetModel<double> core(pot);
+  ChgnetStructure s;
+  s.lattice = {3.0, 0.1, 0.0, 0.0, 2.9, 0.2, 0.1, 0.0, 3.1};
+  s.positions = {0.0, 0.0, 0.0, 1.4, 1.5, 1.6};
+  s.numbers = {26, 27};
+  const auto out = model.forward(
+      trainer::make_chgnet_batch({{s.positions, s.numbers, s.lattice, s.pbc}}, model.cutoff(),
+                                 model.bond_cutoff()));
+  const double e_trainer = out.energy[0].item<double>();
+  const double e_core = evaluate(core, s).energy;
+  EXPECT_NEAR(e_core, e_trainer, 1e-10 * std::max(1.0, std::abs(e_trainer)));
+  // Fine-tuning moved the weights: the shipped model gives another energy.
+  models::ChgnetModel<double> shipped(io::read_potential_file(kChgnet));
+  EXPECT_GT(std::abs(evaluate(shipped, s).energy - e_trainer), 1e-8);
+
+  // Two ranks.
+  const Result np2 = run(dir, chgnet_args("np2") + " --max_num_epochs 1", kMpiexec + " -np 2");
+  ASSERT_EQ(np2.status, 0) << np2.out << np2.err;
+  EXPECT_NE(np2.out.find("2 rank(s)"), std::string::npos) << np2.out;
+  EXPECT_TRUE(std::isfinite(std::stod(csv_rows(read_text(dir + "/np2/results/c_train.csv"))[1][2])));
+
+  // Direct heads: trained, exported with the rest, and read back by the trainer's model.
+  const Result dh = run(dir, chgnet_args("dh") + " --max_num_epochs 1 --direct_heads");
+  ASSERT_EQ(dh.status, 0) << dh.out << dh.err;
+  const io::PotentialFile dpot = io::read_potential_file(dir + "/dh/c.safetensors");
+  EXPECT_TRUE(dpot.contains("force_head.layers.0.weight"));
+  EXPECT_TRUE(dpot.contains("stress_head.layers.2.weight"));
+  const trainer::ChgnetTorchModel<double> dmodel(dpot, {true});
+  EXPECT_EQ(dmodel.named_parameters().size(), model.named_parameters().size() + 8);
+  EXPECT_NO_THROW((models::ChgnetModel<double>(dpot)));
+  fs::remove_all(dir);
+}
+
+TEST(TrainPotential, ChgnetRefusals) {
+  const std::string dir = temp_dir("chgnet_bad");
+  // (--model chgnet without --foundation_model: BadInputExitsWithTheMessage.)
+  const Result mace_opt = run(dir, chgnet_args("x") + " --num_channels 8 --r_max 4.0");
+  EXPECT_EQ(mace_opt.status, 1);
+  EXPECT_NE(mace_opt.err.find("'num_channels'"), std::string::npos) << mace_opt.err;
+  EXPECT_NE(mace_opt.err.find("'r_max'"), std::string::npos) << mace_opt.err;
+  const Result heads = run(dir, "--name h --train_file '" + kMptrj + "' --direct_heads");
+  EXPECT_EQ(heads.status, 1);
+  EXPECT_NE(heads.err.find("use them with --model chgnet"), std::string::npos) << heads.err;
+  // An element beyond the model's embedding: the frame and the atom are named.
+  std::ofstream(dir + "/og.xyz") << "2\nProperties=species:S:1:pos:R:3:forces:R:3 energy=-1.0 pbc=\"F F F\"\n"
+                                     "Fe 0 0 0 0 0 0\nOg 2 0 0 0 0 0\n";
+  const Result og = run(dir, "--name og --model chgnet --foundation_model '" + kChgnet +
+                                 "' --train_file og.xyz --valid_file og.xyz --energy_key energy "
+                                 "--forces_key forces");
+  EXPECT_EQ(og.status, 1);
+  EXPECT_NE(og.err.find("atom 2 has Z = 118"), std::string::npos) << og.err;
   fs::remove_all(dir);
 }
 

@@ -193,13 +193,18 @@ std::vector<MaceStructure> mace_structures(const MaceTorchModel<T>& model,
 }
 
 void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Config*>& configs,
-                      const MaceOutput& out, std::vector<ConfigPrediction>* keep) {
+                      const MaceOutput& out, std::vector<ConfigPrediction>* keep,
+                      const torch::Tensor& magmoms) {
   torch::NoGradGuard ng;
   const auto e = out.energy.detach().to(torch::kFloat64).contiguous();
   const auto f = out.forces.detach().to(torch::kFloat64).contiguous();
   torch::Tensor v;
   if (out.virials.defined()) {
     v = out.virials.detach().to(torch::kFloat64).contiguous();
+  }
+  torch::Tensor m;
+  if (magmoms.defined()) {
+    m = magmoms.detach().to(torch::kFloat64).contiguous();
   }
   std::size_t atom = 0;
   for (std::size_t g = 0; g < configs.size(); ++g) {
@@ -209,6 +214,9 @@ void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Confi
     p.forces = f.data_ptr<double>() + 3 * atom;
     if (v.defined()) {
       p.virials = v.data_ptr<double>() + 9 * g;
+    }
+    if (m.defined()) {
+      p.magmoms = m.data_ptr<double>() + atom;
     }
     acc.add(c, p);
     if (keep != nullptr) {

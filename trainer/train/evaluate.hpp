@@ -32,10 +32,11 @@ struct ConfigPrediction {
 };
 
 /// Adds the predictions of one forward pass over `configs` (in batch order) to `acc`: energy and
-/// forces, and stress and virials when `out.virials` is defined. With `keep`, the predictions are
-/// appended there too.
+/// forces, stress and virials when `out.virials` is defined, magmoms ([N] mu_B, CHGNet) when
+/// `magmoms` is. With `keep`, the predictions are appended there too.
 void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Config*>& configs,
-                      const MaceOutput& out, std::vector<ConfigPrediction>* keep = nullptr);
+                      const MaceOutput& out, std::vector<ConfigPrediction>* keep = nullptr,
+                      const torch::Tensor& magmoms = {});
 
 struct EvalOptions {
   std::int64_t batch_capacity = 3072;  ///< atoms per forward pass (a larger frame goes alone)

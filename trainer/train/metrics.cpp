@@ -12,7 +12,7 @@
 namespace fastmlip::trainer::train {
 namespace {
 
-enum Quantity { kEnergy = 0, kForces = 1, kStress = 2, kVirials = 3 };
+enum Quantity { kEnergy = 0, kForces = 1, kStress = 2, kVirials = 3, kMagmoms = 4 };
 
 double ratio(double a, double n) { return n > 0 ? a / n : NAN; }
 
@@ -27,7 +27,7 @@ nlohmann::json number(double v) {
 }
 
 nlohmann::json json_of(const Metrics& m) {
-  return {{"configs", m.configs},
+  nlohmann::json j = {{"configs", m.configs},
           {"loss", number(m.loss)},
           {"rmse_e_per_atom", number(m.rmse_e)},
           {"mae_e_per_atom", number(m.mae_e)},
@@ -41,6 +41,13 @@ nlohmann::json json_of(const Metrics& m) {
           {"n_force_components", m.n_f},
           {"n_stress_components", m.n_s},
           {"n_virial_components", m.n_v}};
+  // Only with magmoms, so that a MACE run's JSON is as before.
+  if (m.n_m > 0) {
+    j["rmse_magmom"] = number(m.rmse_m);
+    j["mae_magmom"] = number(m.mae_m);
+    j["n_magmoms"] = m.n_m;
+  }
+  return j;
 }
 
 }  // namespace
@@ -75,12 +82,15 @@ Metrics metrics_of(const ErrorSums& s) {
   m.mae_s = mae(kStress);
   m.rmse_v = rmse(kVirials);
   m.mae_v = mae(kVirials);
+  m.rmse_m = rmse(kMagmoms);
+  m.mae_m = mae(kMagmoms);
   m.loss = ratio(s.loss, s.n_loss);
   m.configs = static_cast<long long>(s.configs);
   m.n_e = static_cast<long long>(s.n[kEnergy]);
   m.n_f = static_cast<long long>(s.n[kForces]);
   m.n_s = static_cast<long long>(s.n[kStress]);
   m.n_v = static_cast<long long>(s.n[kVirials]);
+  m.n_m = static_cast<long long>(s.n[kMagmoms]);
   return m;
 }
 
@@ -115,6 +125,11 @@ void ErrorAccumulator::add(const data::Config& c, const Prediction& p) {
       for (int k = 0; k < 9; ++k) {
         e.add(kStress, -p.virials[k] / volume - (*c.stress)[k]);
       }
+    }
+  }
+  if (!c.magmoms.empty() && p.magmoms != nullptr) {
+    for (std::size_t k = 0; k < c.natoms(); ++k) {
+      e.add(kMagmoms, p.magmoms[k] - c.magmoms[k]);
     }
   }
   m_overall += e;

@@ -22,7 +22,7 @@ namespace fastmlip::trainer::train {
 
 /// Sums of squared and absolute errors with their counts; `loss` sums batch losses.
 struct ErrorSums {
-  static constexpr int kQuantities = 4;  // energy/atom, forces, stress, virials/atom
+  static constexpr int kQuantities = 5;  // energy/atom, forces, stress, virials/atom, magmoms
   std::array<double, kQuantities> sq{}, abs{}, n{};
   double configs = 0;  // configurations seen
   double loss = 0, n_loss = 0;
@@ -37,9 +37,11 @@ struct Metrics {
   double rmse_f = 0, mae_f = 0;                  ///< force components, eV/A
   double rmse_s = 0, mae_s = 0;                  ///< stress components, eV/A^3
   double rmse_v = 0, mae_v = 0;                  ///< virial components per atom, eV/atom
+  double rmse_m = 0, mae_m = 0;                  ///< magnetic moments, mu_B (CHGNet)
   double loss = 0;                               ///< mean batch loss
   long long configs = 0;                         ///< configurations seen
   long long n_e = 0, n_f = 0, n_s = 0, n_v = 0;  ///< energies / components counted
+  long long n_m = 0;                             ///< magmoms counted
 };
 
 Metrics metrics_of(const ErrorSums& s);
@@ -49,6 +51,7 @@ struct Prediction {
   double energy = 0;                ///< eV
   const double* forces = nullptr;   ///< natoms*3 eV/A, or nullptr when not predicted
   const double* virials = nullptr;  ///< row-major 3x3 eV, or nullptr when not predicted
+  const double* magmoms = nullptr;  ///< natoms mu_B, or nullptr when not predicted
 };
 
 /// Error sums overall and per config_type. The config_types are fixed at construction (every
@@ -61,7 +64,8 @@ class ErrorAccumulator {
   /// Adds the errors of one configuration: energy per atom when it has an energy, forces when it
   /// has forces and `p.forces` is given, virials per atom and stress (-virials / volume, only
   /// when the configuration has a cell with a non-zero volume) when it has those labels and
-  /// `p.virials` is given. Throws InputError when its config_type was not listed.
+  /// `p.virials` is given, magmoms when it has them and `p.magmoms` is given. Throws InputError
+  /// when its config_type was not listed.
   void add(const data::Config& c, const Prediction& p);
   /// One batch's loss, counted overall as `share` of a batch (a bin of an accumulated step).
   void add_loss(double loss, double share = 1.0);
@@ -87,7 +91,8 @@ std::vector<std::string> config_types_of(const std::vector<data::Config>& config
 
 /// {"overall": {...}, "per_config_type": {"TYPE": {...}}}, each {...} holding configs, loss,
 /// rmse_e_per_atom, mae_e_per_atom, rmse_f, mae_f, rmse_stress, mae_stress, rmse_virials_per_atom,
-/// mae_virials_per_atom and the counts (a metric without data is null).
+/// mae_virials_per_atom and the counts (a metric without data is null), and rmse_magmom,
+/// mae_magmom and n_magmoms only where magmoms were counted.
 nlohmann::json metrics_json(const ErrorAccumulator& acc);
 
 /// A table of the metrics, overall then one row per config_type, in meV units, for logs:

@@ -22,6 +22,8 @@
 #include "distributed.hpp"
 #include "io/atomic_file.hpp"
 #include "io/potential_file.hpp"
+#include "data/mptrj.hpp"
+#include "models/chgnet.hpp"
 #include "models/mace.hpp"
 #include "sampling/sampler.hpp"
 #include "train/checkpoint.hpp"
@@ -76,9 +78,10 @@ std::string dir_option(const Options& o, const std::string& name, const std::str
 
 /// What a training step needs of one bin before the model runs: its configurations, their graphs
 /// (neighbour lists) and the loss targets. Built by the prefetch thread (no MPI, no model).
+template <class Batch>
 struct PreparedBin {
   std::vector<const data::Config*> configs;
-  MaceBatch batch;
+  Batch batch;
   LossTargets targets;
 };
 
@@ -115,9 +118,94 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
+/// A forward pass as the trainer uses it: energies, forces and virials (as the metrics take them)
+/// and, from a model with a magmom head, magnetic moments.
+struct FamilyOutput {
+  MaceOutput out;
+  torch::Tensor magmoms;  ///< [N] mu_B, or undefined
+};
+
+/// Forces always; virials and a differentiable graph as the pass needs (both families' options).
+template <class ForwardOptions>
+ForwardOptions forward_options(bool virials, bool create_graph) {
+  ForwardOptions fo;
+  fo.forces = true;
+  fo.virials = virials;
+  fo.create_graph = create_graph;
+  return fo;
+}
+
+/// What the trainer needs of one model family (--model): its model from a potential file, a
+/// data::Config as the model's structure, batches and the forward pass. T: the precision.
 template <class T>
+struct MaceFamily {
+  using Scalar = T;
+  using Model = MaceTorchModel<T>;
+  using Structure = MaceStructure;
+  using Batch = MaceBatch;
+  static constexpr bool kMace = true;
+
+  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options&) {
+    return std::make_unique<Model>(file);
+  }
+  static std::vector<Structure> structures(const Model& m, const std::vector<data::Config>& configs) {
+    return mace_structures(m, configs);
+  }
+  static Batch batch(const Model& m, const std::vector<Structure>& s) {
+    return make_mace_batch(s, m.cutoff());
+  }
+  static FamilyOutput forward(Model& m, const Batch& batch, bool virials, bool create_graph) {
+    return {m.forward(batch, forward_options<MaceForwardOptions>(virials, create_graph)), {}};
+  }
+};
+
+template <class T>
+struct ChgnetFamily {
+  using Scalar = T;
+  using Model = ChgnetTorchModel<T>;
+  using Structure = ChgnetStructure;
+  using Batch = ChgnetBatch;
+  static constexpr bool kMace = false;
+
+  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options& o) {
+    ChgnetTorchOptions co;
+    co.direct_heads = o.get_bool("direct_heads");
+    co.seed = static_cast<std::uint64_t>(o.get_int("seed"));
+    return std::make_unique<Model>(file, co);
+  }
+  static std::vector<Structure> structures(const Model& m, const std::vector<data::Config>& configs) {
+    std::vector<Structure> out;
+    out.reserve(configs.size());
+    for (const auto& c : configs) {
+      for (std::size_t i = 0; i < c.natoms(); ++i) {
+        if (c.atomic_numbers[i] < 1 || c.atomic_numbers[i] > m.num_elements()) {
+          throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
+                           " has Z = " + std::to_string(c.atomic_numbers[i]) +
+                           ", which the CHGNet model does not have (it covers Z = 1.." +
+                           std::to_string(m.num_elements()) + ")");
+        }
+      }
+      out.push_back({c.positions, c.atomic_numbers, c.cell, c.pbc});
+    }
+    return out;
+  }
+  static Batch batch(const Model& m, const std::vector<Structure>& s) {
+    return make_chgnet_batch(s, m.cutoff(), m.bond_cutoff());
+  }
+  static FamilyOutput forward(Model& m, const Batch& batch, bool virials, bool create_graph) {
+    ChgnetOutput o = m.forward(batch, forward_options<ChgnetForwardOptions>(virials, create_graph));
+    return {{o.energy, o.site_energy, o.forces, o.virials}, o.magmom};
+  }
+};
+
+template <class F>
 class Trainer {
  public:
+  using T = typename F::Scalar;
+  using Structure = typename F::Structure;
+  using Batch = typename F::Batch;
+  using Bin = PreparedBin<Batch>;
+
   Trainer(const Options& o, MPI_Comm comm, std::ostream& out)
       : m_o(o),
         m_comm(comm),
@@ -140,21 +228,24 @@ class Trainer {
 
   void read_data();
   io::PotentialFile initial_potential();
-  std::vector<MaceStructure> structures_of(const std::vector<data::Config>& configs) const;
+  std::vector<Structure> structures_of(const std::vector<data::Config>& configs) const;
   /// Forward on one batch of configs; accumulates metrics into `acc`. Returns the loss.
   torch::Tensor batch_loss(const std::vector<const data::Config*>& configs,
-                           const std::vector<const MaceStructure*>& structures, bool train,
+                           const std::vector<const Structure*>& structures, bool train,
                            ErrorAccumulator& acc);
   /// The same on a prepared bin, with the global counts `red` (none: the bin's own means); the
   /// bin counts as `share` of a batch in the mean training loss.
-  torch::Tensor batch_loss(const PreparedBin& bin, bool train, ErrorAccumulator& acc,
+  torch::Tensor batch_loss(const Bin& bin, bool train, ErrorAccumulator& acc,
                            const std::optional<LossReduction>& red, double share);
   /// Graphs and targets of bin `graphs` of m_train (thread-safe: the prefetch thread calls it).
-  PreparedBin prepare(const std::vector<std::int64_t>& graphs) const;
+  Bin prepare(const std::vector<std::int64_t>& graphs) const;
   /// Global graph and atom counts of the bins one step trains on all ranks (none on 1 rank
   /// without accumulation, where the loss takes the bin's own means).
-  std::optional<LossReduction> step_reduction(const std::vector<PreparedBin>& bins) const;
-  ErrorAccumulator validate();
+  std::optional<LossReduction> step_reduction(const std::vector<Bin>& bins) const;
+  ErrorAccumulator validate() { return evaluate_on(m_valid, m_valid_s); }
+  /// The metrics (and loss) of `configs` with their `structures`, batched as the validation set.
+  ErrorAccumulator evaluate_on(const std::vector<data::Config>& configs,
+                               const std::vector<Structure>& structures);
   /// The batch plan of `configs` for this run's ranks (--sampler, --batch_capacity, --seed),
   /// `bins_per_rank` bins per rank and step.
   sampling::BatchSampler sampler_for(const std::vector<data::Config>& configs,
@@ -176,8 +267,8 @@ class Trainer {
   std::string m_name, m_checkpoint_path, m_results_dir, m_model_dir;
   std::vector<data::Config> m_train, m_valid, m_test;
   std::map<int, double> m_isolated;
-  std::vector<MaceStructure> m_train_s, m_valid_s;
-  std::unique_ptr<MaceTorchModel<T>> m_model;
+  std::vector<Structure> m_train_s, m_valid_s;
+  std::unique_ptr<typename F::Model> m_model;
   std::unique_ptr<Optimization> m_opt;
   LossConfig m_loss;
   bool m_virials = false;          // the loss needs virials (and stress)
@@ -193,11 +284,20 @@ class Trainer {
   std::vector<double> m_resume_sums;
 };
 
-template <class T>
-void Trainer<T>::read_data() {
+template <class F>
+void Trainer<F>::read_data() {
   data::ReadOptions ro = data::read_options_from(m_o);
   ro.extract_isolated_atoms = true;
-  data::Dataset train = data::read_dataset(m_o.get_string("train_file"), ro);
+  const auto read = [&](const std::string& path, const data::ReadOptions& r) {
+    if (fs::path(path).extension() == ".json") {
+      // MPtrj-style JSON (chgnet's format, with magmoms): its own keys, VASP units converted.
+      data::MptrjReadOptions mo;
+      mo.allow_missing = r.allow_missing;
+      return data::read_mptrj(path, mo);
+    }
+    return data::read_dataset(path, r);
+  };
+  data::Dataset train = read(m_o.get_string("train_file"), ro);
   m_isolated = train.isolated_atom_energies;
   if (!train.skip_warning.empty()) {
     m_log.line("warning: " + train.skip_warning);
@@ -206,7 +306,7 @@ void Trainer<T>::read_data() {
   const auto read_other = [&](const std::string& option) {
     data::ReadOptions oo = ro;
     oo.extract_isolated_atoms = false;
-    data::Dataset d = data::read_dataset(m_o.get_string(option), oo);
+    data::Dataset d = read(m_o.get_string(option), oo);
     if (!d.skip_warning.empty()) {
       m_log.line("warning: " + d.skip_warning);
     }
@@ -239,8 +339,31 @@ void Trainer<T>::read_data() {
              (m_o.has("test_file") ? ", " + std::to_string(m_test.size()) + " test configurations" : ""));
 }
 
-template <class T>
-io::PotentialFile Trainer<T>::initial_potential() {
+template <class F>
+io::PotentialFile Trainer<F>::initial_potential() {
+  if constexpr (!F::kMace) {
+    // Fine-tuning is what the CHGNet path is for; a fresh CHGNet has no hyperparameter options.
+    std::vector<std::string> set;
+    for (const auto& n : kModelOptions) {
+      if (set_by_user(m_o, n)) {
+        set.push_back("'" + n + "' (" + m_o.origin(n) + ")");
+      }
+    }
+    if (!set.empty()) {
+      std::string names;
+      for (const auto& n : set) {
+        names += (names.empty() ? "" : ", ") + n;
+      }
+      throw InputError("train-potential: --model chgnet: MACE model option(s) " + names +
+                       " do not apply to CHGNet (its hyperparameters come from --foundation_model); "
+                       "drop them");
+    }
+    if (!m_o.has("foundation_model")) {
+      throw InputError("train-potential: --model chgnet fine-tunes a CHGNet potential file: pass "
+                       "--foundation_model FILE (e.g. potentials/chgnet-0.3.0.safetensors); a fresh CHGNet "
+                       "is not built from hyperparameters");
+    }
+  }
   if (m_o.has("foundation_model")) {
     for (const auto& n : kModelOptions) {
       if (set_by_user(m_o, n)) {
@@ -294,21 +417,21 @@ io::PotentialFile Trainer<T>::initial_potential() {
   return make_mace_potential(c);
 }
 
-template <class T>
-std::vector<MaceStructure> Trainer<T>::structures_of(const std::vector<data::Config>& configs) const {
-  return mace_structures(*m_model, configs);
+template <class F>
+std::vector<typename F::Structure> Trainer<F>::structures_of(const std::vector<data::Config>& configs) const {
+  return F::structures(*m_model, configs);
 }
 
-template <class T>
-torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& configs,
-                                     const std::vector<const MaceStructure*>& structures, bool train,
+template <class F>
+torch::Tensor Trainer<F>::batch_loss(const std::vector<const data::Config*>& configs,
+                                     const std::vector<const Structure*>& structures, bool train,
                                      ErrorAccumulator& acc) {
-  std::vector<MaceStructure> s;
+  std::vector<Structure> s;
   s.reserve(structures.size());
   for (const auto* p : structures) {
     s.push_back(*p);
   }
-  const PreparedBin bin{configs, make_mace_batch(s, m_model->cutoff()), make_loss_targets(configs, dtype())};
+  const Bin bin{configs, F::batch(*m_model, s), make_loss_targets(configs, dtype())};
   std::optional<LossReduction> red;
   if (m_world > 1) {
     red = step_reduction({bin});
@@ -316,50 +439,48 @@ torch::Tensor Trainer<T>::batch_loss(const std::vector<const data::Config*>& con
   return batch_loss(bin, train, acc, red, 1.0);
 }
 
-template <class T>
-PreparedBin Trainer<T>::prepare(const std::vector<std::int64_t>& graphs) const {
-  PreparedBin bin;
-  std::vector<MaceStructure> s;
+template <class F>
+typename Trainer<F>::Bin Trainer<F>::prepare(const std::vector<std::int64_t>& graphs) const {
+  Bin bin;
+  std::vector<Structure> s;
   for (auto g : graphs) {
     bin.configs.push_back(&m_train[static_cast<std::size_t>(g)]);
     s.push_back(m_train_s[static_cast<std::size_t>(g)]);
   }
-  bin.batch = make_mace_batch(s, m_model->cutoff());
+  bin.batch = F::batch(*m_model, s);
   bin.targets = make_loss_targets(bin.configs, dtype());
   return bin;
 }
 
-template <class T>
-std::optional<LossReduction> Trainer<T>::step_reduction(const std::vector<PreparedBin>& bins) const {
+template <class F>
+std::optional<LossReduction> Trainer<F>::step_reduction(const std::vector<Bin>& bins) const {
   if (m_world == 1 && bins.size() == 1) {
     return std::nullopt;
   }
-  std::int64_t local[2] = {0, 0};
+  std::int64_t local[3] = {0, 0, 0};
   for (const auto& b : bins) {
     local[0] += static_cast<std::int64_t>(b.configs.size());
     for (const auto* c : b.configs) {
       local[1] += static_cast<std::int64_t>(c->natoms());
+      local[2] += c->magmoms.empty() ? 0 : static_cast<std::int64_t>(c->natoms());
     }
   }
-  std::int64_t global[2] = {local[0], local[1]};
+  std::int64_t global[3] = {local[0], local[1], local[2]};
   if (m_world > 1) {
-    MPI_Allreduce(local, global, 2, MPI_INT64_T, MPI_SUM, m_comm);
+    MPI_Allreduce(local, global, 3, MPI_INT64_T, MPI_SUM, m_comm);
   }
-  return LossReduction{global[0], global[1], m_world};
+  return LossReduction{global[0], global[1], m_world, global[2]};
 }
 
-template <class T>
-torch::Tensor Trainer<T>::batch_loss(const PreparedBin& bin, bool train, ErrorAccumulator& acc,
+template <class F>
+torch::Tensor Trainer<F>::batch_loss(const Bin& bin, bool train, ErrorAccumulator& acc,
                                      const std::optional<LossReduction>& red, double share) {
   const auto& configs = bin.configs;
-  const MaceBatch& batch = bin.batch;
-  MaceForwardOptions fo;
-  fo.forces = true;
-  fo.virials = m_compute_virials;
-  fo.create_graph = train;
-  const MaceOutput out = m_model->forward(batch, fo);
+  const Batch& batch = bin.batch;
+  const FamilyOutput fam = F::forward(*m_model, batch, m_compute_virials, train);
+  const MaceOutput& out = fam.out;
   const LossTargets& ref = bin.targets;
-  LossPredictions pred{out.energy, out.forces, {}, {}};
+  LossPredictions pred{out.energy, out.forces, {}, {}, fam.magmoms};
   if (m_virials) {
     pred.virials = out.virials;
     // stress = -virials / volume; graphs without a cell have no stress label (weight 0), so a
@@ -369,13 +490,13 @@ torch::Tensor Trainer<T>::batch_loss(const PreparedBin& bin, bool train, ErrorAc
     pred.stress = -out.virials / vol.view({-1, 1, 1});
   }
   torch::Tensor loss = compute_loss(m_loss, pred, ref, red).total;
-  accumulate_batch(acc, configs, out);
+  accumulate_batch(acc, configs, out, nullptr, fam.magmoms);
   acc.add_loss(loss.detach().template item<double>(), share);
   return loss;
 }
 
-template <class T>
-sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& configs,
+template <class F>
+sampling::BatchSampler Trainer<F>::sampler_for(const std::vector<data::Config>& configs,
                                                std::int64_t bins_per_rank) const {
   std::vector<std::int64_t> sizes;
   for (const auto& c : configs) {
@@ -390,13 +511,14 @@ sampling::BatchSampler Trainer<T>::sampler_for(const std::vector<data::Config>& 
   return sampling::BatchSampler(sizes, m_o.get_string("sampler"), pp);
 }
 
-template <class T>
-ErrorAccumulator Trainer<T>::validate() {
-  ErrorAccumulator acc(config_types_of(m_valid));
-  if (m_valid.empty()) {
+template <class F>
+ErrorAccumulator Trainer<F>::evaluate_on(const std::vector<data::Config>& configs,
+                                         const std::vector<Structure>& structures) {
+  ErrorAccumulator acc(config_types_of(configs));
+  if (configs.empty()) {
     return acc;
   }
-  const sampling::BatchSampler sampler = sampler_for(m_valid);
+  const sampling::BatchSampler sampler = sampler_for(configs);
   for (const auto& b : sampler.batches(m_rank, 0)) {
     if (b.empty()) {
       if (m_world > 1) {
@@ -405,10 +527,10 @@ ErrorAccumulator Trainer<T>::validate() {
       continue;
     }
     std::vector<const data::Config*> cs;
-    std::vector<const MaceStructure*> ss;
+    std::vector<const Structure*> ss;
     for (auto g : b) {
-      cs.push_back(&m_valid[static_cast<std::size_t>(g)]);
-      ss.push_back(&m_valid_s[static_cast<std::size_t>(g)]);
+      cs.push_back(&configs[static_cast<std::size_t>(g)]);
+      ss.push_back(&structures[static_cast<std::size_t>(g)]);
     }
     batch_loss(cs, ss, false, acc);
   }
@@ -416,8 +538,8 @@ ErrorAccumulator Trainer<T>::validate() {
   return acc;
 }
 
-template <class T>
-void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t steps,
+template <class F>
+void Trainer<F>::write_checkpoint_now(const std::string& csv, std::int64_t epoch, std::int64_t steps,
                                       const ErrorAccumulator* partial) const {
   std::vector<double> sums;
   if (partial != nullptr) {
@@ -456,8 +578,8 @@ void Trainer<T>::write_checkpoint_now(const std::string& csv, std::int64_t epoch
   }
 }
 
-template <class T>
-void Trainer<T>::write_epoch_outputs() const {
+template <class F>
+void Trainer<F>::write_epoch_outputs() const {
   if (m_rank != 0) {
     return;
   }
@@ -491,20 +613,28 @@ void Trainer<T>::write_epoch_outputs() const {
                             [&](std::ostream& out) { out << svg; });
 }
 
-template <class T>
-void Trainer<T>::evaluate_test_set() {
-  EvalOptions eo;
-  eo.batch_capacity = m_o.get_int("batch_capacity");
-  eo.virials = m_compute_virials;
-  const EvalResult r = evaluate_model(*m_model, m_test, eo, m_comm);
+template <class F>
+void Trainer<F>::evaluate_test_set() {
+  const auto metrics = [&] {
+    if constexpr (F::kMace) {
+      EvalOptions eo;
+      eo.batch_capacity = m_o.get_int("batch_capacity");
+      eo.virials = m_compute_virials;
+      return evaluate_model(*m_model, m_test, eo, m_comm).metrics;
+    } else {
+      // evaluate_model is MACE's; CHGNet's test set goes through the validation batching.
+      return evaluate_on(m_test, F::structures(*m_model, m_test));
+    }
+  };
+  const ErrorAccumulator test = metrics();
   m_log.line("test: " + m_o.get_string("test_file") + ", " + std::to_string(m_test.size()) +
              " configurations (meV units)");
-  std::istringstream table(metrics_table(r.metrics));
+  std::istringstream table(metrics_table(test));
   for (std::string row; std::getline(table, row);) {
     m_log.line(row);
   }
   if (m_rank == 0) {
-    nlohmann::json j = metrics_json(r.metrics);
+    nlohmann::json j = metrics_json(test);
     j["model"] = m_model_dir + "/" + m_name + ".safetensors";
     j["data"] = m_o.get_string("test_file");
     const std::string path = m_results_dir + "/" + m_name + "_test.json";
@@ -513,8 +643,8 @@ void Trainer<T>::evaluate_test_set() {
   }
 }
 
-template <class T>
-void Trainer<T>::run() {
+template <class F>
+void Trainer<F>::run() {
   m_name = m_o.get_string("name");
   const std::string work = m_o.get_string("work_dir");
   const std::string log_dir = dir_option(m_o, "log_dir", work + "/logs");
@@ -538,7 +668,7 @@ void Trainer<T>::run() {
   // (and a restart restores the generator from the checkpoint).
   torch::manual_seed(static_cast<std::uint64_t>(m_o.get_int("seed")));
   read_data();
-  m_model = std::make_unique<MaceTorchModel<T>>(initial_potential());
+  m_model = F::make(initial_potential(), m_o);
   m_train_s = structures_of(m_train);
   m_valid_s = structures_of(m_valid);
   structures_of(m_test);  // an element the model lacks is an error now, not after the training
@@ -555,7 +685,13 @@ void Trainer<T>::run() {
   // The first eight columns are those of earlier versions; stress and virials were appended.
   std::string csv =
       "epoch,lr,train_loss,valid_loss,rmse_e_per_atom,mae_e_per_atom,rmse_f,mae_f,rmse_stress,mae_stress,"
-      "rmse_virials_per_atom,mae_virials_per_atom\n";
+      "rmse_virials_per_atom,mae_virials_per_atom";
+  // Magmom columns only where there are magmom labels (CHGNet on MPtrj data).
+  const auto has_magmoms = [](const std::vector<data::Config>& cs) {
+    return std::any_of(cs.begin(), cs.end(), [](const data::Config& c) { return !c.magmoms.empty(); });
+  };
+  const bool magmom_columns = !F::kMace && (has_magmoms(m_train) || has_magmoms(m_valid));
+  csv += magmom_columns ? ",rmse_magmom,mae_magmom\n" : "\n";
   std::optional<std::string> restart;
   if (m_o.has("restart")) {
     restart = m_o.get_string("restart");
@@ -629,12 +765,12 @@ void Trainer<T>::run() {
         mine.push_back(plan.bin(plan.bin_at(step, m_rank * accumulate + a)));
       }
     }
-    Prefetcher<PreparedBin> feed(mine.size(), static_cast<std::size_t>(m_o.get_int("prefetch")),
+    Prefetcher<Bin> feed(mine.size(), static_cast<std::size_t>(m_o.get_int("prefetch")),
                                  [&](std::size_t i) { return prepare(mine[i]); });
     m_bar.start(static_cast<std::int64_t>(plan.steps() - first),
                 "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + " ");
     for (std::size_t step = first; step < plan.steps(); ++step) {
-      std::vector<PreparedBin> bins;
+      std::vector<Bin> bins;
       for (std::int64_t a = 0; a < accumulate; ++a) {
         bins.push_back(feed.next());
       }
@@ -699,13 +835,15 @@ void Trainer<T>::run() {
     const auto num = [](double x) { return std::isnan(x) ? std::string() : fmt("%.10e", x); };
     Metrics vm;
     vm.rmse_e = vm.mae_e = vm.rmse_f = vm.mae_f = vm.rmse_s = vm.mae_s = vm.rmse_v = vm.mae_v = NAN;
+    vm.rmse_m = vm.mae_m = NAN;
     if (valid_loss) {
       vm = metrics_of(v->overall());
     }
     csv += std::to_string(epoch + 1) + "," + num(lr) + "," + num(train_loss) + "," +
            num(valid_loss.value_or(NAN)) + "," + num(vm.rmse_e) + "," + num(vm.mae_e) + "," + num(vm.rmse_f) +
            "," + num(vm.mae_f) + "," + num(vm.rmse_s) + "," + num(vm.mae_s) + "," + num(vm.rmse_v) + "," +
-           num(vm.mae_v) + "\n";
+           num(vm.mae_v) + (magmom_columns ? "," + num(vm.rmse_m) + "," + num(vm.mae_m) : std::string()) +
+           "\n";
     std::string line = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(max_epochs) + ": lr " +
                        fmt("%.3e", lr) + ", train loss " + fmt("%.6e", train_loss);
     if (valid_loss) {
@@ -717,6 +855,9 @@ void Trainer<T>::run() {
       }
       if (vm.n_v > 0) {
         line += ", RMSE V/atom " + fmt("%.2f", 1e3 * vm.rmse_v) + " meV";
+      }
+      if (vm.n_m > 0) {
+        line += ", RMSE M " + fmt("%.4f", vm.rmse_m) + " mu_B, MAE M " + fmt("%.4f", vm.mae_m) + " mu_B";
       }
       if (m_best_epoch == epoch + 1) {
         line += " (best)";
@@ -758,14 +899,15 @@ void Trainer<T>::run() {
 }  // namespace
 
 void check_implemented(const Options& o) {
-  if (o.get_string("model") != "mace") {
+  if (o.get_string("model") != "mace" && o.get_string("model") != "chgnet") {
     throw not_yet(o, "model", "--model " + o.get_string("model"));
   }
   if (o.get_string("device") != "cpu") {
     throw not_yet(o, "device", "training on --device " + o.get_string("device"));
   }
-  if (o.get_bool("direct_heads")) {
-    throw not_yet(o, "direct_heads", "direct force/stress heads (CHGNet)");
+  if (o.get_bool("direct_heads") && o.get_string("model") != "chgnet") {
+    throw InputError("train-potential: option 'direct_heads' (" + o.origin("direct_heads") +
+                     "): direct force/stress heads are CHGNet's; use them with --model chgnet");
   }
   for (const char* n : {"log_level", "patience"}) {
     if (set_by_user(o, n)) {
@@ -776,10 +918,17 @@ void check_implemented(const Options& o) {
 
 void run_training(const Options& options, MPI_Comm comm, std::ostream& log) {
   check_implemented(options);
-  if (options.get_string("default_dtype") == "float32") {
-    Trainer<float>(options, comm, log).run();
+  const bool f32 = options.get_string("default_dtype") == "float32";
+  if (options.get_string("model") == "chgnet") {
+    if (f32) {
+      Trainer<ChgnetFamily<float>>(options, comm, log).run();
+    } else {
+      Trainer<ChgnetFamily<double>>(options, comm, log).run();
+    }
+  } else if (f32) {
+    Trainer<MaceFamily<float>>(options, comm, log).run();
   } else {
-    Trainer<double>(options, comm, log).run();
+    Trainer<MaceFamily<double>>(options, comm, log).run();
   }
 }
 
