@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -211,7 +212,7 @@ class Trainer {
         m_comm(comm),
         m_log(out, rank_of(comm) == 0),
         // The bar only on a terminal: redirected output and the log file get the epoch lines alone.
-        m_bar(out, rank_of(comm) == 0 && &out == &std::cout && isatty(STDOUT_FILENO) == 1) {
+        m_bar(out, rank_of(comm) == 0 && &out == &std::cout && stdout_is_a_user_terminal()) {
     MPI_Comm_rank(comm, &m_rank);
     MPI_Comm_size(comm, &m_world);
   }
@@ -219,6 +220,17 @@ class Trainer {
   void run();
 
  private:
+  /// stdout is a terminal, and not the pseudo-terminal an MPI launcher gives its ranks: Open
+  /// MPI's mpirun connects every rank's stdout to a pty even when its own output goes to a file,
+  /// so under a launcher the bar would fill redirected logs with carriage returns.
+  static bool stdout_is_a_user_terminal() {
+    for (const char* launcher_var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+      if (std::getenv(launcher_var) != nullptr) {
+        return false;
+      }
+    }
+    return isatty(STDOUT_FILENO) == 1;
+  }
   static int rank_of(MPI_Comm c) {
     int r = 0;
     MPI_Comm_rank(c, &r);
