@@ -489,8 +489,6 @@ TEST(TrainPotential, WritesMetricsPlotBestModelTestSetAndEvaluates) {
   fails("--model out/tiny.safetensors --data missing.xyz", "missing.xyz: cannot open the dataset");
   fails("--model out/tiny.safetensors", "train-potential: error: eval: --data is required");
   fails("--model out/tiny.safetensors --data data.xyz --bogus 1", "unknown option '--bogus'");
-  fails("--model '" + kReferenceData + "/chgnet/chgnet-0.2.0.safetensors' --data data.xyz",
-        "is a 'chgnet' potential; the trainer evaluates MACE potentials only");
 
   // --eval_interval 3 over 4 epochs validates after epochs 3 and 4 (the last); --plot false.
   const Result iv =
@@ -861,6 +859,21 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
   EXPECT_NE(a.out.find(" mu_B, MAE M "), std::string::npos) << a.out;
   const auto test_json = nlohmann::json::parse(read_text(dir + "/straight/results/c_test.json"));
   EXPECT_EQ(test_json.at("overall").at("n_magmoms").get<int>(), 6);
+
+  // eval of the exported CHGNet file on the same JSON gives the run's test metrics; predictions
+  // are written as extended XYZ, so JSON data is refused for them.
+  const Result ev = run(dir, "eval --model straight/c.safetensors --data '" + kMptrj + "' --output ev.json");
+  ASSERT_EQ(ev.status, 0) << ev.out << ev.err;
+  const auto ev_json = nlohmann::json::parse(read_text(dir + "/ev.json"));
+  for (const char* key : {"rmse_e_per_atom", "rmse_f", "rmse_magmom"}) {
+    const double want = test_json.at("overall").at(key).get<double>();
+    EXPECT_GT(want, 0.0) << key;
+    EXPECT_NEAR(ev_json.at("overall").at(key).get<double>(), want, 1e-10 * want) << key;
+  }
+  const Result evp = run(dir, "eval --model straight/c.safetensors --data '" + kMptrj +
+                                  "' --write_predictions p.xyz");
+  EXPECT_EQ(evp.status, 1);
+  EXPECT_NE(evp.err.find("is JSON; evaluate an extended XYZ file"), std::string::npos) << evp.err;
 
   // 1 epoch, then a restart to 2: the straight run's export, bit for bit.
   const Result b1 = run(dir, chgnet_args("split") + " --max_num_epochs 1");

@@ -2,6 +2,7 @@
 #include "data/mptrj.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -203,6 +204,18 @@ Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options) {
     throw FileError(path, 0, "cannot open the dataset");
   }
   return read_mptrj(in, path, options);
+}
+
+Dataset read_labelled_file(const std::string& path, const ReadOptions& options) {
+  if (std::filesystem::path(path).extension() != ".json") {
+    return read_dataset(path, options);
+  }
+  MptrjReadOptions mo;
+  mo.require_energy = options.require_energy;
+  mo.require_forces = options.require_forces;
+  mo.require_stress = options.require_stress;
+  mo.allow_missing = options.allow_missing;
+  return read_mptrj(path, mo);
 }
 
 }  // namespace fastmlip::trainer::data

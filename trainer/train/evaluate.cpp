@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "data/mptrj.hpp"
 #include "io/atomic_file.hpp"
 #include "io/extxyz.hpp"
 #include "io/potential_file.hpp"
@@ -21,8 +22,8 @@ struct EvalFlag {
 const std::vector<EvalFlag>& eval_flags() {
   static const std::vector<EvalFlag> flags = {
       {"model", "",
-       "Potential file to evaluate (a MACE potential, e.g. WORK_DIR/NAME.safetensors). Required."},
-      {"data", "", "Labelled extended XYZ file. Required."},
+       "Potential file to evaluate (MACE or CHGNet, e.g. WORK_DIR/NAME.safetensors). Required."},
+      {"data", "", "Labelled extended XYZ file, or MPtrj-style JSON (a name ending in .json). Required."},
       {"energy_key", "REF_energy", "Info key of the reference energies (eV)."},
       {"forces_key", "REF_forces", "Per-atom key of the reference forces (eV/A)."},
       {"stress_key", "REF_stress", "Info key of the reference stresses (eV/A^3, ASE sign)."},
@@ -100,30 +101,29 @@ std::string numbers_text(const double* v, int n) {
   return s;
 }
 
-template <class T>
-int eval_with(const std::map<std::string, std::string>& flags, std::ostream& out) {
+template <class F>
+int eval_family(const io::PotentialFile& file, const std::map<std::string, std::string>& flags,
+                std::ostream& out) {
   const std::string model_path = flags.at("model"), data_path = flags.at("data");
-  const io::PotentialFile file = io::read_potential_file(model_path);
-  if (file.model_kind() != "mace") {
-    throw UnsupportedError("eval: " + model_path + " is a '" + file.model_kind() +
-                           "' potential; the trainer evaluates MACE potentials only so far (evaluate "
-                           "CHGNet with the LAMMPS pair style instead)");
+  typename F::Model model(file);
+  const bool predictions = !flags.at("write_predictions").empty();
+  if (predictions && std::filesystem::path(data_path).extension() == ".json") {
+    throw InputError("eval: --write_predictions writes the data's frames back as extended XYZ, and " +
+                     data_path + " is JSON; evaluate an extended XYZ file to get predictions");
   }
-  MaceTorchModel<T> model(file);
   data::ReadOptions ro;
   ro.keys = {flags.at("energy_key"), flags.at("forces_key"), flags.at("stress_key"), flags.at("virials_key")};
   // Evaluation needs no label: each metric counts the frames that have it.
   ro.require_energy = false;
   ro.require_forces = false;
-  const data::Dataset ds = data::read_dataset(data_path, ro);
+  const data::Dataset ds = data::read_labelled_file(data_path, ro);
   EvalOptions eo;
   eo.batch_capacity = positive_int("batch_capacity", flags.at("batch_capacity"));
-  const bool predictions = !flags.at("write_predictions").empty();
   for (const auto& c : ds.configs) {
     eo.virials = eo.virials || c.stress.has_value() || c.virials.has_value() || (predictions && c.cell);
   }
   eo.keep_predictions = predictions;
-  const EvalResult r = evaluate_model(model, ds.configs, eo, MPI_COMM_SELF);
+  const EvalResult r = evaluate_model<F>(model, ds.configs, eo, MPI_COMM_SELF);
   out << "eval: " << model_path << " on " << data_path << " (" << ds.configs.size() << " configurations)\n"
       << metrics_table(r.metrics) << std::flush;
   if (!flags.at("output").empty()) {
@@ -166,31 +166,21 @@ int eval_with(const std::map<std::string, std::string>& flags, std::ostream& out
   return 0;
 }
 
-}  // namespace
-
 template <class T>
-std::vector<MaceStructure> mace_structures(const MaceTorchModel<T>& model,
-                                           const std::vector<data::Config>& configs) {
-  std::vector<MaceStructure> out;
-  out.reserve(configs.size());
-  for (const auto& c : configs) {
-    MaceStructure s;
-    s.positions = c.positions;
-    s.cell = c.cell;
-    s.pbc = c.pbc;
-    for (std::size_t i = 0; i < c.natoms(); ++i) {
-      const int k = model.species_index(c.atomic_numbers[i]);
-      if (k < 0) {
-        throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
-                         " has Z = " + std::to_string(c.atomic_numbers[i]) +
-                         ", which the model does not have (give a foundation model that covers it)");
-      }
-      s.species.push_back(k);
-    }
-    out.push_back(std::move(s));
+int eval_with(const std::map<std::string, std::string>& flags, std::ostream& out) {
+  const std::string& model_path = flags.at("model");
+  const io::PotentialFile file = io::read_potential_file(model_path);
+  if (file.model_kind() == "mace") {
+    return eval_family<MaceFamily<T>>(file, flags, out);
   }
-  return out;
+  if (file.model_kind() == "chgnet") {
+    return eval_family<ChgnetFamily<T>>(file, flags, out);
+  }
+  throw UnsupportedError("eval: " + model_path + " is a '" + file.model_kind() +
+                         "' potential; train-potential evaluates MACE and CHGNet potentials");
 }
+
+}  // namespace
 
 void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Config*>& configs,
                       const MaceOutput& out, std::vector<ConfigPrediction>* keep,
@@ -233,8 +223,8 @@ void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Confi
   }
 }
 
-template <class T>
-EvalResult evaluate_model(MaceTorchModel<T>& model, const std::vector<data::Config>& configs,
+template <class F>
+EvalResult evaluate_model(typename F::Model& model, const std::vector<data::Config>& configs,
                           const EvalOptions& options, MPI_Comm comm) {
   int rank = 0, world = 1;
   MPI_Comm_rank(comm, &rank);
@@ -243,10 +233,7 @@ EvalResult evaluate_model(MaceTorchModel<T>& model, const std::vector<data::Conf
     throw UnsupportedError("evaluate_model: keeping predictions needs a single rank");
   }
   EvalResult r{ErrorAccumulator(config_types_of(configs)), {}};
-  const std::vector<MaceStructure> structures = mace_structures(model, configs);
-  MaceForwardOptions fo;
-  fo.forces = true;
-  fo.virials = options.virials;
+  const std::vector<typename F::Structure> structures = F::structures(model, configs);
   std::size_t begin = 0;
   for (long batch = 0; begin < configs.size(); ++batch) {
     // Consecutive frames up to the capacity; a frame larger than the capacity goes alone.
@@ -258,14 +245,14 @@ EvalResult evaluate_model(MaceTorchModel<T>& model, const std::vector<data::Conf
       ++end;
     }
     if (batch % world == rank) {
-      std::vector<MaceStructure> s(structures.begin() + static_cast<std::ptrdiff_t>(begin),
-                                   structures.begin() + static_cast<std::ptrdiff_t>(end));
+      std::vector<typename F::Structure> s(structures.begin() + static_cast<std::ptrdiff_t>(begin),
+                                           structures.begin() + static_cast<std::ptrdiff_t>(end));
       std::vector<const data::Config*> cs;
       for (std::size_t k = begin; k < end; ++k) {
         cs.push_back(&configs[k]);
       }
-      const MaceOutput out = model.forward(make_mace_batch(s, model.cutoff()), fo);
-      accumulate_batch(r.metrics, cs, out, options.keep_predictions ? &r.predictions : nullptr);
+      const FamilyOutput out = F::forward(model, F::batch(model, s), options.virials, false);
+      accumulate_batch(r.metrics, cs, out.out, options.keep_predictions ? &r.predictions : nullptr, out.magmoms);
     }
     begin = end;
   }
@@ -276,10 +263,10 @@ EvalResult evaluate_model(MaceTorchModel<T>& model, const std::vector<data::Conf
 std::string eval_help() {
   std::ostringstream h;
   h << "usage: train-potential eval --model FILE.safetensors --data FILE.xyz [options]\n\n"
-       "Evaluates a MACE potential file on a labelled extended XYZ file and prints RMSE and MAE of\n"
-       "the energy per atom, forces, and (when the data has them) stress and virials per atom,\n"
-       "overall and per config_type (meV units). Frames need no label; each metric counts the\n"
-       "frames that have its label.\n\noptions:\n";
+       "Evaluates a MACE or CHGNet potential file on a labelled extended XYZ file (or MPtrj-style\n"
+       "JSON) and prints RMSE and MAE of the energy per atom, forces, and (when the data has them)\n"
+       "stress, virials per atom and magnetic moments, overall and per config_type (meV and mu_B).\n"
+       "Frames need no label; each metric counts the frames that have its label.\n\noptions:\n";
   for (const auto& f : eval_flags()) {
     h << "  --" << f.name << (f.def.empty() ? std::string() : " (default " + f.def + ")") << "\n      "
       << f.help << "\n";
@@ -300,13 +287,15 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
                                                 : eval_with<double>(flags, out);
 }
 
-template std::vector<MaceStructure> mace_structures(const MaceTorchModel<float>&,
-                                                    const std::vector<data::Config>&);
-template std::vector<MaceStructure> mace_structures(const MaceTorchModel<double>&,
-                                                    const std::vector<data::Config>&);
-template EvalResult evaluate_model(MaceTorchModel<float>&, const std::vector<data::Config>&,
-                                   const EvalOptions&, MPI_Comm);
-template EvalResult evaluate_model(MaceTorchModel<double>&, const std::vector<data::Config>&,
-                                   const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model<MaceFamily<float>>(MaceTorchModel<float>&, const std::vector<data::Config>&,
+                                                     const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model<MaceFamily<double>>(MaceTorchModel<double>&, const std::vector<data::Config>&,
+                                                      const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model<ChgnetFamily<float>>(ChgnetTorchModel<float>&,
+                                                       const std::vector<data::Config>&, const EvalOptions&,
+                                                       MPI_Comm);
+template EvalResult evaluate_model<ChgnetFamily<double>>(ChgnetTorchModel<double>&,
+                                                        const std::vector<data::Config>&, const EvalOptions&,
+                                                        MPI_Comm);
 
 }  // namespace fastmlip::trainer::train

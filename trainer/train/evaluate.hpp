@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// \file Evaluating a MACE potential on labelled configurations: the metrics of
+/// \file Evaluating a MACE or CHGNet potential on labelled configurations: the metrics of
 /// train/metrics.hpp from model predictions, used for the validation and test sets of a run and
 /// by `train-potential eval` (docs/train-potential.md, "train-potential eval").
 #include <mpi.h>
@@ -14,15 +14,10 @@
 
 #include "data/dataset.hpp"
 #include "models/mace.hpp"
+#include "train/family.hpp"
 #include "train/metrics.hpp"
 
 namespace fastmlip::trainer::train {
-
-/// The MACE structures of `configs` with `model`'s species indices. An element the model lacks is
-/// an InputError naming the frame and the atom.
-template <class T>
-std::vector<MaceStructure> mace_structures(const MaceTorchModel<T>& model,
-                                           const std::vector<data::Config>& configs);
 
 /// A model's prediction for one configuration (double, whatever the model's precision).
 struct ConfigPrediction {
@@ -49,10 +44,11 @@ struct EvalResult {
   std::vector<ConfigPrediction> predictions;  ///< per configuration, in order (keep_predictions)
 };
 
-/// Evaluates `model` on `configs`: consecutive batches of up to batch_capacity atoms, rank r of
-/// `comm` taking every world-th batch, metrics summed over the ranks (collective).
-template <class T>
-EvalResult evaluate_model(MaceTorchModel<T>& model, const std::vector<data::Config>& configs,
+/// Evaluates `model` (of family F, train/family.hpp: MaceFamily<T> or ChgnetFamily<T>) on
+/// `configs`: consecutive batches of up to batch_capacity atoms, rank r of `comm` taking every
+/// world-th batch, metrics summed over the ranks (collective).
+template <class F>
+EvalResult evaluate_model(typename F::Model& model, const std::vector<data::Config>& configs,
                           const EvalOptions& options, MPI_Comm comm);
 
 /// The text of `train-potential eval --help`.

@@ -19,16 +19,17 @@
 
 #include "core/error.hpp"
 #include "data/dataset.hpp"
+#include "data/mptrj.hpp"
 #include "data/statistics.hpp"
 #include "distributed.hpp"
 #include "io/atomic_file.hpp"
 #include "io/potential_file.hpp"
-#include "data/mptrj.hpp"
 #include "models/chgnet.hpp"
 #include "models/mace.hpp"
 #include "sampling/sampler.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
+#include "train/family.hpp"
 #include "train/learning_curve.hpp"
 #include "train/loss.hpp"
 #include "train/metrics.hpp"
@@ -118,86 +119,6 @@ std::string fmt(const char* format, double v) {
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
 }
-
-/// A forward pass as the trainer uses it: energies, forces and virials (as the metrics take them)
-/// and, from a model with a magmom head, magnetic moments.
-struct FamilyOutput {
-  MaceOutput out;
-  torch::Tensor magmoms;  ///< [N] mu_B, or undefined
-};
-
-/// Forces always; virials and a differentiable graph as the pass needs (both families' options).
-template <class ForwardOptions>
-ForwardOptions forward_options(bool virials, bool create_graph) {
-  ForwardOptions fo;
-  fo.forces = true;
-  fo.virials = virials;
-  fo.create_graph = create_graph;
-  return fo;
-}
-
-/// What the trainer needs of one model family (--model): its model from a potential file, a
-/// data::Config as the model's structure, batches and the forward pass. T: the precision.
-template <class T>
-struct MaceFamily {
-  using Scalar = T;
-  using Model = MaceTorchModel<T>;
-  using Structure = MaceStructure;
-  using Batch = MaceBatch;
-  static constexpr bool kMace = true;
-
-  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options&) {
-    return std::make_unique<Model>(file);
-  }
-  static std::vector<Structure> structures(const Model& m, const std::vector<data::Config>& configs) {
-    return mace_structures(m, configs);
-  }
-  static Batch batch(const Model& m, const std::vector<Structure>& s) {
-    return make_mace_batch(s, m.cutoff());
-  }
-  static FamilyOutput forward(Model& m, const Batch& batch, bool virials, bool create_graph) {
-    return {m.forward(batch, forward_options<MaceForwardOptions>(virials, create_graph)), {}};
-  }
-};
-
-template <class T>
-struct ChgnetFamily {
-  using Scalar = T;
-  using Model = ChgnetTorchModel<T>;
-  using Structure = ChgnetStructure;
-  using Batch = ChgnetBatch;
-  static constexpr bool kMace = false;
-
-  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options& o) {
-    ChgnetTorchOptions co;
-    co.direct_heads = o.get_bool("direct_heads");
-    co.seed = static_cast<std::uint64_t>(o.get_int("seed"));
-    return std::make_unique<Model>(file, co);
-  }
-  static std::vector<Structure> structures(const Model& m, const std::vector<data::Config>& configs) {
-    std::vector<Structure> out;
-    out.reserve(configs.size());
-    for (const auto& c : configs) {
-      for (std::size_t i = 0; i < c.natoms(); ++i) {
-        if (c.atomic_numbers[i] < 1 || c.atomic_numbers[i] > m.num_elements()) {
-          throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
-                           " has Z = " + std::to_string(c.atomic_numbers[i]) +
-                           ", which the CHGNet model does not have (it covers Z = 1.." +
-                           std::to_string(m.num_elements()) + ")");
-        }
-      }
-      out.push_back({c.positions, c.atomic_numbers, c.cell, c.pbc});
-    }
-    return out;
-  }
-  static Batch batch(const Model& m, const std::vector<Structure>& s) {
-    return make_chgnet_batch(s, m.cutoff(), m.bond_cutoff());
-  }
-  static FamilyOutput forward(Model& m, const Batch& batch, bool virials, bool create_graph) {
-    ChgnetOutput o = m.forward(batch, forward_options<ChgnetForwardOptions>(virials, create_graph));
-    return {{o.energy, o.site_energy, o.forces, o.virials}, o.magmom};
-  }
-};
 
 template <class F>
 class Trainer {
@@ -300,16 +221,7 @@ template <class F>
 void Trainer<F>::read_data() {
   data::ReadOptions ro = data::read_options_from(m_o);
   ro.extract_isolated_atoms = true;
-  const auto read = [&](const std::string& path, const data::ReadOptions& r) {
-    if (fs::path(path).extension() == ".json") {
-      // MPtrj-style JSON (chgnet's format, with magmoms): its own keys, VASP units converted.
-      data::MptrjReadOptions mo;
-      mo.allow_missing = r.allow_missing;
-      return data::read_mptrj(path, mo);
-    }
-    return data::read_dataset(path, r);
-  };
-  data::Dataset train = read(m_o.get_string("train_file"), ro);
+  data::Dataset train = data::read_labelled_file(m_o.get_string("train_file"), ro);
   m_isolated = train.isolated_atom_energies;
   if (!train.skip_warning.empty()) {
     m_log.line("warning: " + train.skip_warning);
@@ -318,7 +230,7 @@ void Trainer<F>::read_data() {
   const auto read_other = [&](const std::string& option) {
     data::ReadOptions oo = ro;
     oo.extract_isolated_atoms = false;
-    data::Dataset d = read(m_o.get_string(option), oo);
+    data::Dataset d = data::read_labelled_file(m_o.get_string(option), oo);
     if (!d.skip_warning.empty()) {
       m_log.line("warning: " + d.skip_warning);
     }
@@ -627,18 +539,10 @@ void Trainer<F>::write_epoch_outputs() const {
 
 template <class F>
 void Trainer<F>::evaluate_test_set() {
-  const auto metrics = [&] {
-    if constexpr (F::kMace) {
-      EvalOptions eo;
-      eo.batch_capacity = m_o.get_int("batch_capacity");
-      eo.virials = m_compute_virials;
-      return evaluate_model(*m_model, m_test, eo, m_comm).metrics;
-    } else {
-      // evaluate_model is MACE's; CHGNet's test set goes through the validation batching.
-      return evaluate_on(m_test, F::structures(*m_model, m_test));
-    }
-  };
-  const ErrorAccumulator test = metrics();
+  EvalOptions eo;
+  eo.batch_capacity = m_o.get_int("batch_capacity");
+  eo.virials = m_compute_virials;
+  const ErrorAccumulator test = evaluate_model<F>(*m_model, m_test, eo, m_comm).metrics;
   m_log.line("test: " + m_o.get_string("test_file") + ", " + std::to_string(m_test.size()) +
              " configurations (meV units)");
   std::istringstream table(metrics_table(test));
