@@ -15,6 +15,9 @@
 //  * Export: save() writes the file format; load + save is the identity; the core reads an
 //    exported, fine-tuned model and gives the trainer model's energy; one optimiser step
 //    changes the weights and the export carries the change.
+//  * Fresh models (make_chgnet_potential): chgnet 0.3.0's tensors and hyperparameters by
+//    default, torch's default initialisation statistics, valid files the core loads and agrees
+//    with, one file per seed, and bad hyperparameters named (the odd-width model above is one).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -286,88 +289,59 @@ TEST(ChgnetTorch, ForceLossGradientMatchesFiniteDifferences) {
               worst);
 }
 
-/// A small CHGNet potential with odd, unequal widths (so a transposed or mis-split weight
-/// cannot go unnoticed), 3 convolutions, output-layer biases, hidden layers of different widths
-/// and none in the angle update, random weights and perturbed (non-harmonic) frequencies. The
-/// metadata is the shipped file's with the hyperparameters changed.
+/// Every element's AtomRef energy, so that any test structure is accepted.
+trainer::ChgnetConfig with_all_e0s(trainer::ChgnetConfig c) {
+  for (int z = 1; z <= c.max_num_elements; ++z) {
+    c.atomic_numbers.push_back(z);
+    c.e0s.push_back(-3.0 - 0.01 * z);
+  }
+  return c;
+}
+
+/// Odd, unequal widths (so a transposed or mis-split weight cannot go unnoticed), 3
+/// convolutions, output-layer biases, hidden layers of different widths and none in the angle
+/// update.
+trainer::ChgnetConfig odd_config(std::uint64_t seed) {
+  trainer::ChgnetConfig c;
+  c.atom_fea_dim = 5, c.bond_fea_dim = 7, c.angle_fea_dim = 3, c.num_radial = 5, c.num_angular = 7;
+  c.n_conv = 3, c.atom_conv_hidden_dim = 3, c.bond_conv_hidden_dim = 4, c.angle_layer_hidden_dim = 0;
+  c.mlp_hidden_dims = {5, 3};
+  c.mlp_out_bias = true;
+  c.seed = seed;
+  return with_all_e0s(c);
+}
+
+/// A fresh model of odd_config with its layer norms and basis frequencies moved off their
+/// initial values (ones, zeros, n pi, k), which would hide a swapped scale and shift or a
+/// frequency read as harmonic: random norms and perturbed (non-harmonic) frequencies.
 io::PotentialFile small_random_potential(std::uint64_t seed) {
-  const auto shipped = io::read_potential_file(kPotential);
+  const auto fresh = trainer::make_chgnet_potential(odd_config(seed));
   io::PotentialFile f;
-  f.metadata = shipped.metadata;
-  const int Fa = 5, Fb = 7, Fg = 3, nr = 5, na = 7, n_conv = 3, ha = 3, hb = 4;
-  auto& hp = f.metadata["hyperparameters"];
-  hp["atom_fea_dim"] = Fa, hp["bond_fea_dim"] = Fb, hp["angle_fea_dim"] = Fg;
-  hp["num_radial"] = nr, hp["num_angular"] = na, hp["n_conv"] = n_conv;
-  hp["atom_conv_hidden_dim"] = ha, hp["bond_conv_hidden_dim"] = hb, hp["angle_layer_hidden_dim"] = 0;
-  hp["mlp_hidden_dims"] = {5, 3};
-  hp["mlp_out_bias"] = true;
-  hp["version"] = "test";
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto add = [&](const std::string& name, std::vector<std::int64_t> shape, double scale, double shift = 0.0) {
-    const auto t = torch::randn(shape, gen, torch::TensorOptions().dtype(torch::kFloat64)) * scale + shift;
-    f.add<double>(name, shape, std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel()));
-  };
-  auto linear = [&](const std::string& prefix, std::int64_t in, std::int64_t out, bool bias) {
-    add(prefix + ".weight", {out, in}, 1.0 / std::sqrt(static_cast<double>(in)));
-    if (bias) {
-      add(prefix + ".bias", {out}, 0.1);
-    }
-  };
-  auto gated = [&](const std::string& prefix, std::int64_t in, std::int64_t hidden, std::int64_t out) {
-    for (const char* part : {".mlp_core.layers.", ".mlp_gate.layers."}) {
-      if (hidden > 0) {
-        linear(prefix + part + "0", in, hidden, true);
-        linear(prefix + part + "3", hidden, out, true);
-      } else {
-        linear(prefix + part + "1", in, out, true);
+  f.metadata = fresh.metadata;
+  auto gen = at::detail::createCPUGenerator(seed + 1);
+  for (const auto& [name, t] : fresh.tensors()) {
+    auto v = fresh.values<double>(name, t.shape);
+    const bool norm = name.find(".bn") != std::string::npos || name.rfind("readout_norm.", 0) == 0;
+    if (norm) {
+      const auto noise = torch::randn({static_cast<std::int64_t>(v.size())}, gen, torch::kFloat64) * 0.1;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        v[i] += noise[static_cast<std::int64_t>(i)].item<double>();
+      }
+    } else if (name.find("frequencies") != std::string::npos) {
+      const bool bessel = name.rfind("bond_basis", 0) == 0;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const double n = static_cast<double>(i + 1);
+        v[i] *= bessel ? 1.0 + 0.01 * n : 1.0 + 0.03 * n;
       }
     }
-    for (const char* bn : {".bn1", ".bn2"}) {
-      add(prefix + bn + ".weight", {out}, 0.1, 1.0);
-      add(prefix + bn + ".bias", {out}, 0.1);
-    }
-  };
-  add("atom_embedding.embedding.weight", {94, Fa}, 1.0);
-  add("composition_model.fc.weight", {1, 94}, 1.0, -3.0);
-  std::vector<double> fr, fk;
-  for (int n = 1; n <= nr; ++n) {
-    fr.push_back(M_PI * n * (1.0 + 0.01 * n));
+    f.add<double>(name, t.shape, v);
   }
-  for (int k = 1; k <= (na - 1) / 2; ++k) {
-    fk.push_back(k + 0.03 * k * k);
-  }
-  f.add<double>("bond_basis_expansion.rbf_expansion_ag.frequencies", {nr}, fr);
-  f.add<double>("bond_basis_expansion.rbf_expansion_bg.frequencies", {nr}, fr);
-  f.add<double>("angle_basis_expansion.fourier_expansion.frequencies", {(na - 1) / 2}, fk);
-  linear("bond_embedding", nr, Fb, false);
-  linear("bond_weights_ag", nr, Fa, false);
-  linear("bond_weights_bg", nr, Fb, false);
-  linear("angle_embedding", na, Fg, false);
-  for (int k = 0; k < n_conv; ++k) {
-    const std::string a = "atom_conv_layers." + std::to_string(k);
-    gated(a + ".twoBody_atom", 2 * Fa + Fb, ha, Fa);
-    linear(a + ".mlp_out.layers.1", Fa, Fa, true);
-  }
-  for (int k = 0; k + 1 < n_conv; ++k) {
-    const std::string b = "bond_conv_layers." + std::to_string(k);
-    gated(b + ".twoBody_bond", 2 * Fb + Fg + Fa, hb, Fb);
-    linear(b + ".mlp_out.layers.1", Fb, Fb, true);
-    gated("angle_layers." + std::to_string(k) + ".twoBody_bond", 2 * Fb + Fg + Fa, 0, Fg);
-  }
-  linear("site_wise", Fa, 1, true);
-  add("readout_norm.weight", {Fa}, 0.1, 1.0);
-  add("readout_norm.bias", {Fa}, 0.1);
-  linear("mlp.layers.0", Fa, 5, true);
-  linear("mlp.layers.2", 5, 3, true);
-  linear("mlp.layers.5", 3, 1, true);
   return f;
 }
 
-TEST(ChgnetTorch, SmallRandomOddSizedModel) {
-  const auto file = small_random_potential(11);
-  models::ChgnetModel<double> core(file);
-  ChgnetTorchModel<double> model(file);
-  // Parity with the core on four structures (images of the atom itself, triclinic, rattled, no angles).
+/// Parity with the core on four structures (images of the atom itself, triclinic, rattled, no
+/// angles): energy, forces and magnetic moments to 1e-10 relative.
+void expect_core_parity(models::ChgnetModel<double>& core, ChgnetTorchModel<double>& model) {
   for (const auto& s : some_structures()) {
     const auto ref = core_outputs(core, s);
     const auto out =
@@ -377,6 +351,13 @@ TEST(ChgnetTorch, SmallRandomOddSizedModel) {
     EXPECT_LE(rel_dev(values(out.forces), ref.forces), 1e-10);
     EXPECT_LE(rel_dev(values(out.magmom), ref.magmoms), 1e-10);
   }
+}
+
+TEST(ChgnetTorch, SmallRandomOddSizedModel) {
+  const auto file = small_random_potential(11);
+  models::ChgnetModel<double> core(file);
+  ChgnetTorchModel<double> model(file);
+  expect_core_parity(core, model);
   // The force-loss gradient of every entry of every tensor against central differences.
   const auto b = trainer::make_chgnet_batch({small_cell()}, model.cutoff(), model.bond_cutoff());
   const auto [checked, worst] =
@@ -644,4 +625,150 @@ TEST(ChgnetTorch, DirectHeadsTrainWithoutSecondDerivativesAndAreSaved) {
 }
 
 }  // namespace
+/// A fresh model (make_chgnet_potential), chgnet 0.3.0's defaults and odd widths: written and
+/// read back (the file's validation), the core loads it and agrees with the trainer's model.
+TEST(ChgnetFresh, PassesValidationAndTheCoreAgrees) {
+  for (const auto& config : {with_all_e0s(trainer::ChgnetConfig{}), odd_config(5)}) {
+    const auto path = temp_path("fresh.safetensors");
+    io::write_potential_file(path, trainer::make_chgnet_potential(config));
+    const auto file = io::read_potential_file(path);
+    fs::remove(path);
+    models::ChgnetModel<double> core(file);
+    ChgnetTorchModel<double> model(file);
+    EXPECT_DOUBLE_EQ(model.cutoff(), config.atom_graph_cutoff);
+    EXPECT_DOUBLE_EQ(model.bond_cutoff(), config.bond_graph_cutoff);
+    expect_core_parity(core, model);
+  }
+}
+
+/// The defaults are chgnet 0.3.0: the shipped model's tensors (names and shapes) and
+/// hyperparameters; the weights are drawn as torch's defaults draw them.
+TEST(ChgnetFresh, ArchitectureAndInitialisation) {
+  trainer::ChgnetConfig config;
+  config.atomic_numbers = {3, 8, 25};
+  config.e0s = {-1.9, -4.9, -8.4};
+  const auto fresh = trainer::make_chgnet_potential(config);
+  const auto shipped = io::read_potential_file(kPotential);
+  ASSERT_EQ(fresh.size(), shipped.size());
+  for (const auto& [name, t] : shipped.tensors()) {
+    ASSERT_TRUE(fresh.contains(name)) << name;
+    EXPECT_EQ(fresh.get(name).shape, t.shape) << name;
+  }
+  auto hp = shipped.metadata["hyperparameters"];
+  auto fresh_hp = fresh.metadata["hyperparameters"];
+  hp.erase("version"), fresh_hp.erase("version");
+  EXPECT_EQ(fresh_hp, hp);
+  EXPECT_EQ(fresh.metadata["cutoffs"], shipped.metadata["cutoffs"]);
+  EXPECT_EQ(fresh.species().size(), 94u);
+
+  int linears = 0;
+  for (const auto& [name, t] : fresh.tensors()) {
+    const auto v = fresh.values<double>(name, t.shape);
+    const bool norm = name.find(".bn") != std::string::npos || name.rfind("readout_norm.", 0) == 0;
+    if (norm) {
+      const double want = name.size() > 7 && name.substr(name.size() - 7) == ".weight" ? 1.0 : 0.0;
+      EXPECT_TRUE(std::all_of(v.begin(), v.end(), [&](double x) { return x == want; })) << name;
+    } else if (name.find("frequencies") != std::string::npos || name.rfind("composition", 0) == 0 ||
+               name.rfind("atom_embedding", 0) == 0) {
+      continue;  // below
+    } else {
+      // nn.Linear: weight and bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in the weight's columns.
+      const std::string weight = name.substr(0, name.rfind('.')) + ".weight";
+      const double bound = 1.0 / std::sqrt(static_cast<double>(fresh.get(weight).shape[1]));
+      double lo = bound, hi = -bound, sum = 0.0, sq = 0.0;
+      for (double x : v) {
+        lo = std::min(lo, x), hi = std::max(hi, x), sum += x, sq += x * x;
+      }
+      EXPECT_GE(lo, -bound) << name;
+      EXPECT_LE(hi, bound) << name;
+      if (v.size() >= 1000) {
+        // A uniform sample fills its range; its variance is bound^2 / 3 (4096 samples: 3%).
+        ++linears;
+        EXPECT_LT(lo, -0.95 * bound) << name;
+        EXPECT_GT(hi, 0.95 * bound) << name;
+        const double n = static_cast<double>(v.size()), var = sq / n - (sum / n) * (sum / n);
+        EXPECT_NEAR(var / (bound * bound / 3), 1.0, 0.1) << name;
+        EXPECT_LT(std::abs(sum / n), 0.1 * bound) << name;
+      }
+    }
+  }
+  EXPECT_GE(linears, 30);
+  // nn.Embedding: N(0, 1).
+  const auto emb = fresh.values<double>("atom_embedding.embedding.weight", {94, 64});
+  double sum = 0.0, sq = 0.0;
+  for (double x : emb) {
+    sum += x, sq += x * x;
+  }
+  EXPECT_NEAR(sum / emb.size(), 0.0, 0.05);
+  EXPECT_NEAR(sq / emb.size(), 1.0, 0.06);
+  for (const char* name : {"bond_basis_expansion.rbf_expansion_ag.frequencies",
+                           "bond_basis_expansion.rbf_expansion_bg.frequencies"}) {
+    const auto fr = fresh.values<double>(name, {31});
+    for (int n = 1; n <= 31; ++n) {
+      EXPECT_DOUBLE_EQ(fr[n - 1], n * M_PI) << name;
+    }
+  }
+  const auto fk = fresh.values<double>("angle_basis_expansion.fourier_expansion.frequencies", {15});
+  for (int k = 1; k <= 15; ++k) {
+    EXPECT_EQ(fk[k - 1], k);
+  }
+  // AtomRef: the given energies, zero (an element the core refuses) elsewhere.
+  const auto ref = fresh.values<double>("composition_model.fc.weight", {1, 94});
+  for (int z = 1; z <= 94; ++z) {
+    const double want = z == 3 ? -1.9 : z == 8 ? -4.9 : z == 25 ? -8.4 : 0.0;
+    EXPECT_EQ(ref[z - 1], want) << z;
+  }
+  EXPECT_EQ(fresh.metadata["provenance"]["seed"], config.seed);
+}
+
+TEST(ChgnetFresh, TheSeedDecidesTheFile) {
+  auto config = odd_config(7);
+  const auto a = temp_path("seed_a.safetensors"), b = temp_path("seed_b.safetensors");
+  io::write_potential_file(a, trainer::make_chgnet_potential(config));
+  io::write_potential_file(b, trainer::make_chgnet_potential(config));
+  const auto first = bytes_of(a);
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(first, bytes_of(b));
+  config.seed = 8;
+  io::write_potential_file(b, trainer::make_chgnet_potential(config));
+  EXPECT_NE(first, bytes_of(b));
+  fs::remove(a), fs::remove(b);
+}
+
+TEST(ChgnetFresh, BadHyperparametersNameTheField) {
+  using Change = std::function<void(trainer::ChgnetConfig&)>;
+  const std::vector<std::pair<std::string, Change>> cases = {
+      {"atom_fea_dim", [](auto& c) { c.atom_fea_dim = 0; }},
+      {"bond_fea_dim", [](auto& c) { c.bond_fea_dim = -1; }},
+      {"angle_fea_dim", [](auto& c) { c.angle_fea_dim = 0; }},
+      {"num_radial", [](auto& c) { c.num_radial = 0; }},
+      {"num_angular", [](auto& c) { c.num_angular = 8; }},
+      {"n_conv", [](auto& c) { c.n_conv = 1; }},
+      {"atom_conv_hidden_dim", [](auto& c) { c.atom_conv_hidden_dim = -2; }},
+      {"mlp_hidden_dims", [](auto& c) { c.mlp_hidden_dims = {}; }},
+      {"mlp_hidden_dims", [](auto& c) { c.mlp_hidden_dims = {64, 0}; }},
+      {"cutoff_coeff", [](auto& c) { c.cutoff_coeff = 0; }},
+      {"bond_graph_cutoff", [](auto& c) { c.bond_graph_cutoff = 6.5; }},
+      {"atom_graph_cutoff", [](auto& c) { c.atom_graph_cutoff = 0.0; }},
+      {"max_num_elements", [](auto& c) { c.max_num_elements = 0; }},
+      {"atomic_numbers", [](auto& c) { c.max_num_elements = 20; }},
+      {"e0s", [](auto& c) { c.e0s.pop_back(); }},
+      {"e0s", [](auto& c) { c.e0s[0] = std::nan(""); }},
+      {"e0s", [](auto& c) { c.atomic_numbers[1] = c.atomic_numbers[0]; }},
+  };
+  for (const auto& [field, change] : cases) {
+    trainer::ChgnetConfig c;
+    c.atomic_numbers = {3, 8, 25};
+    c.e0s = {-1.9, -4.9, -8.4};
+    change(c);
+    std::string message;
+    try {
+      trainer::make_chgnet_potential(c);
+    } catch (const InputError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find(field + " "), std::string::npos) << field << ": " << message;
+  }
+}
+
 }  // namespace fastmlip::test
