@@ -238,11 +238,6 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
   EXPECT_NE(r.err.find("train-potential: error: missing.xyz: cannot open the dataset"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << r.out;
-  r = run(dir, "--name x --train_file data.xyz --model chgnet");
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("--model chgnet fine-tunes a CHGNet potential file: pass --foundation_model FILE"),
-            std::string::npos)
-      << r.err;
   r = run(dir, "--name x --train_file data.xyz --foundation_model m.safetensors --r_max 4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("train-potential: error: option 'r_max' (command line) cannot be combined with "
@@ -919,9 +914,40 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
   fs::remove_all(dir);
 }
 
+// A fresh CHGNet (no --foundation_model): chgnet 0.3.0's architecture from make_chgnet_potential,
+// its AtomRef from the least-squares E0s; two epochs train, and the export is what the core
+// ChgnetModel (the pair style's) evaluates as the trainer does.
+TEST(TrainPotential, TrainsAFreshChgnet) {
+  const std::string dir = temp_dir("chgnet_fresh");
+  const std::string args = "--model chgnet --train_file '" + kMptrj + "' --valid_file '" + kMptrj +
+                           "' --E0s average --batch_capacity 4 --name f --seed 7 --max_num_epochs 2 --work_dir ";
+  const Result r = run(dir, args + "a");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("model: fresh CHGNet (chgnet 0.3.0 architecture), elements"), std::string::npos) << r.out;
+  const auto rows = csv_rows(read_text(dir + "/a/results/f_train.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(std::isfinite(std::stod(rows[1][2])) && std::isfinite(std::stod(rows[2][2])));
+  const io::PotentialFile pot = io::read_potential_file(dir + "/a/f.safetensors");
+  EXPECT_EQ(pot.metadata.at("hyperparameters").at("n_conv").get<int>(), 4);
+  trainer::ChgnetTorchModel<double> model(pot);
+  models::ChgnetModel<double> core(pot);
+  ChgnetStructure s;
+  s.lattice = {3.0, 0.1, 0.0, 0.0, 2.9, 0.2, 0.1, 0.0, 3.1};
+  s.positions = {0.0, 0.0, 0.0, 1.4, 1.5, 1.6};
+  s.numbers = {3, 8};
+  const auto out = model.forward(trainer::make_chgnet_batch({{s.positions, s.numbers, s.lattice, s.pbc}},
+                                                            model.cutoff(), model.bond_cutoff()));
+  const double e = out.energy[0].item<double>();
+  EXPECT_NEAR(evaluate(core, s).energy, e, 1e-10 * std::max(1.0, std::abs(e)));
+  // The same seed gives the same run; the fresh weights are the seed's.
+  const Result again = run(dir, args + "b");
+  ASSERT_EQ(again.status, 0) << again.out << again.err;
+  EXPECT_EQ(read_text(dir + "/a/f.safetensors"), read_text(dir + "/b/f.safetensors"));
+  fs::remove_all(dir);
+}
+
 TEST(TrainPotential, ChgnetRefusals) {
   const std::string dir = temp_dir("chgnet_bad");
-  // (--model chgnet without --foundation_model: BadInputExitsWithTheMessage.)
   const Result mace_opt = run(dir, chgnet_args("x") + " --num_channels 8 --r_max 4.0");
   EXPECT_EQ(mace_opt.status, 1);
   EXPECT_NE(mace_opt.err.find("'num_channels'"), std::string::npos) << mace_opt.err;

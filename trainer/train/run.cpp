@@ -266,10 +266,11 @@ void Trainer<F>::read_data() {
 template <class F>
 io::PotentialFile Trainer<F>::initial_potential() {
   if constexpr (!F::kMace) {
-    // Fine-tuning is what the CHGNet path is for; a fresh CHGNet has no hyperparameter options.
+    // A CHGNet has chgnet 0.3.0's architecture (fresh) or its file's (fine-tuning): MACE's
+    // hyperparameter options do not apply. --E0s sets a fresh model's AtomRef energies.
     std::vector<std::string> set;
     for (const auto& n : kModelOptions) {
-      if (set_by_user(m_o, n)) {
+      if (n != "E0s" && set_by_user(m_o, n)) {
         set.push_back("'" + n + "' (" + m_o.origin(n) + ")");
       }
     }
@@ -279,13 +280,8 @@ io::PotentialFile Trainer<F>::initial_potential() {
         names += (names.empty() ? "" : ", ") + n;
       }
       throw InputError("train-potential: --model chgnet: MACE model option(s) " + names +
-                       " do not apply to CHGNet (its hyperparameters come from --foundation_model); "
-                       "drop them");
-    }
-    if (!m_o.has("foundation_model")) {
-      throw InputError("train-potential: --model chgnet fine-tunes a CHGNet potential file: pass "
-                       "--foundation_model FILE (e.g. potentials/chgnet-0.3.0.safetensors); a fresh CHGNet "
-                       "is not built from hyperparameters");
+                       " do not apply to CHGNet (a fresh CHGNet has chgnet 0.3.0's architecture, a "
+                       "fine-tuned one its --foundation_model's); drop them");
     }
   }
   if (m_o.has("foundation_model")) {
@@ -307,6 +303,22 @@ io::PotentialFile Trainer<F>::initial_potential() {
     e0_spec = m_o.get_string("E0s");
   }
   const data::E0Map e0s = data::resolve_e0s(e0_spec, m_train, m_isolated, elements);
+  std::ostringstream msg;
+  msg << "model: fresh " << (F::kMace ? "MACE" : "CHGNet (chgnet 0.3.0 architecture)") << ", elements";
+  for (int z : elements) {
+    msg << ' ' << z << " (E0 " << e0s.at(z) << ")";
+  }
+  if constexpr (!F::kMace) {
+    // chgnet's AtomRef: a per-element energy added to every site, from the E0s.
+    ChgnetConfig cc;
+    cc.atomic_numbers = elements;
+    for (int z : elements) {
+      cc.e0s.push_back(e0s.at(z));
+    }
+    cc.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
+    m_log.line(msg.str());
+    return make_chgnet_potential(cc);
+  }
   MaceConfig c;
   c.atomic_numbers = elements;
   for (int z : elements) {
@@ -331,11 +343,6 @@ io::PotentialFile Trainer<F>::initial_potential() {
   c.shift = m_o.has("mean") ? m_o.get_float("mean") : ss.mean;
   c.scale = m_o.has("std") ? m_o.get_float("std") : ss.std;
   c.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
-  std::ostringstream msg;
-  msg << "model: fresh MACE, elements";
-  for (int z : elements) {
-    msg << ' ' << z << " (E0 " << e0s.at(z) << ")";
-  }
   msg << ", avg_num_neighbors " << c.avg_num_neighbors << ", shift " << c.shift << ", scale " << c.scale;
   m_log.line(msg.str());
   return make_mace_potential(c);
