@@ -783,7 +783,8 @@ TEST(TrainPotential, StressVirialsHuberLossesFloat32AndValidFile) {
   };
   for (const std::string loss : {"stress", "virials", "huber"}) {
     SCOPED_TRACE(loss);
-    const std::string args = "--config tiny.yaml --loss " + loss + " --ema false --stress_weight 1e5 --virials_weight 1 ";
+    const std::string args =
+        "--config tiny.yaml --loss " + loss + " --ema false --stress_weight 1e5 --virials_weight 1 ";
     const Result r = run(dir, args + "--work_dir " + loss + " --max_num_epochs 3");
     ASSERT_EQ(r.status, 0) << r.out << r.err;
     const std::vector<double> l = losses(loss);
@@ -823,6 +824,27 @@ TEST(TrainPotential, StressVirialsHuberLossesFloat32AndValidFile) {
 // CHGNet fine-tuning from the MPtrj JSON fixture (3 frames of 2-4 atoms; two with magmoms).
 const std::string kChgnet = kReferenceData + "/../../../potentials/chgnet-0.3.0.safetensors";
 const std::string kMptrj = kReferenceData + "/trainer/mptrj_small.json";
+
+/// Two atoms of atomic numbers za, zb in a small triclinic cell.
+ChgnetStructure chgnet_pair(int za, int zb) {
+  ChgnetStructure s;
+  s.lattice = {3.0, 0.1, 0.0, 0.0, 2.9, 0.2, 0.1, 0.0, 3.1};
+  s.positions = {0.0, 0.0, 0.0, 1.4, 1.5, 1.6};
+  s.numbers = {za, zb};
+  return s;
+}
+
+/// The core ChgnetModel (the pair style's) and the trainer's model give one energy for `s` from
+/// the potential file, to 1e-10 relative; returns the trainer's.
+double expect_core_energy_equals_trainer(const io::PotentialFile& pot, const ChgnetStructure& s) {
+  trainer::ChgnetTorchModel<double> model(pot);
+  models::ChgnetModel<double> core(pot);
+  const auto out = model.forward(trainer::make_chgnet_batch({{s.positions, s.numbers, s.lattice, s.pbc}},
+                                                            model.cutoff(), model.bond_cutoff()));
+  const double e = out.energy[0].item<double>();
+  EXPECT_NEAR(evaluate(core, s).energy, e, 1e-10 * std::max(1.0, std::abs(e)));
+  return e;
+}
 
 std::string chgnet_args(const std::string& work) {
   return "--model chgnet --foundation_model '" + kChgnet + "' --train_file '" + kMptrj + "' --valid_file '" +
@@ -880,18 +902,8 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
 
   // The export: the core ChgnetModel (the pair style's) gives the trainer model's energy.
   const io::PotentialFile pot = io::read_potential_file(dir + "/straight/c.safetensors");
-  trainer::ChgnetTorchModel<double> model(pot);
-  models::ChgnetModel<double> core(pot);
-  ChgnetStructure s;
-  s.lattice = {3.0, 0.1, 0.0, 0.0, 2.9, 0.2, 0.1, 0.0, 3.1};
-  s.positions = {0.0, 0.0, 0.0, 1.4, 1.5, 1.6};
-  s.numbers = {26, 27};
-  const auto out = model.forward(
-      trainer::make_chgnet_batch({{s.positions, s.numbers, s.lattice, s.pbc}}, model.cutoff(),
-                                 model.bond_cutoff()));
-  const double e_trainer = out.energy[0].item<double>();
-  const double e_core = evaluate(core, s).energy;
-  EXPECT_NEAR(e_core, e_trainer, 1e-10 * std::max(1.0, std::abs(e_trainer)));
+  const ChgnetStructure s = chgnet_pair(26, 27);
+  const double e_trainer = expect_core_energy_equals_trainer(pot, s);
   // Fine-tuning moved the weights: the shipped model gives another energy.
   models::ChgnetModel<double> shipped(io::read_potential_file(kChgnet));
   EXPECT_GT(std::abs(evaluate(shipped, s).energy - e_trainer), 1e-8);
@@ -909,7 +921,8 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
   EXPECT_TRUE(dpot.contains("force_head.layers.0.weight"));
   EXPECT_TRUE(dpot.contains("stress_head.layers.2.weight"));
   const trainer::ChgnetTorchModel<double> dmodel(dpot, {true});
-  EXPECT_EQ(dmodel.named_parameters().size(), model.named_parameters().size() + 8);
+  const trainer::ChgnetTorchModel<double> plain(pot);
+  EXPECT_EQ(dmodel.named_parameters().size(), plain.named_parameters().size() + 8);
   EXPECT_NO_THROW((models::ChgnetModel<double>(dpot)));
   fs::remove_all(dir);
 }
@@ -920,25 +933,18 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
 TEST(TrainPotential, TrainsAFreshChgnet) {
   const std::string dir = temp_dir("chgnet_fresh");
   const std::string args = "--model chgnet --train_file '" + kMptrj + "' --valid_file '" + kMptrj +
-                           "' --E0s average --batch_capacity 4 --name f --seed 7 --max_num_epochs 2 --work_dir ";
+                           "' --E0s average --batch_capacity 4 --name f --seed 7 --max_num_epochs 2 "
+                           "--work_dir ";
   const Result r = run(dir, args + "a");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("model: fresh CHGNet (chgnet 0.3.0 architecture), elements"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model: fresh CHGNet (chgnet 0.3.0 architecture), elements"), std::string::npos)
+      << r.out;
   const auto rows = csv_rows(read_text(dir + "/a/results/f_train.csv"));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_TRUE(std::isfinite(std::stod(rows[1][2])) && std::isfinite(std::stod(rows[2][2])));
   const io::PotentialFile pot = io::read_potential_file(dir + "/a/f.safetensors");
   EXPECT_EQ(pot.metadata.at("hyperparameters").at("n_conv").get<int>(), 4);
-  trainer::ChgnetTorchModel<double> model(pot);
-  models::ChgnetModel<double> core(pot);
-  ChgnetStructure s;
-  s.lattice = {3.0, 0.1, 0.0, 0.0, 2.9, 0.2, 0.1, 0.0, 3.1};
-  s.positions = {0.0, 0.0, 0.0, 1.4, 1.5, 1.6};
-  s.numbers = {3, 8};
-  const auto out = model.forward(trainer::make_chgnet_batch({{s.positions, s.numbers, s.lattice, s.pbc}},
-                                                            model.cutoff(), model.bond_cutoff()));
-  const double e = out.energy[0].item<double>();
-  EXPECT_NEAR(evaluate(core, s).energy, e, 1e-10 * std::max(1.0, std::abs(e)));
+  expect_core_energy_equals_trainer(pot, chgnet_pair(3, 8));
   // The same seed gives the same run; the fresh weights are the seed's.
   const Result again = run(dir, args + "b");
   ASSERT_EQ(again.status, 0) << again.out << again.err;

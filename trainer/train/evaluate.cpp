@@ -252,7 +252,8 @@ EvalResult evaluate_model(typename F::Model& model, const std::vector<data::Conf
         cs.push_back(&configs[k]);
       }
       const FamilyOutput out = F::forward(model, F::batch(model, s), options.virials, false);
-      accumulate_batch(r.metrics, cs, out.out, options.keep_predictions ? &r.predictions : nullptr, out.magmoms);
+      accumulate_batch(r.metrics, cs, out.out, options.keep_predictions ? &r.predictions : nullptr,
+                       out.magmoms);
     }
     begin = end;
   }
@@ -287,10 +288,12 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
                                                 : eval_with<double>(flags, out);
 }
 
-template EvalResult evaluate_model<MaceFamily<float>>(MaceTorchModel<float>&, const std::vector<data::Config>&,
-                                                     const EvalOptions&, MPI_Comm);
-template EvalResult evaluate_model<MaceFamily<double>>(MaceTorchModel<double>&, const std::vector<data::Config>&,
-                                                      const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model<MaceFamily<float>>(MaceTorchModel<float>&,
+                                                     const std::vector<data::Config>&, const EvalOptions&,
+                                                     MPI_Comm);
+template EvalResult evaluate_model<MaceFamily<double>>(MaceTorchModel<double>&,
+                                                      const std::vector<data::Config>&, const EvalOptions&,
+                                                      MPI_Comm);
 template EvalResult evaluate_model<ChgnetFamily<float>>(ChgnetTorchModel<float>&,
                                                        const std::vector<data::Config>&, const EvalOptions&,
                                                        MPI_Comm);
