@@ -238,6 +238,15 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
   EXPECT_NE(r.err.find("train-potential: error: missing.xyz: cannot open the dataset"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << r.out;
+  // Fine-tuning a Cu/Ni model on data with Al: the frame and the atom are named.
+  std::ofstream(dir + "/al.xyz") << "2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-1.0 "
+                                    "pbc=\"F F F\"\nCu 0 0 0 0 0 0\nAl 2.5 0 0 0 0 0\n";
+  r = run(dir, "--name x --train_file al.xyz --valid_file al.xyz --foundation_model '" +
+                   kReferenceData + "/mace/mace_1int_L0_corr1_ell1.safetensors'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("al.xyz:1 (frame 1): atom 2 has Z = 13, which the model does not have"),
+            std::string::npos)
+      << r.err;
   r = run(dir, "--name x --train_file data.xyz --foundation_model m.safetensors --r_max 4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("train-potential: error: option 'r_max' (command line) cannot be combined with "
