@@ -8,6 +8,7 @@ find_package(MPI REQUIRED COMPONENTS C)
 add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(yaml-cpp REQUIRED)  # the trainer's --config files
+find_package(ZLIB REQUIRED)  # crc32 of every tensor in a potential file
 
 if(FASTMLIP_ENABLE_KOKKOS)
   # Reuse an existing Kokkos::kokkos target (e.g. the one a LAMMPS superbuild made).

@@ -20,7 +20,7 @@ apt_packages=(
   libtorch-dev
   libtrilinos-kokkos-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libyaml-cpp-dev nlohmann-json3-dev libfmt-dev
+  libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   python3 python3-numpy
 )
 

@@ -16,6 +16,7 @@ import json
 import os
 import struct
 import tempfile
+import zlib
 
 import numpy as np
 
@@ -78,16 +79,30 @@ def _verify(path, tensors, metadata, who):
                 raise RuntimeError(f"{who}: {path}: read-back tensor '{key}' differs")
 
 
+def tensor_crc32(array):
+    """The checksum fastmlip records per tensor: zlib's CRC-32 of its C-order bytes, 8 hex digits."""
+    return f"{zlib.crc32(array.tobytes(order='C')) & 0xFFFFFFFF:08x}"
+
+
 def write_potential(path, meta, tensors, *, who):
     """Write the fastmlip metadata object `meta` and the arrays `tensors` (name -> numpy array)
     to `path`: a temporary file in the target directory, flushed, read back and compared, then
     renamed over `path`, so that a crash or a full disk leaves any previous file intact.
+    Every tensor's CRC-32 goes into the header (`tensor_crc32`), which the reader checks; a
+    tensor with a NaN or infinite value is refused, as the reader would refuse it.
     `who` starts the messages."""
+    for key, a in tensors.items():
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            raise ValueError(f"{who}: tensor '{key}' has non-finite values; a potential with a NaN or infinite "
+                             f"weight would be refused at load")
     header = {
         "format": "fastmlip-potential",
         "format_version": "1",
         # sorted keys and fixed separators: the same model gives the same bytes.
         "fastmlip": json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False),
+        # The same text the C++ writer makes (sorted keys, compact), so both writers give the same bytes.
+        "tensor_crc32": json.dumps({k: tensor_crc32(tensors[k]) for k in sorted(tensors)},
+                                   separators=(",", ":"), ensure_ascii=True),
     }
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))

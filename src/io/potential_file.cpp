@@ -5,12 +5,15 @@
 #include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <tuple>
 #include <utility>
+
+#include <zlib.h>
 
 #include "core/elements.hpp"
 #include "io/atomic_file.hpp"
@@ -402,6 +405,60 @@ std::ifstream open_potential(const std::string& path, std::uint64_t& file_size) 
   return in;
 }
 
+/// 8 lowercase hex digits, as the checksums are recorded.
+std::string crc_hex(std::uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(crc));
+  return buf;
+}
+
+/// Checks every tensor of `file` against `checksum_text` (the kChecksumKey JSON text): one
+/// entry per tensor, each 8 hex digits equal to the CRC-32 of the tensor's bytes.
+void verify_checksums(const PotentialFile& file, const std::string& checksum_text, const std::string& path) {
+  const std::string damaged =
+      "; the file was changed after it was written (an interrupted copy or download, a disk error, an edit): "
+      "get a fresh copy, or convert or export the model again";
+  const json sums = parse_json_strictly(checksum_text.data(), checksum_text.data() + checksum_text.size(), path,
+                                        std::string("__metadata__.") + kChecksumKey);
+  if (!sums.is_object()) {
+    throw FileError(path, 0, std::string("__metadata__.") + kChecksumKey + " is not a JSON object" + damaged);
+  }
+  for (auto it = sums.begin(); it != sums.end(); ++it) {
+    if (!file.contains(it.key())) {
+      throw FileError(path, 0,
+                      std::string("__metadata__.") + kChecksumKey + " lists a tensor '" + it.key() +
+                          "' that the file does not hold" + damaged);
+    }
+  }
+  for (const auto& kv : file.tensors()) {
+    const auto recorded = sums.find(kv.first);
+    if (recorded == sums.end()) {
+      throw FileError(path, 0,
+                      "tensor '" + kv.first + "' has no checksum in __metadata__." + kChecksumKey + damaged);
+    }
+    const std::string actual = crc_hex(tensor_crc32(kv.second));
+    if (!recorded->is_string() || recorded->get_ref<const std::string&>() != actual) {
+      throw FileError(path, 0,
+                      "tensor '" + kv.first + "' is damaged: the CRC-32 of its " +
+                          std::to_string(kv.second.data.size()) + " bytes is " + actual +
+                          ", the header records " + detail::json_excerpt(*recorded) + damaged);
+    }
+  }
+}
+
+/// Throws FileError (read) naming the first tensor of `file` with a non-finite value.
+void check_finite_tensors(const PotentialFile& file, const std::string& path) {
+  for (const auto& kv : file.tensors()) {
+    const std::string problem = non_finite_element(kv.second);
+    if (!problem.empty()) {
+      throw FileError(path, 0,
+                      "tensor '" + kv.first + "' " + problem +
+                          ": a potential with a NaN or infinite weight cannot give finite energies and forces; "
+                          "convert or train the model again (check the training run for divergence)");
+    }
+  }
+}
+
 constexpr const char* kNotAPotential = " (not a safetensors potential file, or a truncated one)";
 
 /// Reads the header length and the header, checks both against the file size and parses the
@@ -653,6 +710,69 @@ void check_tensor(const Tensor& tensor, std::initializer_list<DType> dtypes,
                       "); the tensor disagrees with the file's metadata: reconvert or retrain the potential");
 }
 
+std::uint32_t tensor_crc32(const Tensor& tensor) noexcept {
+  // crc32_z takes a size_t length (zlib >= 1.2.9), so a tensor over 4 GiB needs no chunking.
+  const auto* bytes = reinterpret_cast<const Bytef*>(tensor.data.data());
+  return static_cast<std::uint32_t>(crc32_z(crc32_z(0L, Z_NULL, 0), bytes, tensor.data.size()));
+}
+
+namespace {
+/// Whether the IEEE-style bit pattern `bits` (exponent field `exp_mask`) is NaN or infinite:
+/// an all-ones exponent. Used for the 16-bit formats, which have no C++ type here.
+bool all_ones_exponent(std::uint32_t bits, std::uint32_t exp_mask) { return (bits & exp_mask) == exp_mask; }
+
+template <class Bits>
+Bits bits_at(const Tensor& t, std::size_t i) {
+  Bits b;
+  std::memcpy(&b, t.data.data() + i * sizeof(Bits), sizeof(Bits));
+  return b;
+}
+}  // namespace
+
+std::string non_finite_element(const Tensor& tensor) {
+  const std::size_t n = tensor.data.size() / std::max<std::size_t>(dtype_size(tensor.dtype), 1);
+  // The first non-finite element and what it is, per dtype; F8_E4M3 has NaN but no infinity.
+  auto find = [&](auto is_bad, auto describe) -> std::string {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (is_bad(i)) {
+        std::string index;
+        std::size_t rest = i;
+        std::vector<std::int64_t> idx(tensor.shape.size());
+        for (std::size_t d = tensor.shape.size(); d-- > 0;) {
+          const auto extent = static_cast<std::size_t>(tensor.shape[d]);
+          idx[d] = static_cast<std::int64_t>(rest % extent);
+          rest /= extent;
+        }
+        return "holds " + describe(i) + " at element " + std::to_string(i) + " (index " + shape_string(idx) + ")";
+      }
+    }
+    return {};
+  };
+  auto name_of = [](double v) { return std::string(std::isnan(v) ? "nan" : (v > 0 ? "+inf" : "-inf")); };
+  switch (tensor.dtype) {
+    case DType::F64:
+      return find([&](std::size_t i) { return !std::isfinite(bits_at<double>(tensor, i)); },
+                  [&](std::size_t i) { return name_of(bits_at<double>(tensor, i)); });
+    case DType::F32:
+      return find([&](std::size_t i) { return !std::isfinite(bits_at<float>(tensor, i)); },
+                  [&](std::size_t i) { return name_of(bits_at<float>(tensor, i)); });
+    case DType::F16:
+      return find([&](std::size_t i) { return all_ones_exponent(bits_at<std::uint16_t>(tensor, i), 0x7C00u); },
+                  [](std::size_t) { return std::string("a NaN or infinity"); });
+    case DType::BF16:
+      return find([&](std::size_t i) { return all_ones_exponent(bits_at<std::uint16_t>(tensor, i), 0x7F80u); },
+                  [](std::size_t) { return std::string("a NaN or infinity"); });
+    case DType::F8_E5M2:
+      return find([&](std::size_t i) { return all_ones_exponent(bits_at<std::uint8_t>(tensor, i), 0x7Cu); },
+                  [](std::size_t) { return std::string("a NaN or infinity"); });
+    case DType::F8_E4M3:
+      return find([&](std::size_t i) { return (bits_at<std::uint8_t>(tensor, i) & 0x7Fu) == 0x7Fu; },
+                  [](std::size_t) { return std::string("a NaN"); });
+    default:
+      return {};
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // PotentialFile
 
@@ -770,6 +890,14 @@ PotentialFile read_potential_file(const std::string& path) {
     read_exactly(in, t.data.data(), t.data.size(), path, ("tensor '" + t.name + "'").c_str());
     file.add(std::move(t));
   }
+  // Damage first: a flipped bit in a weight is reported as damage, not as a NaN weight.
+  const auto sums = file.extra_metadata.find(kChecksumKey);
+  if (sums != file.extra_metadata.end()) {
+    verify_checksums(file, sums->second, path);
+    file.extra_metadata.erase(sums);  // rewritten from the tensors on every write
+    file.checksummed = true;
+  }
+  check_finite_tensors(file, path);
   return file;
 }
 
@@ -783,7 +911,7 @@ void write_potential_file(const std::string& path, const PotentialFile& file) {
     throw InputError(where + "metadata " + problem);
   }
   for (const auto& kv : file.extra_metadata) {
-    if (kv.first == kFormatKey || kv.first == kVersionKey || kv.first == kFastmlipKey) {
+    if (kv.first == kFormatKey || kv.first == kVersionKey || kv.first == kFastmlipKey || kv.first == kChecksumKey) {
       throw InputError(where + "extra_metadata may not set the reserved key '" + kv.first + "'");
     }
   }
@@ -792,8 +920,15 @@ void write_potential_file(const std::string& path, const PotentialFile& file) {
   // element size (each tensor's byte length is a multiple of its own element size, and the
   // buffer starts 8-aligned), so readers that map the file can use the bytes in place.
   std::vector<const Tensor*> order;
+  json checksums = json::object();
   for (const auto& kv : file.tensors()) {
     detail::check_data_size(kv.second);
+    const std::string problem = non_finite_element(kv.second);
+    if (!problem.empty()) {
+      throw InputError(where + "tensor '" + kv.first + "' " + problem +
+                       "; a potential with a NaN or infinite weight would be refused at load (did training diverge?)");
+    }
+    checksums[kv.first] = crc_hex(tensor_crc32(kv.second));
     order.push_back(&kv.second);
   }
   std::stable_sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) {
@@ -809,6 +944,7 @@ void write_potential_file(const std::string& path, const PotentialFile& file) {
     // Compact and key-sorted (nlohmann::json objects are ordered maps): the same potential
     // always gives the same bytes.
     meta[kFastmlipKey] = file.metadata.dump();
+    meta[kChecksumKey] = checksums.dump();
     for (const auto& kv : file.extra_metadata) {
       meta[kv.first] = kv.second;
     }

@@ -7,7 +7,13 @@
 /// byte range, then the raw little-endian, row-major tensor bytes. The header's
 /// `__metadata__` (string to string, as safetensors requires) holds `format`,
 /// `format_version` and `fastmlip`, the last being JSON text with the model kind, species,
-/// cutoffs, units, dtype, hyperparameters and provenance.
+/// cutoffs, units, dtype, hyperparameters and provenance, and `tensor_crc32`, JSON text
+/// mapping every tensor's name to the CRC-32 of its bytes.
+///
+/// A file verifies itself at load: every tensor's bytes against its CRC-32 (a damaged file is a
+/// FileError naming the tensor), and every floating value finite (a NaN or infinite weight is a
+/// FileError naming the tensor and element). Files written before checksums existed still load;
+/// PotentialFile::checksummed says so, and the pair styles and the trainer print a note.
 ///
 /// Reading never executes anything from the file and checks every length, offset, dtype and
 /// shape before touching the bytes, so a truncated, corrupt or hostile file is a FileError
@@ -40,6 +46,9 @@ inline constexpr const char* kPotentialFormatName = "fastmlip-potential";
 /// safetensors' own limit on the JSON header (its reference reader refuses larger ones), so
 /// a hostile length cannot make us parse, or allocate, an unbounded header.
 inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+/// The `__metadata__` key of the per-tensor checksums: JSON text {"name": "8 hex digits", ...},
+/// the CRC-32 (zlib's, the ISO-HDLC polynomial) of each tensor's bytes, one entry per tensor.
+inline constexpr const char* kChecksumKey = "tensor_crc32";
 /// Deepest nesting of arrays/objects accepted in the header and the metadata JSON. Real files
 /// nest a few levels; the bound keeps anything that walks the JSON recursively off the stack limit.
 inline constexpr int kMaxJsonDepth = 64;
@@ -153,6 +162,12 @@ struct Tensor {
   static Tensor from(std::string name, std::vector<std::int64_t> shape, const std::vector<T>& values);
 };
 
+/// The CRC-32 (zlib's crc32) of a tensor's bytes, as recorded under kChecksumKey.
+std::uint32_t tensor_crc32(const Tensor& tensor) noexcept;
+/// "" when every value of a floating tensor (F64, F32, F16, BF16, F8_*) is finite or the tensor
+/// holds integers; otherwise "element I (index [a, b]) is nan" for the first non-finite one.
+std::string non_finite_element(const Tensor& tensor);
+
 /// Shape as text, "[3, 4]" ("[]" for a scalar, "*" for kAnyExtent).
 std::string shape_string(const std::vector<std::int64_t>& shape);
 
@@ -181,6 +196,9 @@ class PotentialFile {
   std::map<std::string, std::string> extra_metadata;
   /// The path this was read from (empty if built in memory); errors name it.
   std::string source;
+  /// Whether the file read carried per-tensor checksums (all of them verified at load). False
+  /// for a file written before fastmlip recorded checksums, and for a potential built in memory.
+  bool checksummed = false;
 
   /// Adds a tensor; throws InputError if the name is empty, "__metadata__" or already
   /// present, or if shape and values disagree.
@@ -238,15 +256,17 @@ class PotentialFile {
   std::map<std::string, Tensor> m_tensors;
 };
 
-/// Reads and validates a potential file (container, metadata, format version). Throws
-/// FileError naming `path` and what is wrong; a file of a newer format version is refused
-/// with a message saying to update fastmlip.
+/// Reads and validates a potential file (container, metadata, format version, the checksum of
+/// every tensor, finite floating values). Throws FileError naming `path` and what is wrong (the
+/// damaged or non-finite tensor by name); a file of a newer format version is refused with a
+/// message saying to update fastmlip. A file without checksums loads with `checksummed` false.
 PotentialFile read_potential_file(const std::string& path);
 
 /// Writes `file` to `path` atomically (write_file_atomically): metadata validated first, tensors
 /// ordered by element size then name so every tensor is aligned to its element size in the
-/// file, header padded with spaces to 8 bytes. Throws InputError for invalid content,
-/// FileError if `path` cannot be written.
+/// file, each tensor's CRC-32 in the header (kChecksumKey), header padded with spaces to 8
+/// bytes. Throws InputError for invalid content (a non-finite floating value among them: a file
+/// that would be refused at load is never written), FileError if `path` cannot be written.
 void write_potential_file(const std::string& path, const PotentialFile& file);
 
 // ---------------------------------------------------------------------------------------

@@ -469,6 +469,25 @@ TEST(PotentialFileInterop, ReadsPythonWrittenFile) {
   EXPECT_EQ(got.meta<std::string>("/provenance/training_data_sha256"), ab);
 }
 
+TEST(PotentialFileInterop, ReadsConverterWrittenFileAndVerifiesItsChecksums) {
+  // Written by potentials/convert/potential_writer.py: its CRC-32s must be the ones this reader
+  // computes (zlib's, over the same bytes), and every value must survive.
+  const PotentialFile got = read_potential_file(kFixtures + "/converter_written.safetensors");
+  EXPECT_TRUE(got.checksummed);
+  EXPECT_TRUE(got.extra_metadata.empty());
+  const PotentialFile want = make_interop_potential();
+  EXPECT_EQ(got.metadata, want.metadata);
+  ASSERT_EQ(got.size(), 5u);
+  for (const auto& kv : got.tensors()) {
+    const Tensor& w = want.get(kv.first);
+    EXPECT_EQ(kv.second.dtype, w.dtype) << kv.first;
+    EXPECT_EQ(kv.second.shape, w.shape) << kv.first;
+    EXPECT_TRUE(kv.second.data == w.data) << kv.first;
+  }
+  // The file written by safetensors itself has none, and loads as an older fastmlip file does.
+  EXPECT_FALSE(read_potential_file(kFixtures + "/python_written.safetensors").checksummed);
+}
+
 TEST(PotentialFileInterop, WriterMatchesCommittedBytes) {
   // cpp_written.safetensors was made by this writer and checked by the Python script with
   // safetensors; as long as the writer gives the same bytes, Python still reads its output.

@@ -3,12 +3,15 @@
 
 Pinned: safetensors==0.8.0 (numpy API), numpy 1.24.2 (Debian bookworm's python3-numpy).
 
-Two files live in tests/reference/data/safetensors/, both holding the same potential
+Three files live in tests/reference/data/safetensors/, holding the same potential
 (EXPECTED_TENSORS and EXPECTED_METADATA below; tests/io/test_potential_file.cpp holds the
 same values in make_interop_potential()):
 
 * python_written.safetensors -- written here with safetensors.numpy.save_file. The C++ test
   `PotentialFileInterop.ReadsPythonWrittenFile` reads it and checks every value.
+* converter_written.safetensors -- the F64, F32 and I64 tensors written by the converters'
+  potential_writer.py, with the CRC-32 of every tensor. `PotentialFileInterop.
+  ReadsConverterWrittenFileAndVerifiesItsChecksums` reads it.
 * cpp_written.safetensors -- written by fastmlip's C++ writer. The C++ test
   `PotentialFileInterop.WriterMatchesCommittedBytes` checks that the writer still produces
   exactly these bytes; this script checks that safetensors reads them back (header, metadata
@@ -31,6 +34,7 @@ import argparse
 import json
 import pathlib
 import sys
+import zlib
 
 import numpy as np
 import safetensors
@@ -79,6 +83,18 @@ def write_python_fixture(path: pathlib.Path) -> None:
     print(f"wrote {path} with safetensors {safetensors.__version__}")
 
 
+def write_converter_fixture(path: pathlib.Path) -> None:
+    """The same potential through the converters' writer (potentials/convert/potential_writer.py),
+    which records every tensor's CRC-32: the C++ reader must verify them (the 8-bit mask tensor
+    is left out: the converters write F64, F32 and I64 only)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "potentials" / "convert"))
+    from potential_writer import write_potential  # pylint: disable=import-outside-toplevel
+
+    tensors = {k: v for k, v in EXPECTED_TENSORS.items() if v.dtype.kind != "u" and v.dtype != np.dtype("<i4")}
+    write_potential(path, EXPECTED_FASTMLIP, tensors, who="make_safetensors_fixture")
+    print(f"wrote {path} with potential_writer.py")
+
+
 def check_file(path: pathlib.Path) -> None:
     """Reads `path` with safetensors and checks tensors and metadata against the expectations."""
     with safe_open(str(path), framework="np") as f:
@@ -100,6 +116,13 @@ def check_file(path: pathlib.Path) -> None:
     # its own way.
     meta = dict(metadata or {})
     fast_text = meta.pop("fastmlip", None)
+    # The C++ writer records every tensor's CRC-32 (zlib's); safetensors' save_file does not, so
+    # python_written.safetensors stands for a file written before fastmlip recorded checksums.
+    crc_text = meta.pop("tensor_crc32", None)
+    if crc_text is not None:
+        want_crc = {k: f"{zlib.crc32(v.tobytes()) & 0xFFFFFFFF:08x}" for k, v in EXPECTED_TENSORS.items()}
+        if json.loads(crc_text) != want_crc:
+            problems.append(f"__metadata__.tensor_crc32 {crc_text} != {want_crc}")
     want_meta = dict(EXPECTED_METADATA)
     want_fast = json.loads(want_meta.pop("fastmlip"))
     if meta != want_meta:
@@ -128,6 +151,7 @@ def main() -> None:
     cpp_file = DATA_DIR / "cpp_written.safetensors"
     if not args.check_only:
         write_python_fixture(python_file)
+        write_converter_fixture(DATA_DIR / "converter_written.safetensors")
     check_file(python_file)
     if cpp_file.exists():
         check_file(cpp_file)
