@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -20,6 +22,7 @@
 #include "neigh_list.h"
 #include "neighbor.h"
 #include "update.h"
+#include "utils.h"
 
 using namespace LAMMPS_NS;
 
@@ -71,6 +74,11 @@ void PairFastmlipBase::coeff(int narg, char** arg) {
   fastmlip::plugin::ensure_kokkos_running();
   try {
     const auto file = fastmlip::io::read_potential_file(path);
+    if (!file.checksummed && comm->me == 0) {
+      utils::logmesg(lmp, fmt::format("pair_coeff for {}: note: {} has no tensor checksums (written before fastmlip "
+                                      "recorded them), so damage to its weights cannot be detected; "
+                                      "'fastmlip-potential seal' adds them\n", m_style, path));
+    }
     if (file.model_kind() != m_kind) {
       const std::string other = file.model_kind();
       const bool known = other == "mace" || other == "chgnet";
@@ -120,11 +128,81 @@ double PairFastmlipBase::memory_usage() {
   return bytes;
 }
 
-void PairFastmlipBase::error_too_close(tagint a, tagint b, double rsq) {
-  error->one(FLERR, "pair_style {}: atoms {} and {} are {:.4g} Angstrom apart, closer than {} Angstrom; check the "
-                    "structure (overlapping atoms, a wrong lattice constant or units)",
-             m_style, a, b, std::sqrt(rsq), kMinDistance);
+void fastmlip::plugin::error_one(LAMMPS* lmp, const char* file, int line, const std::string& message) {
+  if (lmp->screen == nullptr && lmp->logfile == nullptr) {
+    int me = 0;
+    MPI_Comm_rank(lmp->world, &me);
+    std::fprintf(stderr, "ERROR on proc %d: %s\n", me, message.c_str());
+    std::fflush(stderr);
+  }
+  try {
+    lmp->error->one(file, line, message);
+  } catch (...) {
+    // Built with LAMMPS_EXCEPTIONS, error->one throws and lmp's main() MPI_Abort()s without
+    // flushing stdio; a library caller may catch and go on, and then the flush is harmless.
+    if (lmp->screen != nullptr) {
+      std::fflush(lmp->screen);
+    }
+    if (lmp->logfile != nullptr) {
+      std::fflush(lmp->logfile);
+    }
+    throw;
+  }
+  std::abort();  // not reached: error->one returns by exception or not at all
 }
+
+void PairFastmlipBase::error_one(const char* file, int line, const std::string& message) {
+  fastmlip::plugin::error_one(lmp, file, line, "pair_style " + m_style + ": " + message);
+}
+
+void PairFastmlipBase::error_too_close(tagint a, tagint b, double rsq) {
+  error_one(FLERR, fmt::format("atoms {} and {} are {:.4g} Angstrom apart, closer than {} Angstrom; check the "
+                               "structure (overlapping atoms, a wrong lattice constant or units)",
+                               a, b, std::sqrt(rsq), kMinDistance));
+}
+
+template <class T>
+void PairFastmlipBase::check_finite(const Output& out, const Edges<T>& edges) {
+  // One pass over what the model returned; cheap next to the model itself.
+  int bad_atom = -1, bad_edge = -1;
+  for (int i = 0; i < edges.nlocal && bad_atom < 0; ++i) {
+    if (!std::isfinite(out.node_energy[i])) {
+      bad_atom = i;
+    }
+  }
+  const std::size_t n = 3 * static_cast<std::size_t>(edges.num_edges);
+  for (std::size_t k = 0; k < n && bad_atom < 0 && bad_edge < 0; ++k) {
+    const double g = out.gradient_d != nullptr ? out.gradient_d[k] : static_cast<double>(out.gradient_f[k]);
+    if (!std::isfinite(g)) {
+      bad_edge = static_cast<int>(k / 3);
+    }
+  }
+  if (bad_atom < 0 && bad_edge < 0 && std::isfinite(out.energy)) {
+    return;
+  }
+  sync_tags_to_host();
+  const tagint* tag = atom->tag;
+  const std::string advice =
+      "; the model was given a structure it cannot evaluate (atoms nearly overlapping, an exploding "
+      "trajectory: check the timestep and the last dump)" +
+      std::string(single_precision() ? ", or a value overflowed float32 (try 'precision float64')" : "");
+  const bigint step = update->ntimestep;
+  if (bad_atom >= 0) {
+    error_one(FLERR, fmt::format("step {}: the energy of atom {} is {}{}", step, tag[bad_atom],
+                                 out.node_energy[bad_atom], advice));
+  }
+  if (bad_edge >= 0) {
+    const int i = edges.center[bad_edge], j = edges.neighbor[bad_edge];
+    const T* v = edges.vectors + 3 * static_cast<std::size_t>(bad_edge);
+    error_one(FLERR, fmt::format("step {}: the force between atoms {} and {} ({:.4g} Angstrom apart) is not finite{}",
+                                 step, tag[i], tag[j], std::sqrt(double(v[0]) * v[0] + double(v[1]) * v[1] +
+                                                                  double(v[2]) * v[2]), advice));
+  }
+  error_one(FLERR, fmt::format("step {}: the energy is {}{}", step, out.energy, advice));
+}
+
+template void PairFastmlipBase::check_finite<double>(const Output&, const Edges<double>&);
+template void PairFastmlipBase::check_finite<float>(const Output&, const Edges<float>&);
 
 void PairFastmlipBase::compute(int eflag, int vflag) {
   if (single_precision()) {
@@ -210,6 +288,7 @@ void PairFastmlipBase::compute_host(int eflag, int vflag) {
   edges.neighbor = m_neighbor.data();
   edges.vectors = vectors.data();
   const Output out = evaluate(edges);
+  check_finite(out, edges);
 
   if (eflag_global) {
     eng_vdwl += out.energy;  // the model's own double-precision sum of the per-atom energies

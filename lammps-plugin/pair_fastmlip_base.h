@@ -25,6 +25,16 @@ namespace fastmlip::io {
 class PotentialFile;
 }
 
+namespace fastmlip::plugin {
+/// error->one (a rank-local error that ends the run) whose message reaches the user. LAMMPS
+/// writes an error->one message through buffered stdio on the ranks that have a screen or log
+/// (rank 0) and then MPI_Abort()s, which drops what is buffered: with the output redirected to a
+/// file, nothing but the MPI library's abort notice remained. This flushes the screen and the
+/// log before the abort, and on a rank with neither (every rank but 0) writes the message to
+/// stderr, which mpirun forwards.
+[[noreturn]] void error_one(LAMMPS_NS::LAMMPS* lmp, const char* file, int line, const std::string& message);
+}  // namespace fastmlip::plugin
+
 namespace LAMMPS_NS {
 
 class PairFastmlipBase : public Pair {
@@ -117,7 +127,17 @@ class PairFastmlipBase : public Pair {
   }
   /// The rank-local error for atoms `a` and `b`, `rsq` apart (squared), closer than
   /// kMinDistance.
-  void error_too_close(tagint a, tagint b, double rsq);
+  [[noreturn]] void error_too_close(tagint a, tagint b, double rsq);
+  /// A rank-local error (fastmlip::plugin::error_one) naming this style.
+  [[noreturn]] void error_one(const char* file, int line, const std::string& message);
+  /// Raises a rank-local error naming the step and the atom(s) unless the model's energy,
+  /// per-atom energies and edge gradients are all finite: a NaN must stop the run, not be
+  /// integrated (LAMMPS would carry on and exit 0). `edges` is the graph that was evaluated.
+  template <class T>
+  void check_finite(const Output& out, const Edges<T>& edges);
+  /// Brings atom->tag up to date on the host before an error names atoms (KOKKOS keeps the
+  /// tags on its device).
+  virtual void sync_tags_to_host() {}
   /// Atoms closer than this (Angstrom) are an error, not a force: no training set holds such
   /// pairs, and a model extrapolates wildly there (the manuals document the limit).
   static constexpr double kMinDistance = 0.1;

@@ -163,7 +163,7 @@ PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Edges<T>& edges
     m_backend->model<T>().compute(graph, &exchange, true, result);
   } catch (const fastmlip::Error& e) {
     m_comm = CommRows{};
-    error->one(FLERR, "pair_style fastmlip/chgnet: {}", e.what());
+    error_one(FLERR, e.what());
   }
   m_magmom = result.magmom;
   m_magmom_step = update->ntimestep;
@@ -244,10 +244,10 @@ void PairFastmlipChgnet::build_slots(int nlocal, int nall, int num_edges, const 
       }
     }
     if (best < 0) {
-      error->one(FLERR, "pair_style fastmlip/chgnet: the bond between atoms {} and {} ({:.4g} A) has no partner on "
-                        "the owner of atom {}; the ghost cutoff must cover the {} A atom-graph cutoff (check "
-                        "comm_modify cutoff)", tag[i], tag[j],
-                 std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]), tag[j], m_cutoff);
+      error_one(FLERR, fmt::format("the bond between atoms {} and {} ({:.4g} A) has no partner on the owner of "
+                                   "atom {}; the ghost cutoff must cover the {} A atom-graph cutoff (check "
+                                   "comm_modify cutoff)", tag[i], tag[j],
+                                   std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]), tag[j], m_cutoff));
     }
     m_reverse_slot[e] = best;
   }

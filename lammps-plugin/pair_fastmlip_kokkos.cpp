@@ -296,6 +296,11 @@ PairFastmlipKokkos<DeviceType, Style>::~PairFastmlipKokkos() {
 }
 
 template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::sync_tags_to_host() {
+  this->atomKK->sync(Host, TAG_MASK);
+}
+
+template <class DeviceType, class Style>
 void PairFastmlipKokkos<DeviceType, Style>::init_style() {
   // The host style's checks (potential, units metal, newton on, atom IDs), its full
   // neighbor-list request and the exchange buffer sizes; then that request becomes a KOKKOS
@@ -458,6 +463,7 @@ void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
     ExchangeOnHost host_exchange(this);
     out = this->evaluate(edges);
   }
+  this->check_finite(out, edges);
 
   if (this->eflag_global) {
     this->eng_vdwl += out.energy;  // the model's own double-precision sum of the per-atom energies

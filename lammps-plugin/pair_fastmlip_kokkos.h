@@ -41,6 +41,7 @@ class PairFastmlipKokkos : public Style {
   void compute(int eflag, int vflag) override;
   void init_style() override;
   double memory_usage() override;
+  void sync_tags_to_host() override;
 
   /// A graph buffer on DeviceType and its host mirror (an alias where DeviceType can read
   /// host memory).

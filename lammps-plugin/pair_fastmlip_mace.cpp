@@ -171,7 +171,7 @@ PairFastmlipBase::Output PairFastmlipMace::evaluate_with(const Edges<T>& edges) 
     m_backend->model<T>().compute(graph, &exchange, true, result);
   } catch (const fastmlip::Error& e) {
     m_comm = CommRows{};
-    error->one(FLERR, "pair_style fastmlip/mace: {}", e.what());
+    error_one(FLERR, e.what());
   }
   Output out;
   out.energy = result.energy;

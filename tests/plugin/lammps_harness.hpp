@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -140,6 +142,73 @@ inline void expect_lammps_error(const std::function<void()>& body, const std::ve
       EXPECT_NE(e.message.find(n), std::string::npos) << what << ": message '" << e.message << "' lacks '" << n << "'";
     }
   }
+}
+
+/// A copy of the potential file `src` at `dst` (written by rank 0) with the F64 tensor
+/// `tensor`'s values changed by `edit`, and with or without the header's checksums (an edit
+/// leaves the recorded CRC-32 stale).
+template <class Edit>
+inline void edited_potential(const std::string& src, const std::string& dst, const std::string& tensor, Edit edit,
+                      bool keep_checksums) {
+  if (rank() == 0) {
+    std::ifstream in(src, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+    std::string buffer = bytes.substr(8 + n);
+    const auto& entry = header.at(tensor);
+    ASSERT_EQ(entry.at("dtype"), "F64");
+    const std::size_t begin = entry.at("data_offsets")[0], end = entry.at("data_offsets")[1];
+    std::vector<double> values((end - begin) / 8);
+    std::memcpy(values.data(), buffer.data() + begin, end - begin);
+    edit(values);
+    std::memcpy(buffer.data() + begin, values.data(), end - begin);
+    if (!keep_checksums) {
+      header["__metadata__"].erase("tensor_crc32");
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    const std::uint64_t len = text.size();
+    std::ofstream out(dst, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << text << buffer;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// The shipped Cu-Ni MACE potential (with its checksums).
+inline std::string shipped_cuni_potential() {
+  return std::string(FASTMLIP_SOURCE_DIR) + "/potentials/cuni-mace-small.safetensors";
+}
+
+/// Runs MD with `style` (in LAMMPS started with `lmp_args`) on a potential whose finite weights
+/// overflow float32 (the first readout's weights set to 3e38, so the energies are inf or NaN),
+/// and expects the run to stop with an error naming the step and the atom instead of
+/// integrating them. Serial only: the error is rank-local.
+inline void expect_non_finite_results_stop_the_run(const std::vector<std::string>& lmp_args,
+                                                   const std::string& style) {
+  const std::string overflow = scratch("overflow.safetensors");
+  edited_potential(shipped_cuni_potential(), overflow, "readouts.0.linear.weight",
+                   [](std::vector<double>& v) {
+                     for (double& w : v) {
+                       w = 3e38;
+                     }
+                   },
+                   false);
+  expect_lammps_error(
+      [&] {
+        Lammps lmp(lmp_args);
+        lmp.commands(
+            "units metal\natom_style atomic\nlattice fcc 3.6\nregion box block 0 2 0 2 0 2\n"
+            "create_box 2 box\ncreate_atoms 1 box\nset type 1 type/fraction 2 0.5 7\nmass * 60.0\n"
+            "velocity all create 300 4\nfix 1 all nve\n");
+        lmp.command("pair_style " + style + " precision float32");
+        lmp.command("pair_coeff * * " + overflow + " Cu Ni");
+        lmp.command("run 3");
+      },
+      {"pair_style " + style + ": step 0: the energy of atom ", "exploding trajectory", "precision float64"},
+      style + ": float32 overflow");
 }
 
 /// The gtest main of the MPI test executables: every rank runs every test (each LAMMPS call is

@@ -174,6 +174,13 @@ TEST(PairKokkosBadInput, CloseAtomsNameBothIds) {
   }
 }
 
+TEST(PairKokkosBadInput, NonFiniteResultsStopTheRun) {
+  if (nprocs() != 1) {
+    GTEST_SKIP() << "rank-local error, checked serially";
+  }
+  expect_non_finite_results_stop_the_run(kKokkosSuffix, "fastmlip/mace");  // resolves to fastmlip/mace/kk
+}
+
 TEST(PairKokkosBadInput, KkStyleWithoutKokkosActive) {
   for (const std::string style : {"fastmlip/mace/kk", "fastmlip/chgnet/kk"}) {
     expect_lammps_error(

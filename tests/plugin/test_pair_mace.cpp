@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -299,6 +301,44 @@ TEST(PairMaceBadInput, SpeciesTypesUnitsNewtonAndCloseAtoms) {
         [&] { run("units metal\natom_style atomic\n", c.elements, "create_atoms 1 single 1.05 1 1\nrun 0"); },
         {"Angstrom apart", "closer than 0.1"}, "close atoms");
   }
+}
+
+TEST(PairMaceBadInput, DamagedAndNonFiniteWeightsAreRefusedAtPairCoeff) {
+  auto load = [&](const std::string& path) {
+    Lammps lmp;
+    lmp.commands(std::string("units metal\natom_style atomic\n") + kTwoAtoms);
+    lmp.command("pair_style fastmlip/mace");
+    lmp.command("pair_coeff * * " + path + " Cu Ni");
+  };
+  // The user's report: four bytes of one weight overwritten; the file loaded and MD ran with
+  // another energy. The shipped potential carries its checksums.
+  const std::string damaged = scratch("damaged.safetensors");
+  edited_potential(shipped_cuni_potential(), damaged, "interactions.1.linear.weight",
+                   [](std::vector<double>& v) {
+                     const float other = 0.75f;
+                     std::memcpy(&v[100], &other, 4);
+                   },
+                   true);
+  expect_lammps_error([&] { load(damaged); },
+                      {"damaged.safetensors", "tensor 'interactions.1.linear.weight' is damaged", "fresh copy"},
+                      "four overwritten weight bytes");
+  // One weight set to NaN: LAMMPS used to run to the end with NaN energies and exit 0.
+  const std::string nan_weight = scratch("nan-weight.safetensors");
+  edited_potential(shipped_cuni_potential(), nan_weight, "readouts.1.linear_2.weight",
+                   [](std::vector<double>& v) { v[3] = std::nan(""); }, false);
+  expect_lammps_error([&] { load(nan_weight); },
+                      {"nan-weight.safetensors", "tensor 'readouts.1.linear_2.weight' holds nan at element 3",
+                       "NaN or infinite weight"},
+                      "NaN weight");
+}
+
+TEST(PairMaceBadInput, NonFiniteResultsStopTheRunNamingStepAndAtom) {
+  // Serially: a rank-local error aborts, and under the exception build used here the other
+  // ranks would wait in the next collective.
+  if (nprocs() != 1) {
+    GTEST_SKIP() << "rank-local error, checked serially";
+  }
+  expect_non_finite_results_stop_the_run({}, "fastmlip/mace");
 }
 
 TEST(PairMaceBadInput, RadialKeyword) {

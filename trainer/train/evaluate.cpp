@@ -170,6 +170,10 @@ template <class T>
 int eval_with(const std::map<std::string, std::string>& flags, std::ostream& out) {
   const std::string& model_path = flags.at("model");
   const io::PotentialFile file = io::read_potential_file(model_path);
+  if (!file.checksummed) {
+    out << "eval: note: " << model_path << " has no tensor checksums (written before fastmlip recorded them), so "
+        << "damage to its weights cannot be detected; 'fastmlip-potential seal' adds them\n";
+  }
   if (file.model_kind() == "mace") {
     return eval_family<MaceFamily<T>>(file, flags, out);
   }

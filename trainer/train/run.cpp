@@ -293,7 +293,12 @@ io::PotentialFile Trainer<F>::initial_potential() {
       }
     }
     m_log.line("model: fine-tuning " + m_o.get_string("foundation_model"));
-    return io::read_potential_file(m_o.get_string("foundation_model"));
+    io::PotentialFile file = io::read_potential_file(m_o.get_string("foundation_model"));
+    if (!file.checksummed) {
+      m_log.line("note: " + file.source + " has no tensor checksums (written before fastmlip recorded them), so "
+                 "damage to its weights cannot be detected; 'fastmlip-potential seal' adds them");
+    }
+    return file;
   }
   std::vector<data::Config> all = m_train;
   all.insert(all.end(), m_valid.begin(), m_valid.end());
