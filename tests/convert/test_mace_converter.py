@@ -156,11 +156,12 @@ def write_parity_fixture(fixtures, model, cfg, potential, directory):
     structures = fixtures.make_structures()
     used = fixtures.structures_for(cfg, structures)
     results, worst_python = [], 0.0
-    for sname in used:
+    for k, sname in enumerate(used):
         atoms = structures[sname][0]
         for head in list(model.heads):
             res, batch = fixtures.run_mace(model, atoms, head)
-            worst_python = max(worst_python, fixtures.check_file_model(potential, atoms, batch, head, res))
+            if k == 0:  # the Python evaluator is slow (e3nn codegen per call): one structure
+                worst_python = max(worst_python, fixtures.check_file_model(potential, atoms, batch, head, res))
             results.append({"structure": sname, **res})
     name = cfg["name"]
     doc = {"schema": fixtures.SCHEMA, "model": {"name": name, "potential": potential.name},
@@ -182,8 +183,8 @@ def test_models_with_zeroed_flags_convert_and_evaluate_as_mace_torch(fixtures, t
     """Every model saved by mace-torch >= 0.3.14 has boolean *_zeroed buffers, which stopped the
     converter ("has dtype torch.bool"). They are accepted, written as I64 0 / 1, and the file
     evaluates as mace-torch does: an independent Python evaluator of the file (make_mace_fixtures'
-    FileMace) always, the C++ core (fastmlip_model_tests' parity test) when
-    FASTMLIP_MODEL_TESTS_BIN names it (ctest sets it)."""
+    FileMace) on the first structure always, the C++ core (fastmlip_model_tests' parity test) on
+    every structure when FASTMLIP_MODEL_TESTS_BIN names it (ctest sets it)."""
     cfg = cfg_named(fixtures, name)
     model = fixtures.build_model(cfg)  # calibrated: every correlation order contributes
     assert add_zeroed_flags(model) > 0
@@ -241,7 +242,10 @@ def _swap_class(module, name):
     (NonLinearBiasReadoutBlock, the Density interaction blocks), else of a subclass so named."""
     import mace.modules.blocks as blocks
 
-    module.__class__ = getattr(blocks, name, None) or type(name, (type(module),), {})
+    real = getattr(blocks, name, None)
+    if real is None or real is type(module):  # blocks.py also imports BesselBasis and the like
+        real = type(name, (type(module),), {})
+    module.__class__ = real
 
 
 MUTATIONS = {
@@ -297,7 +301,9 @@ def test_any_unhandled_change_is_refused(fixtures, tmp_path, mutation):
         assert not out.exists()
 
 
-@pytest.mark.parametrize("mutation", ["apply_cutoff", "unknown_buffer", "embedding_module", "readout_class"])
+# Mutations that pickle in every version (mace-torch 0.3.13 has no NonLinearBiasReadoutBlock, and a
+# class made up by the test cannot be unpickled by the converter's process).
+@pytest.mark.parametrize("mutation", ["apply_cutoff", "unknown_buffer", "embedding_module", "interaction_class"])
 def test_unhandled_changes_exit_2_from_the_command_line(fixtures, tmp_path, mutation):
     change, needle = MUTATIONS[mutation]
     model = build(fixtures, MP_SMALL)
