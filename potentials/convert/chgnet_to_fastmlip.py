@@ -96,6 +96,40 @@ ELEMENT_SYMBOLS = (
 ).split()
 assert len(ELEMENT_SYMBOLS) == NUM_ELEMENTS
 
+# model_args keys that CHGNet(**model_args) accepts but that change no number fastmlip computes,
+# each with why. Every other key must be one of CHGNET_DEFAULTS (checked in inspect()); a key in
+# neither list is refused, so that an option of a newer chgnet is never dropped silently.
+HARMLESS_MODEL_ARGS = {
+    "composition_model": "a name only: the AtomRef energies are the tensor composition_model.fc.weight",
+    "conv_dropout": "dropout is off when a model evaluates",
+    "mlp_dropout": "dropout is off when a model evaluates",
+    "graph_converter_algorithm": "'fast' and 'legacy' build the same graph",
+    "read_out": "ignored by CHGNet when mlp_first is true (required): the readout is a per-atom sum",
+    "version": "the checkpoint's name, recorded as hyperparameters.version",
+    # chgnet 0.2.0's checkpoint: a misspelt key and a pre-0.3 option that CHGNet 0.3 drops into
+    # **kwargs and never reads (the 0.2.0 weights evaluate as chgnet 0.3.x evaluates them).
+    "cutofff_coeff": "ignored by chgnet 0.3 (a misspelling in the 0.2.0 checkpoint; cutoff_coeff is used)",
+    "skip_connection": "ignored by chgnet 0.3 (0.2.0 checkpoint)",
+}
+
+# Every state_dict entry fastmlip's loader may read, as patterns over the name with list
+# indices written as N (taken from the 0.3.0, 0.2.0 and r2scan checkpoints). Anything else (a
+# new block, an attention readout, a buffer of another chgnet version) is refused.
+_GMLP = r"(mlp_core|mlp_gate)\.layers\.N\.(weight|bias)|bn1\.(weight|bias)|bn2\.(weight|bias)"
+ALLOWED_TENSORS = [
+    r"atom_embedding\.embedding\.weight", r"bond_embedding\.weight", r"angle_embedding\.weight",
+    r"bond_basis_expansion\.rbf_expansion_(ag|bg)\.frequencies",
+    r"angle_basis_expansion\.fourier_expansion\.frequencies",
+    r"bond_weights_(ag|bg)\.weight",
+    rf"atom_conv_layers\.N\.twoBody_atom\.({_GMLP})",
+    r"atom_conv_layers\.N\.mlp_out\.layers\.N\.(weight|bias)",
+    rf"bond_conv_layers\.N\.twoBody_bond\.({_GMLP})",
+    r"bond_conv_layers\.N\.mlp_out\.layers\.N\.(weight|bias)",
+    rf"angle_layers\.N\.twoBody_bond\.({_GMLP})",
+    r"readout_norm\.(weight|bias)", r"site_wise\.(weight|bias)", r"mlp\.layers\.N\.(weight|bias)",
+    r"composition_model\.fc\.weight",
+]
+
 MLP_OUT_BIAS_KEY = "atom_conv_layers.0.mlp_out.layers.1.bias"
 ATOMREF_KEY = "composition_model.fc.weight"
 EMBEDDING_KEY = "atom_embedding.embedding.weight"
@@ -126,11 +160,23 @@ def _plain(value, where):
 
 def inspect(state_dict, model_args, name):
     """Check the configuration and return the hyperparameters; `name` is used in messages."""
+    import re
+
     args = dict(CHGNET_DEFAULTS)
     args.update(model_args)
 
     def refuse(what):
         raise UnsupportedModelError(f"{name}: {what}; {SUPPORTED}")
+
+    for key in sorted(model_args):
+        if key not in CHGNET_DEFAULTS and key not in HARMLESS_MODEL_ARGS:
+            refuse(f"model_args has '{key}' = {model_args[key]!r:.80}, which the converter does not know")
+    patterns = [re.compile(p.replace("N", r"\d+") + "$") for p in ALLOWED_TENSORS]
+    for key in state_dict:
+        if not any(p.match(key) for p in patterns):
+            value = state_dict[key]
+            refuse(f"the state_dict holds '{key}' ({getattr(value, 'dtype', type(value).__name__)}, "
+                   f"shape {list(getattr(value, 'shape', []))}), which the converter does not know")
 
     if args["non_linearity"] != "silu":
         refuse(f"non_linearity '{args['non_linearity']}' is not 'silu'")
@@ -171,16 +217,15 @@ def inspect(state_dict, model_args, name):
 
 
 def _tensors(state_dict, dtype, name):
-    """Floating state_dict entries as little-endian numpy arrays of `dtype`. The shipped
-    checkpoints hold only floating tensors; an integer or boolean buffer (a step counter, a
-    mask) would carry nothing the forward pass needs, so any such entry is left out."""
+    """The state_dict entries (all floating: inspect() admits no other) as little-endian numpy
+    arrays of `dtype`."""
     import torch
 
     target = {"float32": (torch.float32, "<f4"), "float64": (torch.float64, "<f8")}[dtype]
     out = {}
     for key, value in state_dict.items():
         if not (torch.is_tensor(value) and value.is_floating_point()):
-            continue
+            raise UnsupportedModelError(f"{name}: '{key}' is not a floating tensor; {SUPPORTED}")
         v = value.detach().cpu()
         if v.dtype == torch.float64 and target[0] == torch.float32:
             raise ValueError(f"chgnet_to_fastmlip: {name}: '{key}' is float64; --dtype float32 "

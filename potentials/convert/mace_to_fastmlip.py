@@ -68,6 +68,140 @@ ZBL_BOHR_RADIUS = 0.529
 ZBL_COULOMB_CONSTANT = 14.3996
 
 
+TESTED_MACE_VERSIONS = "0.3.13 and 0.3.16"
+
+# ---------------------------------------------------------------------------------------------
+# The allow-list. A model is converted only when every module, tensor and plain attribute that
+# mace-torch's forward reads is listed here; anything else is refused by name (_audit). The
+# lists were taken from models built by mace-torch 0.3.13 and 0.3.16 with the supported
+# options; a new mace-torch version that adds anything is refused until it is reviewed here.
+
+# Module classes, by module and class name (exact type, never isinstance: a subclass may
+# override forward). Where each may sit is checked by inspect(); here only whether it may exist.
+ALLOWED_MODULE_CLASSES = {
+    "mace.modules.models.MACE",
+    "mace.modules.models.ScaleShiftMACE",
+    "mace.modules.blocks.LinearNodeEmbeddingBlock",
+    "mace.modules.blocks.RadialEmbeddingBlock",
+    "mace.modules.radial.BesselBasis",
+    "mace.modules.radial.PolynomialCutoff",
+    "mace.modules.radial.ZBLBasis",
+    "mace.modules.blocks.AtomicEnergiesBlock",
+    "mace.modules.blocks.ScaleShiftBlock",
+    "mace.modules.blocks.RealAgnosticInteractionBlock",
+    "mace.modules.blocks.RealAgnosticResidualInteractionBlock",
+    "mace.modules.blocks.EquivariantProductBasisBlock",
+    "mace.modules.symmetric_contraction.SymmetricContraction",
+    "mace.modules.symmetric_contraction.Contraction",
+    "mace.modules.blocks.LinearReadoutBlock",
+    "mace.modules.blocks.NonLinearReadoutBlock",
+    "mace.modules.irreps_tools.reshape_irreps",
+    "e3nn.o3._linear.Linear",
+    "e3nn.o3._tensor_product._tensor_product.TensorProduct",
+    "e3nn.o3._tensor_product._sub.FullyConnectedTensorProduct",
+    "e3nn.o3._spherical_harmonics.SphericalHarmonics",
+    "e3nn.nn._fc.FullyConnectedNet",
+    "e3nn.nn._fc._Layer",
+    "e3nn.nn._activation.Activation",
+    "e3nn.math._normalize_activation.normalize2mom",
+    "torch.nn.modules.container.ModuleList",
+    "torch.nn.modules.container.ParameterList",
+}
+# Generated code: e3nn compiles its Linear and TensorProduct into TorchScript modules
+# (_compiled_main*), and the symmetric contraction holds opt_einsum_fx's torch.fx GraphModules
+# (graph_opt_main, contractions_*; torch makes a class per instance). They are code derived
+# from the irreps, holding at most e3nn's Wigner-3j constant buffers (_ALLOWED_TENSORS); _audit
+# accepts them only under these attribute names and without parameters.
+_GENERATED_CODE = ("_compiled_main", "_compiled_main_left_right", "_compiled_main_right",
+                   "graph_opt_main", "contractions_weighting", "contractions_features")
+
+# Every parameter and buffer (named_parameters + named_buffers, persistent or not), as
+# patterns over the dotted name with each list index written as N. What the loader reads is in
+# docs/mace-potential.md; the rest are listed with why they are harmless.
+_E3NN_LINEAR = r"(weight|bias|output_mask)"  # bias must be empty (checked), output_mask unused
+_E3NN_TP = r"(weight|output_mask|_compiled_main_left_right\._w3j_\d+_\d+_\d+|_compiled_main_right\._w3j_\d+_\d+_\d+)"
+_ALLOWED_TENSORS = [
+    r"atomic_numbers", r"r_max", r"num_interactions",
+    rf"node_embedding\.linear\.{_E3NN_LINEAR}",
+    r"radial_embedding\.bessel_fn\.(bessel_weights|r_max|prefactor)",
+    r"radial_embedding\.cutoff_fn\.(p|r_max)",
+    r"atomic_energies_fn\.atomic_energies",
+    r"scale_shift\.(scale|shift)",
+    r"pair_repulsion_fn\.(c|a_exp|a_prefactor|p|covalent_radii|r_max)",
+    rf"interactions\.N\.(linear_up|linear)\.{_E3NN_LINEAR}",
+    rf"interactions\.N\.(conv_tp|skip_tp)\.{_E3NN_TP}",
+    r"interactions\.N\.conv_tp_weights\.layerN\.weight",
+    r"products\.N\.symmetric_contractions\.contractions\.N\.(U_matrix_N|weights_max|weights\.N)",
+    # mace-torch >= 0.3.14: one boolean per contraction order saying that its U matrix is all
+    # zeros (the weights of that order are then zero too). forward never reads them: it
+    # contracts U and the weights as stored, and both are written, so the flags change no
+    # number. _audit checks each flag against its U matrix; they are written as I64 0/1.
+    r"products\.N\.symmetric_contractions\.contractions\.N\.(weights_max_zeroed|weights_N_zeroed)",
+    rf"products\.N\.linear\.{_E3NN_LINEAR}",
+    rf"readouts\.N\.(linear|linear_1|linear_2)\.{_E3NN_LINEAR}",
+]
+
+
+def _is(value):
+    return lambda v: v == value
+
+
+def _any(_):
+    return True
+
+
+# Plain attributes (vars(module), torch's own private ones aside) of mace-torch's classes that
+# may be present, each with the values accepted. An attribute not listed is refused; a listed
+# one that is absent (an older mace-torch) means mace-torch's default behaviour, which is the
+# accepted one. Irreps, head names and the like are accepted here and checked against the
+# modules by inspect().
+_MODEL_ATTRIBUTES = {
+    "heads": _any,
+    # mace-torch >= 0.3.14 options. Each non-default value changes what forward computes:
+    "apply_cutoff": _is(True),            # False: the envelope moves from the radial basis to the messages
+    "edge_irreps": _is(None),             # reduced edge irreps: linear_up maps to other irreps
+    "use_agnostic_product": _is(False),   # species-independent product weights
+    "use_so3": _is(False),                # SO(3) spherical harmonics (parity-free)
+    "use_last_readout_only": _is(False),  # one readout on the last layer
+    "use_edge_irreps_first": _any,        # acts only together with edge_irreps (must be None)
+    # The Clebsch-Gordan basis the U matrices were built in: U is stored and read, any is fine.
+    "use_reduced_cg": _any,
+    "lammps_mliap": _any,                 # how forward is called from LAMMPS' ML-IAP, not what it computes
+    "pair_repulsion": _is(True),          # present only with ZBL (checked with pair_repulsion_fn)
+}
+_INTERACTION_ATTRIBUTES = {
+    "node_attrs_irreps": _any, "node_feats_irreps": _any, "edge_attrs_irreps": _any,
+    "edge_feats_irreps": _any, "target_irreps": _any, "hidden_irreps": _any, "irreps_out": _any,
+    "avg_num_neighbors": _any, "radial_MLP": _any,
+    "edge_irreps": _any,  # must equal node_feats_irreps (inspect(): linear_up is square)
+    "cueq_config": lambda v: v is None or not getattr(v, "enabled", False),
+    "oeq_config": lambda v: v is None or not getattr(v, "enabled", False),
+}
+_CLASS_ATTRIBUTES = {
+    "MACE": _MODEL_ATTRIBUTES,
+    "ScaleShiftMACE": _MODEL_ATTRIBUTES,
+    "RealAgnosticInteractionBlock": _INTERACTION_ATTRIBUTES,
+    "RealAgnosticResidualInteractionBlock": _INTERACTION_ATTRIBUTES,
+    "EquivariantProductBasisBlock": {
+        "use_sc": _any,  # read (written as products[t].use_sc)
+        "use_agnostic_product": _is(False),
+        "cueq_config": lambda v: v is None or not getattr(v, "enabled", False),
+        "oeq_config": lambda v: v is None or not getattr(v, "enabled", False),
+    },
+    # internal_weights / shared_weights: whether the weights are the module's own parameters
+    # (they are, as the tensor checks require) or come from the caller.
+    "SymmetricContraction": {"irreps_in": _any, "irreps_out": _any, "internal_weights": _is(True),
+                             "shared_weights": _any},
+    "Contraction": {"num_features": _any, "coupling_irreps": _any, "correlation": _any},
+    "RadialEmbeddingBlock": {"out_dim": _any, "apply_cutoff": _is(True)},
+    "BesselBasis": {}, "PolynomialCutoff": {}, "ZBLBasis": {},
+    "LinearNodeEmbeddingBlock": {}, "AtomicEnergiesBlock": {}, "ScaleShiftBlock": {},
+    "LinearReadoutBlock": {},
+    "NonLinearReadoutBlock": {"hidden_irreps": _any, "num_heads": _any},
+    "reshape_irreps": {"irreps": _any, "dims": _any, "muls": _any, "cueq_config": _any},
+}
+
+
 class UnsupportedModelError(ValueError):
     """The model is not one fastmlip can evaluate; the message says why and what is supported."""
 
@@ -84,11 +218,11 @@ def _irreps_str(irreps):
 
 
 def _check(condition, what):
-    """An internal-consistency check of a supported model: failing means a converter bug or a
-    mace-torch version that builds the blocks differently, not a user error."""
+    """A structural check: mace-torch builds supported models so; a model that fails it was
+    built differently (another option, another mace-torch version) and is refused, naming the
+    check, rather than converted into a file that evaluates something else."""
     if not condition:
-        raise RuntimeError(f"mace_to_fastmlip: unexpected model structure: {what} "
-                           f"(written for mace-torch 0.3.x; please report)")
+        _refuse(f"unexpected model structure: {what} (known: mace-torch {TESTED_MACE_VERSIONS})")
 
 
 def _act_constant(act, where):
@@ -278,14 +412,71 @@ def _hidden_irreps_supported(irreps_text):
     return all(m == mul and ir.l == l and ir.p == (-1) ** l for l, (m, ir) in enumerate(irreps))
 
 
+def _qualified(obj):
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _audit(model):
+    """Refuses (UnsupportedModelError) any module, tensor or plain attribute of `model` that the
+    allow-lists above do not name, and checks the values of those that matter."""
+    import re
+
+    import torch
+
+    # N in a pattern stands for a list index (the only capital N the patterns hold).
+    patterns = [re.compile(p.replace("N", r"\d+") + "$") for p in _ALLOWED_TENSORS]
+    generated = set()
+    for path, module in model.named_modules():
+        where = f"module '{path or '<model>'}'"
+        if any(path.startswith(g + ".") for g in generated):
+            continue  # inside generated code: its tensors are checked below
+        parent_attr = path.rsplit(".", 2)[-2] if path.rsplit(".", 1)[-1].isdigit() else path.rsplit(".", 1)[-1]
+        if isinstance(module, (torch.jit.ScriptModule, torch.fx.GraphModule)):
+            if parent_attr not in _GENERATED_CODE:
+                _refuse(f"{where} is compiled code ({_qualified(module)}) where the converter expects none")
+            if any(True for _ in module.parameters()):
+                _refuse(f"{where} (compiled code) has parameters")
+            generated.add(path)
+            continue
+        qualified = _qualified(module)
+        if qualified not in ALLOWED_MODULE_CLASSES:
+            _refuse(f"{where} is a {qualified}, which the converter does not know")
+        rules = _CLASS_ATTRIBUTES.get(type(module).__name__)
+        if rules is None:  # e3nn and torch containers: their structure is checked by inspect()
+            continue
+        for name, value in vars(module).items():
+            if name.startswith("_") or name == "training":
+                continue
+            rule = rules.get(name)
+            if rule is None:
+                _refuse(f"{where} ({type(module).__name__}) has the attribute {name} = {value!r:.80}, "
+                        f"which the converter does not know")
+            if not rule(value):
+                _refuse(f"{where} ({type(module).__name__}) has {name} = {value!r:.80}")
+
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        if not any(p.match(name) for p in patterns):
+            _refuse(f"the model holds a tensor '{name}' (shape {list(tensor.shape)}, {tensor.dtype}) "
+                    f"that the converter does not know")
+        if re.search(r"\.bias$", name) and tensor.numel() != 0:
+            _refuse(f"'{name}' is a non-empty bias ({tensor.numel()} values); supported are e3nn "
+                    f"Linear modules without biases")
+        if name.endswith("_zeroed"):
+            _check(tensor.dtype == torch.bool and tensor.numel() == 1, f"'{name}' is one boolean")
+            prefix, flag = name.rsplit(".", 1)
+            contraction = model.get_submodule(prefix)
+            correlation = int(contraction.correlation)
+            nu = correlation if flag == "weights_max_zeroed" else int(flag.split("_")[1]) + 1
+            _check(1 <= nu <= correlation, f"'{name}' names a contraction order")
+            u = getattr(contraction, f"U_matrix_{nu}")
+            _check(bool(tensor) == (not bool(torch.any(u != 0))),
+                   f"'{name}' = {bool(tensor)} agrees with U_matrix_{nu} being all zeros")
+
+
 def inspect(model):
     """The metadata fields of `model` (species, r_max, dtype, hyperparameters), or
     UnsupportedModelError. Does not touch the tensors beyond reading a few buffers."""
-    import ase.data
     import torch
-    from e3nn import o3
-    from mace.modules.blocks import AtomicEnergiesBlock, RadialEmbeddingBlock
-    from mace.modules.radial import BesselBasis, PolynomialCutoff, ZBLBasis
 
     if isinstance(model, torch.jit.ScriptModule):
         _refuse("the model is TorchScript-compiled (a *_compiled.model); convert the plain "
@@ -293,6 +484,22 @@ def inspect(model):
     cls = type(model).__name__
     if cls not in ("MACE", "ScaleShiftMACE") or not type(model).__module__.startswith("mace."):
         _refuse(f"the model is a {type(model).__module__}.{cls}")
+    _audit(model)
+    try:
+        return _inspect_structure(model, cls)
+    except (AttributeError, KeyError, IndexError, TypeError) as e:
+        # A module without an attribute every supported model has: built by other code.
+        _refuse(f"unexpected model structure: {type(e).__name__}: {e} "
+                f"(known: mace-torch {TESTED_MACE_VERSIONS})")
+    return None  # not reached
+
+
+def _inspect_structure(model, cls):
+    import ase.data
+    import torch
+    from e3nn import o3
+    from mace.modules.blocks import AtomicEnergiesBlock, RadialEmbeddingBlock
+    from mace.modules.radial import BesselBasis, PolynomialCutoff, ZBLBasis
 
     float_dtypes = {v.dtype for v in model.state_dict().values() if v.is_floating_point()}
     if float_dtypes - {torch.float32, torch.float64} or len(float_dtypes) != 1:
@@ -361,6 +568,10 @@ def inspect(model):
         products.append(product)
         readouts.append(readout)
         features = product["irreps_out"]
+    # mace-torch keeps only the scalars after the last product (keep_last_layer_irreps=False,
+    # the default); the option to keep the full hidden irreps there is not evaluated.
+    if any(ir.l != 0 or ir.p != 1 for _, ir in o3.Irreps(features)):
+        _refuse(f"the last product outputs {features}, not only scalars (keep_last_layer_irreps)")
 
     _check(isinstance(model.atomic_energies_fn, AtomicEnergiesBlock), "atomic_energies_fn")
     e0_shape = tuple(model.atomic_energies_fn.atomic_energies.shape)
@@ -419,6 +630,8 @@ def _tensors(model):
         v = value.detach().cpu()
         if v.is_floating_point():
             a = v.to(torch.float64).numpy().astype("<f8")  # float32 -> float64 is exact
+        elif v.dtype == torch.bool and name.endswith("_zeroed"):
+            a = v.numpy().astype("<i8")  # the *_zeroed flags (see _ALLOWED_TENSORS) as 0 / 1
         elif v.dtype == torch.bool or v.is_complex():
             raise ValueError(f"mace_to_fastmlip: state_dict entry '{name}' has dtype {v.dtype}")
         else:
@@ -438,6 +651,12 @@ def _check_finite_json(obj, where="metadata"):
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
             _check_finite_json(v, f"{where}[{i}]")
+
+
+def _mace_version():
+    import mace
+
+    return getattr(mace, "__version__", "?")
 
 
 def _versions():
@@ -507,7 +726,15 @@ def load_model(path):
 def convert_file(model_path, out_path, *, head=None, dtype="auto"):
     """Convert the mace-torch .model file at `model_path`; provenance records its SHA-256."""
     digest = sha256_of(model_path)
-    model = load_model(model_path)
+    try:
+        model = load_model(model_path)
+    except (OSError, ValueError):
+        raise
+    except Exception as e:  # pylint: disable=broad-except
+        # Unpickling runs the saving code's classes: a model saved by code that is not installed
+        # here (another mace-torch version, a fork) fails with whatever that code raises.
+        raise ValueError(f"cannot load it with the installed mace-torch {_mace_version()}: "
+                         f"{type(e).__name__}: {e}") from e
     return convert(model, out_path, head=head, dtype=dtype, source_sha256=digest,
                    source_name=os.path.basename(model_path))
 

@@ -487,6 +487,50 @@ TEST(MaceModel, LoaderRefusesInconsistentFiles) {
   EXPECT_NE(load_error(bad).find("supported: MACE, ScaleShiftMACE"), std::string::npos);
 }
 
+// Regression (issue 17): the loader recomputed the Bessel prefactor as sqrt(2 / r_max) and
+// ignored radial_embedding.bessel_fn.prefactor, which mace-torch stores in the model's dtype
+// (4e-8 relative off in float32). The stored value must be used: a file whose prefactor is
+// k sqrt(2 / r_max) must evaluate exactly like one without the tensor whose first radial MLP
+// layers are scaled by k (that layer is linear in the Bessel features), and not like the
+// unscaled file.
+TEST(MaceModel, UsesTheStoredBesselPrefactor) {
+  const auto v = variants()[1];  // three layers, ZBL: every radial MLP and the pair term
+  const auto pot = make_mace_potential(v.cfg, 5);
+  ASSERT_FALSE(pot.contains("radial_embedding.bessel_fn.prefactor"));
+  const double k = 1.37, c = std::sqrt(2.0 / v.cfg.r_max);
+  const auto with_prefactor = [&](double value) {
+    return edited(pot, "radial_embedding.bessel_fn.prefactor",
+                  io::Tensor::from<double>("radial_embedding.bessel_fn.prefactor", {}, {value}));
+  };
+  auto scaled_mlp = pot;
+  for (int t = 0; t < v.cfg.num_interactions; ++t) {
+    const std::string name = "interactions." + std::to_string(t) + ".conv_tp_weights.layer0.weight";
+    const auto& w = pot.get(name);
+    auto values = w.as<double>(io::Conversion::widen);
+    for (double& x : values) {
+      x *= k;
+    }
+    scaled_mlp = edited(scaled_mlp, name, io::Tensor::from<double>(name, w.shape, values));
+  }
+  const auto g = folded_graph<double>(cluster(9, 3), v.cfg.r_max);
+  const auto evaluate = [&](const io::PotentialFile& p) {
+    Model<double> m(p);
+    models::MaceResult<double> r;
+    m.compute(g.view(), nullptr, true, r);
+    return r;
+  };
+  const auto plain = evaluate(pot), same = evaluate(with_prefactor(c)), stored = evaluate(with_prefactor(k * c)),
+             expected = evaluate(scaled_mlp);
+  EXPECT_EQ(same.energy, plain.energy);  // the stored sqrt(2 / r_max) is the old default
+  EXPECT_GT(rel_err(stored.energy, plain.energy), 1e-6) << "the stored prefactor was ignored";
+  EXPECT_LT(rel_err(stored.energy, expected.energy), 1e-12);
+  ASSERT_EQ(stored.edge_gradient.size(), expected.edge_gradient.size());
+  for (std::size_t i = 0; i < stored.edge_gradient.size(); ++i) {
+    EXPECT_NEAR(stored.edge_gradient[i], expected.edge_gradient[i], 1e-11) << i;
+  }
+  EXPECT_NE(load_error(with_prefactor(-c)).find("bessel_fn.prefactor"), std::string::npos);
+}
+
 TEST(MaceModel, HeadsAreChosenByName) {
   auto v = variants()[2];
   const auto pot = make_mace_potential(v.cfg, 5);

@@ -30,6 +30,8 @@ debian_packages=(
   python3-git python3-prettytable python3-packaging python3-typing-extensions
   # pymatgen's (chgnet's) symmetry library
   python3-spglib
+  # tests/convert (the converter tests)
+  python3-pytest
 )
 missing=()
 for p in "${debian_packages[@]}"; do

@@ -406,10 +406,21 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
     }
   }
 
-  // Radial basis: BesselBasis(bessel_weights) x PolynomialCutoff(p), prefactor sqrt(2 / r_max).
+  // Radial basis: BesselBasis(bessel_weights) x PolynomialCutoff(p). The prefactor is the
+  // buffer BesselBasis holds (sqrt(2 / r_max) rounded to the model's dtype: in float32 that is
+  // up to ~4e-8 relative off the double value), so it is read, not recomputed. Files without
+  // the tensor (writers older than this rule) keep the double sqrt(2 / r_max).
   spec.bessel.r_max = spec.r_max;
   spec.bessel.envelope_p = p;
   spec.bessel.frequencies = r.tensor("radial_embedding.bessel_fn.bessel_weights", {num_bessel});
+  const char* const prefactor = "radial_embedding.bessel_fn.prefactor";
+  if (r.has_tensor(prefactor)) {
+    spec.bessel.prefactor = r.number(prefactor);
+    if (!(std::isfinite(spec.bessel.prefactor) && spec.bessel.prefactor > 0)) {
+      r.fail(std::string("tensor '") + prefactor + "' = " + std::to_string(spec.bessel.prefactor) +
+             " must be a finite positive number (mace-torch stores sqrt(2 / r_max))");
+    }
+  }
   r.build("radial embedding", [&] {
     spec.bessel.validate();
     return 0;

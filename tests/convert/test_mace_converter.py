@@ -1,0 +1,322 @@
+# SPDX-License-Identifier: MIT
+"""The MACE converter accepts exactly what fastmlip evaluates (issue 17).
+
+Each finding of issue 17 has a test here that fails on the converter before the fix; the
+mutation test changes one thing the converter does not handle in every fixture model and
+requires a refusal (exit code 2, no traceback, no file). Runs under mace-torch 0.3.13 (.venv,
+tests/reference/setup-venv.sh) and 0.3.16 (.venv-torch2, tests/reference/setup-venv-torch2.sh);
+tests/convert/CMakeLists.txt registers it with ctest for each venv found.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import constructor_accepts, mace_version, run_converter
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mace")
+from e3nn import o3  # noqa: E402
+from mace import modules  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+
+import mace_to_fastmlip as converter  # noqa: E402
+
+# make_mace_fixtures' models, the MP-large shape aside (its U matrices make it slow to build;
+# it differs from MP-medium only in the hidden irreps).
+SMALL = "mace_2int_L1_corr2_ell2_zbl_residualfirst"
+MP_SMALL = "mp_small"
+
+
+def cfg_named(fixtures, name):
+    (cfg,) = [c for c in fixtures.MODELS if c["name"] == name]
+    return dict(cfg)
+
+
+def model_names(fixtures):
+    return [c["name"] for c in fixtures.MODELS if c["name"] not in fixtures.UNCOMMITTED]
+
+
+_BUILT = {}
+
+
+def build(fixtures, name, **kwargs_changes):
+    """A fixture model (uncalibrated: the converter does not care), with mace-torch constructor
+    arguments overridden by kwargs_changes (options of newer mace-torch versions). Plain builds
+    are made once per session and handed out as fresh copies (torch.load of the saved bytes)."""
+    import io
+
+    cfg = cfg_named(fixtures, name)
+    if not kwargs_changes:
+        if name not in _BUILT:
+            buffer = io.BytesIO()
+            torch.save(fixtures.build_model(cfg, calibrate=False), buffer)
+            _BUILT[name] = buffer.getvalue()
+        return converter.load_model(io.BytesIO(_BUILT[name]))
+    original = modules.ScaleShiftMACE if cfg["class"] == "ScaleShiftMACE" else modules.MACE
+
+    class Patched:  # build_model calls modules.MACE / ScaleShiftMACE by name
+        def __init__(self):
+            self.saved = {}
+
+        def __enter__(self):
+            for cls_name in ("MACE", "ScaleShiftMACE"):
+                cls = getattr(modules, cls_name)
+                self.saved[cls_name] = cls
+                setattr(modules, cls_name, lambda *a, _cls=cls, **k: _cls(*a, **{**k, **kwargs_changes}))
+
+        def __exit__(self, *exc):
+            for cls_name, cls in self.saved.items():
+                setattr(modules, cls_name, cls)
+
+    with Patched():
+        model = fixtures.build_model(cfg, calibrate=False)
+    assert isinstance(model, original)
+    return model
+
+
+def cli(model, tmp_path):
+    """torch.save the model and run the converter's command line on it."""
+    src, out = tmp_path / "m.model", tmp_path / "m.safetensors"
+    torch.save(model, src)
+    rc, stdout, stderr = run_converter("mace_to_fastmlip.py", src, "-o", out)
+    return rc, stdout, stderr, out
+
+
+def assert_cli_refuses(model, tmp_path, *needles):
+    rc, stdout, stderr, out = cli(model, tmp_path)
+    assert rc == converter.EXIT_UNSUPPORTED, (rc, stdout, stderr)
+    assert "Traceback" not in stderr, stderr
+    assert "supported:" in stderr, stderr
+    for needle in needles:
+        assert needle in stderr, (needle, stderr)
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(out.name)], "a temporary file was left"
+    return stderr
+
+
+def needs(option):
+    if not constructor_accepts(modules.MACE, option):
+        pytest.skip(f"mace-torch {'.'.join(map(str, mace_version()))} has no {option} option")
+
+
+# --- issue 17's findings ---------------------------------------------------------------------
+
+
+def test_apply_cutoff_false_is_refused(fixtures, tmp_path):
+    """--apply_cutoff False (MACE-OMOL-0) used to convert silently and give wrong energies."""
+    needs("apply_cutoff")
+    model = build(fixtures, MP_SMALL, apply_cutoff=False)
+    assert_cli_refuses(model, tmp_path, "apply_cutoff = False")
+
+
+def test_embedding_specs_are_refused(fixtures, tmp_path):
+    """--embedding_specs (total charge / spin embeddings) used to convert silently."""
+    needs("embedding_specs")
+    specs = {"total_charge": {"type": "continuous", "in_dim": 1, "emb_dim": 8},
+             "total_spin": {"type": "continuous", "in_dim": 1, "emb_dim": 8}}
+    model = build(fixtures, MP_SMALL, embedding_specs=specs)
+    assert_cli_refuses(model, tmp_path, "embedding_specs")
+
+
+@pytest.mark.parametrize("option,value,needle", [
+    ("use_agnostic_product", True, "use_agnostic_product = True"),
+    ("use_last_readout_only", True, "use_last_readout_only = True"),
+    ("edge_irreps", "edge_irreps", "edge_irreps = "),
+])
+def test_options_that_ended_in_a_traceback_are_refused(fixtures, tmp_path, option, value, needle):
+    """These ended in RuntimeError "unexpected model structure ... please report"."""
+    needs(option)
+    if value == "edge_irreps":
+        value = o3.Irreps("16x0e+16x1o")
+    assert_cli_refuses(build(fixtures, MP_SMALL, **{option: value}), tmp_path, needle)
+
+
+def add_zeroed_flags(model):
+    """The buffers mace-torch >= 0.3.14 adds to every Contraction, for a model built by an older
+    version (under 0.3.16 the model has them already): weights_{k}_zeroed for order k + 1 and
+    weights_max_zeroed for the highest order, True where that order's U matrix is all zeros."""
+    n = 0
+    for _, module in model.named_modules():
+        if type(module).__name__ != "Contraction":
+            continue
+        for nu in range(1, module.correlation + 1):
+            flag = "weights_max_zeroed" if nu == module.correlation else f"weights_{nu - 1}_zeroed"
+            if not hasattr(module, flag):
+                u = getattr(module, f"U_matrix_{nu}")
+                module.register_buffer(flag, torch.tensor(not bool(torch.any(u != 0))))
+            n += 1
+    return n
+
+
+def write_parity_fixture(fixtures, model, cfg, potential, directory):
+    """mace-torch's energies, forces and virials on make_mace_fixtures' structures, in the
+    fixture layout tests/models/test_mace_parity.cpp reads (FASTMLIP_MACE_FIXTURE_DIR)."""
+    structures = fixtures.make_structures()
+    used = fixtures.structures_for(cfg, structures)
+    results, worst_python = [], 0.0
+    for k, sname in enumerate(used):
+        atoms = structures[sname][0]
+        for head in list(model.heads):
+            res, batch = fixtures.run_mace(model, atoms, head)
+            if k == 0:  # the Python evaluator is slow (e3nn codegen per call): one structure
+                worst_python = max(worst_python, fixtures.check_file_model(potential, atoms, batch, head, res))
+            results.append({"structure": sname, **res})
+    name = cfg["name"]
+    doc = {"schema": fixtures.SCHEMA, "model": {"name": name, "potential": potential.name},
+           "conventions": fixtures.CONVENTIONS,
+           "structures": {s: {"atomic_numbers": structures[s][0].numbers.tolist(),
+                              "positions": structures[s][0].get_positions().tolist(),
+                              "cell": structures[s][0].cell.array.tolist(),
+                              "pbc": [bool(b) for b in structures[s][0].pbc]} for s in used},
+           "results": results}
+    (directory / f"{name}.json").write_text(json.dumps(doc))
+    index = {"schema": fixtures.SCHEMA, "models": [
+        {"name": name, "potential": potential.name, "results": f"{name}.json", "committed": True}]}
+    (directory / "index.json").write_text(json.dumps(index))
+    return worst_python
+
+
+@pytest.mark.parametrize("name", [MP_SMALL, SMALL])
+def test_models_with_zeroed_flags_convert_and_evaluate_as_mace_torch(fixtures, tmp_path, name):
+    """Every model saved by mace-torch >= 0.3.14 has boolean *_zeroed buffers, which stopped the
+    converter ("has dtype torch.bool"). They are accepted, written as I64 0 / 1, and the file
+    evaluates as mace-torch does: an independent Python evaluator of the file (make_mace_fixtures'
+    FileMace) on the first structure always, the C++ core (fastmlip_model_tests' parity test) on
+    every structure when FASTMLIP_MODEL_TESTS_BIN names it (ctest sets it)."""
+    cfg = cfg_named(fixtures, name)
+    model = fixtures.build_model(cfg)  # calibrated: every correlation order contributes
+    assert add_zeroed_flags(model) > 0
+    rc, stdout, stderr, out = cli(model, tmp_path)
+    assert rc == 0, stderr
+    with safe_open(str(out), framework="pt") as f:
+        meta = json.loads(f.metadata()["fastmlip"])
+        flags = [k for k in f.keys() if k.endswith("_zeroed")]
+        assert flags and all(f.get_tensor(k).dtype == torch.int64 for k in flags)
+    fixtures.check_converted(model, out, meta)  # every tensor verbatim, irreps as the modules'
+    # The Bessel prefactor is written as the model holds it (read by the C++ loader).
+    with safe_open(str(out), framework="pt") as f:
+        assert torch.equal(f.get_tensor("radial_embedding.bessel_fn.prefactor"),
+                           model.radial_embedding.bessel_fn.prefactor.to(torch.float64))
+
+    fixture_dir = tmp_path / "fixture"
+    fixture_dir.mkdir()
+    worst_python = write_parity_fixture(fixtures, model, cfg, out.rename(fixture_dir / out.name), fixture_dir)
+    print(f"{name}: FileMace vs mace-torch max relative error {worst_python:.2e}")
+    assert worst_python < 1e-10
+    binary = os.environ.get("FASTMLIP_MODEL_TESTS_BIN")
+    if not binary:
+        return
+    proc = subprocess.run([binary, "--gtest_filter=MaceParity/*"], capture_output=True, text=True, check=False,
+                          env={**os.environ, "FASTMLIP_MACE_FIXTURE_DIR": str(fixture_dir)}, timeout=600)
+    print(proc.stdout[-3000:])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SKIPPED" not in proc.stdout and "[  PASSED  ] 2 tests" in proc.stdout, proc.stdout
+
+
+def test_float32_model_stores_its_own_bessel_prefactor(fixtures, tmp_path):
+    """In float32 the model's prefactor is sqrt(2 / r_max) rounded to float32; the file must
+    carry that value (the C++ loader reads it instead of recomputing sqrt(2 / r_max))."""
+    import math
+
+    model = fixtures.build_model(dict(cfg_named(fixtures, SMALL), r_max=4.7), dtype=torch.float32, calibrate=False)
+    out = tmp_path / "f32.safetensors"
+    meta = converter.convert(model, out)
+    assert meta["dtype"] == "float32"
+    with safe_open(str(out), framework="pt") as f:
+        stored = float(f.get_tensor("radial_embedding.bessel_fn.prefactor"))
+    assert stored == float(model.radial_embedding.bessel_fn.prefactor)
+    assert stored != math.sqrt(2.0 / float(model.r_max))
+
+
+# --- the mutation test -------------------------------------------------------------------------
+
+
+# A module class the converter does not know (picklable, so that the command line can load it).
+Unknown = torch.nn.Identity
+
+
+def _swap_class(module, name):
+    """Turns `module` into an instance of mace-torch's class `name` when this version has one
+    (NonLinearBiasReadoutBlock, the Density interaction blocks), else of a subclass so named."""
+    import mace.modules.blocks as blocks
+
+    real = getattr(blocks, name, None)
+    if real is None or real is type(module):  # blocks.py also imports BesselBasis and the like
+        real = type(name, (type(module),), {})
+    module.__class__ = real
+
+
+MUTATIONS = {
+    # name: (change the model in place, text the refusal must contain)
+    "apply_cutoff": (lambda m: setattr(m, "apply_cutoff", False), "apply_cutoff = False"),
+    "radial_apply_cutoff": (lambda m: setattr(m.radial_embedding, "apply_cutoff", False), "apply_cutoff = False"),
+    "agnostic_product": (lambda m: setattr(m.products[0], "use_agnostic_product", True), "use_agnostic_product"),
+    "last_readout_only": (lambda m: setattr(m, "use_last_readout_only", True), "use_last_readout_only"),
+    "edge_irreps": (lambda m: setattr(m, "edge_irreps", o3.Irreps("4x0e")), "edge_irreps"),
+    "so3": (lambda m: setattr(m, "use_so3", True), "use_so3"),
+    "unknown_attribute": (lambda m: setattr(m.interactions[0], "density_normalization", 3.0),
+                          "density_normalization"),
+    "embedding_specs": (lambda m: setattr(m, "embedding_specs", {"total_charge": {}}), "embedding_specs"),
+    "unknown_buffer": (lambda m: m.radial_embedding.register_buffer("shift", torch.tensor(0.1)),
+                       "radial_embedding.shift"),
+    "unknown_parameter": (lambda m: m.readouts[0].register_parameter("bias_e", torch.nn.Parameter(torch.ones(1))),
+                          "readouts.0.bias_e"),
+    "embedding_module": (lambda m: setattr(m, "joint_embedding", Unknown()), "module 'joint_embedding'"),
+    "distance_transform": (lambda m: setattr(m.radial_embedding, "distance_transform", Unknown()),
+                           "radial_embedding.distance_transform"),
+    "interaction_class": (lambda m: _swap_class(m.interactions[-1], "RealAgnosticDensityResidualInteractionBlock"),
+                          "RealAgnosticDensityResidualInteractionBlock"),
+    "readout_class": (lambda m: _swap_class(m.readouts[-1], "NonLinearBiasReadoutBlock"), "NonLinearBiasReadoutBlock"),
+    "product_class": (lambda m: _swap_class(m.products[0].symmetric_contractions, "SymmetricContraction"),
+                      "products.0.symmetric_contractions"),
+    "bessel_class": (lambda m: _swap_class(m.radial_embedding.bessel_fn, "BesselBasis"), "bessel_fn"),
+    "sh_class": (lambda m: _swap_class(m.spherical_harmonics, "SphericalHarmonics"), "spherical_harmonics"),
+    "conv_fusion": (lambda m: setattr(m.interactions[0], "conv_fusion", True), "conv_fusion"),
+    "cueq": (lambda m: setattr(m.products[0], "cueq_config", type("C", (), {"enabled": True})()), "cueq_config"),
+}
+
+
+def test_every_fixture_model_converts_unchanged(fixtures, tmp_path):
+    """The baseline of the mutation test: without a mutation each model converts."""
+    for name in model_names(fixtures):
+        meta = converter.convert(build(fixtures, name), tmp_path / f"{name}.safetensors")
+        assert meta["model"] == "mace", name
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_any_unhandled_change_is_refused(fixtures, tmp_path, mutation):
+    """For every fixture model, one change the converter does not handle: a refusal that names
+    it, and no file."""
+    change, needle = MUTATIONS[mutation]
+    for name in model_names(fixtures):
+        model = build(fixtures, name)
+        change(model)
+        out = tmp_path / f"{name}.safetensors"
+        with pytest.raises(converter.UnsupportedModelError) as refusal:
+            converter.convert(model, out)
+        assert needle in str(refusal.value), (name, str(refusal.value))
+        assert "supported:" in str(refusal.value)
+        assert not out.exists()
+
+
+# Mutations that pickle in every version (mace-torch 0.3.13 has no NonLinearBiasReadoutBlock, and a
+# class made up by the test cannot be unpickled by the converter's process).
+@pytest.mark.parametrize("mutation", ["apply_cutoff", "unknown_buffer", "embedding_module", "interaction_class"])
+def test_unhandled_changes_exit_2_from_the_command_line(fixtures, tmp_path, mutation):
+    change, needle = MUTATIONS[mutation]
+    model = build(fixtures, MP_SMALL)
+    change(model)
+    assert_cli_refuses(model, tmp_path, needle)
+
+
+def test_inconsistent_zeroed_flag_is_refused(fixtures):
+    """A *_zeroed flag that contradicts its U matrix means mace-torch changed what the flags
+    mean: refused rather than trusted."""
+    model = build(fixtures, SMALL)
+    add_zeroed_flags(model)
+    contraction = model.products[0].symmetric_contractions.contractions[0]
+    contraction.weights_max_zeroed.fill_(not bool(contraction.weights_max_zeroed))
+    with pytest.raises(converter.UnsupportedModelError, match="weights_max_zeroed"):
+        converter.convert(model, "/nonexistent/never-written.safetensors")
