@@ -1,25 +1,28 @@
 // SPDX-License-Identifier: MIT
-// Entry point of fastmlipplugin.so: `plugin load fastmlipplugin.so` calls lammpsplugin_init,
-// which checks the LAMMPS version and registers every style this package provides.
+// The styles module, fastmlip_styles.so: registers every style this package provides. The
+// loader (plugin.cpp, fastmlipplugin.so) opens it and calls fastmlip_register_styles only after
+// checking that the running LAMMPS and MPI are the ones this module was compiled against, since
+// this module's LAMMPS C++ symbols and MPI handles bind to exactly those.
 #include "compute_fastmlip_magmom.h"
-#include "error.h"
 #include "fastmlip_command.h"
-#include "pair_fastmlip_chgnet.h"
-#include "pair_fastmlip_mace.h"
-#include "pair_fastmlip_kokkos.h"
 #include "lammps.h"
-#include "lammps_compat.h"
+#include "pair_fastmlip_chgnet.h"
+#include "pair_fastmlip_kokkos.h"
+#include "pair_fastmlip_mace.h"
+#include "plugin_abi.h"
+
+#include <cstddef>
+
+#if __has_include("lammpsplugin.h")
 #include "lammpsplugin.h"
-#include "version.h"
-#include "version_gate.h"
+// The struct we fill must be LAMMPS' own (plugin_abi.h declares it for installs without this header).
+static_assert(sizeof(lammpsplugin_t) == sizeof(fastmlip::plugin::PluginEntry));
+static_assert(offsetof(lammpsplugin_t, creator) == offsetof(fastmlip::plugin::PluginEntry, creator));
+static_assert(offsetof(lammpsplugin_t, handle) == offsetof(fastmlip::plugin::PluginEntry, handle));
+#endif
 
 using namespace LAMMPS_NS;
-
-// Which LAMMPS this plugin was compiled against. A test build overrides it to exercise the
-// refusal path of the version gate.
-#ifndef FASTMLIP_COMPILED_LAMMPS_VERSION
-#define FASTMLIP_COMPILED_LAMMPS_VERSION LAMMPS_VERSION
-#endif
+using fastmlip::plugin::PluginEntry;
 
 namespace {
 Command* fastmlip_command_creator(LAMMPS* lmp) { return new FastmlipCommand(lmp); }
@@ -36,42 +39,39 @@ Pair* pair_fastmlip_chgnet_kk_host_creator(LAMMPS* lmp) { return new PairFastmli
 #endif
 }  // namespace
 
-// Default visibility: the plugin is built with hidden symbols so that the core's names never
-// clash with LAMMPS'; only this entry point must be found by dlsym.
-extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc_ptr) {
+// Default visibility: the module is built with hidden symbols so that the core's names never
+// clash with LAMMPS'; only this entry point must be found by the loader's dlsym.
+extern "C" __attribute__((visibility("default"))) void fastmlip_register_styles(
+    void* lmp_ptr, void* handle, fastmlip::plugin::PluginRegister register_style) {
   auto* lmp = static_cast<LAMMPS*>(lmp_ptr);
-  const std::string problem = fastmlip::plugin::check_lammps_version(FASTMLIP_COMPILED_LAMMPS_VERSION, lmp->version);
-  if (!problem.empty()) {
-    lmp->error->all(FLERR, problem);
-  }
-  auto register_style = reinterpret_cast<lammpsplugin_regfunc>(regfunc_ptr);
-
-  lammpsplugin_t plugin{};
-  plugin.version = FASTMLIP_COMPILED_LAMMPS_VERSION;
+  PluginEntry plugin{};
+  // The loader checked that this is the LAMMPS we were compiled against; LAMMPS compares this
+  // string with its own and prints a note when they differ.
+  plugin.version = lmp->version;
   plugin.author = "the fastmlip developers";
   plugin.handle = handle;
 
   plugin.style = "command";
   plugin.name = "fastmlip";
   plugin.info = "fastmlip command: 'fastmlip info' reports the plugin build";
-  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&fastmlip_command_creator);
+  plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(&fastmlip_command_creator);
   register_style(&plugin, lmp);
 
   plugin.style = "pair";
   plugin.name = "fastmlip/mace";
   plugin.info = "MACE potentials from fastmlip potential files (docs/pair_fastmlip_mace.md)";
-  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_mace_creator);
+  plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(&pair_fastmlip_mace_creator);
   register_style(&plugin, lmp);
 
   plugin.name = "fastmlip/chgnet";
   plugin.info = "CHGNet potentials from fastmlip potential files (docs/pair_fastmlip_chgnet.md)";
-  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&pair_fastmlip_chgnet_creator);
+  plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(&pair_fastmlip_chgnet_creator);
   register_style(&plugin, lmp);
 
   plugin.style = "compute";
   plugin.name = "fastmlip/magmom";
   plugin.info = "per-atom magnetic moments predicted by pair_style fastmlip/chgnet";
-  plugin.creator.v2 = reinterpret_cast<lammpsplugin_factory2*>(&compute_fastmlip_magmom_creator);
+  plugin.creator.v2 = reinterpret_cast<fastmlip::plugin::PluginFactory2*>(&compute_fastmlip_magmom_creator);
   register_style(&plugin, lmp);
   plugin.style = "pair";
 
@@ -82,7 +82,7 @@ extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* l
   const auto register_pair = [&](const char* name, const char* info, Pair* (*creator)(LAMMPS*)) {
     plugin.name = name;
     plugin.info = info;
-    plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(creator);
+    plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(creator);
     register_style(&plugin, lmp);
   };
   const char* mace_kk = "MACE potentials, KOKKOS variant (docs/pair_fastmlip_mace.md)";
