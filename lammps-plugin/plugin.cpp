@@ -85,9 +85,12 @@ std::string own_directory() {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* lmp, void* handle, void* regfunc) {
-  const std::string problems =
-      check_lammps_version(FASTMLIP_COMPILED_LAMMPS_VERSION_NUMBER, lammps_version(lmp)) +
-      check_mpi_family(MpiFamily::FASTMLIP_COMPILED_MPI_FAMILY, running_mpi_library());
+  std::string problems = check_lammps_version(FASTMLIP_COMPILED_LAMMPS_VERSION_NUMBER, lammps_version(lmp));
+  const std::string mpi_problem = check_mpi_family(MpiFamily::FASTMLIP_COMPILED_MPI_FAMILY, running_mpi_library());
+  if (!problems.empty() && !mpi_problem.empty()) {
+    problems += " Also: ";
+  }
+  problems += mpi_problem;
   if (!problems.empty()) {
     report(lmp, problems);
     return;
