@@ -10,6 +10,7 @@
 #include <mpi.h>  // for the family macros only: the loader links no MPI library
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "library.h"
@@ -48,7 +49,9 @@ void report(void* lmp, std::string msg) {
     return;
   }
   for (char& c : msg) {
-    if (c == '"' || c == '\'' || c == '$' || c == '#') {
+    if (c == '\n' || c == '\r') {
+      c = ' ';  // one print command, one line
+    } else if (c == '"' || c == '\'' || c == '$' || c == '#') {
       c = '`';  // print would read them as quotes, variables, comments (a path may hold them)
     }
   }
@@ -68,7 +71,9 @@ std::string running_mpi_library() {
   static char text[16384];  // MPI_MAX_LIBRARY_VERSION_STRING: 256 in Open MPI, 8192 in MPICH
   int length = 0;
   get(text, &length);
-  return std::string(text, static_cast<std::size_t>(length > 0 ? length : 0));
+  // Up to the first NUL: Open MPI counts its terminating NUL in `length`, and a NUL inside the
+  // message would cut the print command that reports it.
+  return std::string(text, strnlen(text, static_cast<std::size_t>(length > 0 ? length : 0)));
 }
 
 // The directory this file was loaded from: fastmlip_styles.so sits beside it.
