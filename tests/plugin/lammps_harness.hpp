@@ -138,8 +138,10 @@ inline void expect_lammps_error(const std::function<void()>& body, const std::ve
     body();
     ADD_FAILURE() << what << ": no error";
   } catch (const LAMMPS_NS::LAMMPSException& e) {
+    // what(), not the member `message`: that is protected from LAMMPS 2023 on.
+    const std::string message = e.what();
     for (const auto& n : needles) {
-      EXPECT_NE(e.message.find(n), std::string::npos) << what << ": message '" << e.message << "' lacks '" << n << "'";
+      EXPECT_NE(message.find(n), std::string::npos) << what << ": message '" << message << "' lacks '" << n << "'";
     }
   }
 }
