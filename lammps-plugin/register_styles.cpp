@@ -51,47 +51,38 @@ extern "C" __attribute__((visibility("default"))) void fastmlip_register_styles(
   plugin.author = "the fastmlip developers";
   plugin.handle = handle;
 
-  plugin.style = "command";
-  plugin.name = "fastmlip";
-  plugin.info = "fastmlip command: 'fastmlip info' reports the plugin build";
-  plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(&fastmlip_command_creator);
-  register_style(&plugin, lmp);
-
-  plugin.style = "pair";
-  plugin.name = "fastmlip/mace";
-  plugin.info = "MACE potentials from fastmlip potential files (docs/pair_fastmlip_mace.md)";
-  plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(&pair_fastmlip_mace_creator);
-  register_style(&plugin, lmp);
-
-  plugin.name = "fastmlip/chgnet";
-  plugin.info = "CHGNet potentials from fastmlip potential files (docs/pair_fastmlip_chgnet.md)";
-  plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(&pair_fastmlip_chgnet_creator);
-  register_style(&plugin, lmp);
+  // LAMMPS keeps the name and info pointers (its plugin list), so they are string literals.
+  const auto register_v1 = [&](const char* style, const char* name, const char* info, auto* creator) {
+    plugin.style = style;
+    plugin.name = name;
+    plugin.info = info;
+    plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(creator);
+    register_style(&plugin, lmp);
+  };
+  register_v1("command", "fastmlip", "fastmlip command: 'fastmlip info' reports the plugin build",
+              &fastmlip_command_creator);
+  register_v1("pair", "fastmlip/mace", "MACE potentials from fastmlip potential files (docs/pair_fastmlip_mace.md)",
+              &pair_fastmlip_mace_creator);
+  register_v1("pair", "fastmlip/chgnet",
+              "CHGNet potentials from fastmlip potential files (docs/pair_fastmlip_chgnet.md)",
+              &pair_fastmlip_chgnet_creator);
 
   plugin.style = "compute";
   plugin.name = "fastmlip/magmom";
   plugin.info = "per-atom magnetic moments predicted by pair_style fastmlip/chgnet";
   plugin.creator.v2 = reinterpret_cast<fastmlip::plugin::PluginFactory2*>(&compute_fastmlip_magmom_creator);
   register_style(&plugin, lmp);
-  plugin.style = "pair";
 
 #ifdef LMP_KOKKOS
   // The KOKKOS variants under the names the KOKKOS package gives its own styles (PairStyle(x/kk),
   // x/kk/device, x/kk/host): with `-sf kk`, `pair_style fastmlip/mace` resolves to fastmlip/mace/kk.
-  // LAMMPS keeps the name and info pointers (its plugin list), so they are string literals.
-  const auto register_pair = [&](const char* name, const char* info, Pair* (*creator)(LAMMPS*)) {
-    plugin.name = name;
-    plugin.info = info;
-    plugin.creator.v1 = reinterpret_cast<fastmlip::plugin::PluginFactory1*>(creator);
-    register_style(&plugin, lmp);
-  };
   const char* mace_kk = "MACE potentials, KOKKOS variant (docs/pair_fastmlip_mace.md)";
-  register_pair("fastmlip/mace/kk", mace_kk, &pair_fastmlip_mace_kk_device_creator);
-  register_pair("fastmlip/mace/kk/device", mace_kk, &pair_fastmlip_mace_kk_device_creator);
-  register_pair("fastmlip/mace/kk/host", mace_kk, &pair_fastmlip_mace_kk_host_creator);
+  register_v1("pair", "fastmlip/mace/kk", mace_kk, &pair_fastmlip_mace_kk_device_creator);
+  register_v1("pair", "fastmlip/mace/kk/device", mace_kk, &pair_fastmlip_mace_kk_device_creator);
+  register_v1("pair", "fastmlip/mace/kk/host", mace_kk, &pair_fastmlip_mace_kk_host_creator);
   const char* chgnet_kk = "CHGNet potentials, KOKKOS variant (docs/pair_fastmlip_chgnet.md)";
-  register_pair("fastmlip/chgnet/kk", chgnet_kk, &pair_fastmlip_chgnet_kk_device_creator);
-  register_pair("fastmlip/chgnet/kk/device", chgnet_kk, &pair_fastmlip_chgnet_kk_device_creator);
-  register_pair("fastmlip/chgnet/kk/host", chgnet_kk, &pair_fastmlip_chgnet_kk_host_creator);
+  register_v1("pair", "fastmlip/chgnet/kk", chgnet_kk, &pair_fastmlip_chgnet_kk_device_creator);
+  register_v1("pair", "fastmlip/chgnet/kk/device", chgnet_kk, &pair_fastmlip_chgnet_kk_device_creator);
+  register_v1("pair", "fastmlip/chgnet/kk/host", chgnet_kk, &pair_fastmlip_chgnet_kk_host_creator);
 #endif
 }

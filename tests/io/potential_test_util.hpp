@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/error.hpp"
 #include "io/potential_file.hpp"
 
 namespace fastmlip::io::test_util {
@@ -79,6 +80,21 @@ inline json valid_metadata() {
 /// `__metadata__` of a valid fastmlip file around `fastmlip` metadata.
 inline json metadata_block(const json& fastmlip = valid_metadata()) {
   return {{"format", "fastmlip-potential"}, {"format_version", "1"}, {"fastmlip", fastmlip.dump()}};
+}
+
+/// Message of the FileError `f` throws; fails the test if it throws anything else or nothing.
+template <class F>
+inline std::string file_error_of(F&& f) {
+  try {
+    f();
+  } catch (const FileError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected FileError, got: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected FileError, nothing was thrown";
+  return {};
 }
 
 }  // namespace fastmlip::io::test_util

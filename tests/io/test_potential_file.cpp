@@ -20,20 +20,6 @@ namespace {
 
 using namespace test_util;
 
-/// Message of the FileError `f` throws; fails the test if it throws anything else or nothing.
-template <class F>
-std::string file_error_of(F&& f) {
-  try {
-    f();
-  } catch (const FileError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected FileError, got: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected FileError, nothing was thrown";
-  return {};
-}
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 

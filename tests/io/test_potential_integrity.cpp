@@ -33,18 +33,6 @@ PotentialFile small_potential() {
   return f;
 }
 
-/// Runs `action`, which must throw FileError; returns its message.
-template <class F>
-std::string file_error(F&& action) {
-  try {
-    action();
-  } catch (const FileError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no FileError";
-  return {};
-}
-
 /// The JSON header of the file bytes `bytes`, and where the data buffer starts.
 json header_of(const std::string& bytes, std::size_t* buffer_start = nullptr) {
   std::uint64_t n = 0;
@@ -95,7 +83,7 @@ TEST_F(PotentialIntegrity, EveryOverwrittenWeightByteIsFoundAndNamesItsTensor) {
       std::string bad = good;
       bad[start + b] = static_cast<char>(bad[start + b] ^ 0x10);
       write_bytes(path("bad.safetensors"), bad);
-      const std::string msg = file_error([&] { read_potential_file(path("bad.safetensors")); });
+      const std::string msg = file_error_of([&] { read_potential_file(path("bad.safetensors")); });
       EXPECT_NE(msg.find("tensor '" + kv.first + "' is damaged"), std::string::npos) << msg;
       EXPECT_NE(msg.find(path("bad.safetensors")), std::string::npos) << msg;
     }
@@ -113,7 +101,7 @@ TEST_F(PotentialIntegrity, FourOverwrittenBytesOfAWeightAreRefused) {
   const float other = 1.25f;
   std::memcpy(&bytes[at], &other, 4);
   write_bytes(path("bad.safetensors"), bytes);
-  const std::string msg = file_error([&] { read_potential_file(path("bad.safetensors")); });
+  const std::string msg = file_error_of([&] { read_potential_file(path("bad.safetensors")); });
   EXPECT_NE(msg.find("tensor 'interactions.0.weight' is damaged"), std::string::npos) << msg;
   EXPECT_NE(msg.find("get a fresh copy"), std::string::npos) << msg;
 }
@@ -147,7 +135,7 @@ TEST_F(PotentialIntegrity, ADamagedChecksumTableIsRefused) {
     std::string text = h.dump();
     text.append((8 - text.size() % 8) % 8, ' ');
     write_bytes(path("bad.safetensors"), container(text, buffer));
-    const std::string msg = file_error([&] { read_potential_file(path("bad.safetensors")); });
+    const std::string msg = file_error_of([&] { read_potential_file(path("bad.safetensors")); });
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << ": " << msg;
   }
 }
@@ -219,7 +207,7 @@ TYPED_TEST(PotentialNonFinite, IsRefusedAtLoadNamingTensorAndElement) {
         std::vector<T> v(n, T(0.5));
         v[n - 1] = bad;
         write_bytes(this->path("bad.safetensors"), file_with("w", DTypeOf<T>::value, raw_of(v), with_checksum));
-        const std::string msg = file_error([&] { read_potential_file(this->path("bad.safetensors")); });
+        const std::string msg = file_error_of([&] { read_potential_file(this->path("bad.safetensors")); });
         EXPECT_NE(msg.find("tensor 'w' holds " + std::string(std::isnan(bad) ? "nan" : bad > 0 ? "+inf" : "-inf") +
                            " at element " + std::to_string(n - 1)),
                   std::string::npos)
