@@ -378,6 +378,17 @@ bool ExtxyzReader::read_frame(Frame& frame) {
             throw FileError(m_source, m_line, "atom " + std::to_string(a + 1) + ": '" + col.name + "' value '" + tok[t] + "' is not T or F");
           }
           dst.numbers.push_back(b ? 1.0 : 0.0);
+        } else if (col.type == 'I') {
+          // Whole numbers only, and ones a double holds exactly (the column stores doubles): a
+          // "0.1" in an I column used to be kept as 0.1 and written back as 0.
+          errno = 0;
+          char* end = nullptr;
+          const long long v = std::strtoll(tok[t].c_str(), &end, 10);
+          if (end == tok[t].c_str() || *end != '\0' || errno == ERANGE || v > (1LL << 53) || v < -(1LL << 53)) {
+            throw FileError(m_source, m_line, "atom " + std::to_string(a + 1) + ": '" + col.name + "' value '" + tok[t] +
+                                                  "' is not an integer (the column is declared :I:; declare it :R: for reals)");
+          }
+          dst.numbers.push_back(static_cast<double>(v));
         } else {
           double v;
           if (!parse_double(tok[t], v)) {

@@ -173,6 +173,21 @@ TEST(Extxyz, ColumnCountsNearIntMaxDoNotOverflowTheRowWidth) {
   }
 }
 
+TEST(Extxyz, IntegerColumnRefusesNonIntegers) {
+  // An :I: column took any real ("0.1"), which the writer then wrote back as 0.
+  for (const char* value : {"0.1", "1e3", "nan", "99999999999999999999"}) {
+    const std::string text = std::string("1\nProperties=species:S:1:pos:R:3:tags:I:1\nCu 0 0 0 ") + value + "\n";
+    try {
+      parse(text, "int.xyz");
+      ADD_FAILURE() << "no error for " << value;
+    } catch (const FileError& e) {
+      EXPECT_EQ(e.line(), 3) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not an integer"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse("1\nProperties=species:S:1:pos:R:3:tags:I:1\nCu 0 0 0 -7\n")[0].arrays[0].numbers[0], -7.0);
+}
+
 TEST(Extxyz, KeysAndValuesThatNeedQuotesRoundTrip) {
   // The writer wrote comment-line keys bare and quoted only values with space, tab, '"' or '=':
   // a quoted key with a space, or a value starting with '{' or holding a '\r', read back as
