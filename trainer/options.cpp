@@ -717,6 +717,11 @@ void Options::load_yaml(const std::string& yaml_text, const std::string& file) {
     throw FileError(file, root.Mark().line + 1, "expected a mapping of option: value pairs");
   }
   for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) {
+      // A "? {a: b}: v" or "[a]: v" key: as<std::string>() would throw yaml-cpp's own exception.
+      throw FileError(file, kv.first.Mark().line + 1,
+                      "an option name must be plain text, not a YAML list or mapping (write option: value)");
+    }
     const std::string key = kv.first.as<std::string>();
     const std::string origin = file + ":" + std::to_string(kv.first.Mark().line + 1);
     const OptionSpec* s = find_option(key);

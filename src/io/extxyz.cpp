@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "io/extxyz.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -109,8 +110,19 @@ std::vector<std::pair<std::string, std::string>> parse_comment(const std::string
   return kv;
 }
 
+/// Whether a key or value must be written "quoted" to read back as itself: parse_comment ends a
+/// bare token at any whitespace (and a key at '='), and takes one that starts with '"' or '{' as
+/// quoted or braced.
 bool needs_quotes(const std::string& v) {
-  return v.empty() || v.find_first_of(" \t\"=") != std::string::npos;
+  if (v.empty() || v[0] == '{') {
+    return true;
+  }
+  for (char c : v) {
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '"' || c == '=') {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string quote(const std::string& v) {
@@ -287,6 +299,14 @@ bool ExtxyzReader::read_frame(Frame& frame) {
                         "bad Properties entry '" + parts[k] + ":" + t + ":" + parts[k + 2] +
                             "' (type must be R, I, L or S and the count positive)");
       }
+      for (const auto& c : cols) {
+        if (c.name == parts[k]) {
+          // Two columns of one name would leave one of them nowhere to go.
+          throw FileError(m_source, comment_line,
+                          "Properties declares the column '" + parts[k] + "' twice, in '" + properties +
+                              "'; each per-atom column needs its own name");
+        }
+      }
       cols.push_back({parts[k], t[0], w});
     }
   }
@@ -303,13 +323,15 @@ bool ExtxyzReader::read_frame(Frame& frame) {
   if (species_col < 0 || pos_col < 0) {
     throw FileError(m_source, comment_line, "Properties must contain species:S:1 and pos:R:3, got '" + properties + "'");
   }
-  int total_width = 0;
+  // Widths come from the file: summed in 64 bits, a count near INT_MAX cannot overflow the sum.
+  long long total_width = 0;
   for (const auto& c : cols) {
     total_width += c.width;
   }
 
-  frame.species.resize(natoms);
-  frame.positions.resize(3 * natoms);
+  // Grown atom by atom: the count is the file's claim, and a huge one in a short file must end
+  // in "file ends inside a frame", not in an allocation of that many atoms.
+  frame.species.reserve(static_cast<std::size_t>(std::min(natoms, 4096L)));
   for (long a = 0; a < natoms; ++a) {
     if (!std::getline(m_in, line)) {
       throw FileError(m_source, m_line + 1,
@@ -318,7 +340,9 @@ bool ExtxyzReader::read_frame(Frame& frame) {
     }
     ++m_line;
     const auto tok = split_ws(line);
-    if (static_cast<int>(tok.size()) != total_width) {
+    frame.species.emplace_back();
+    frame.positions.resize(frame.positions.size() + 3);
+    if (static_cast<long long>(tok.size()) != total_width) {
       throw FileError(m_source, m_line,
                       "atom " + std::to_string(a + 1) + " has " + std::to_string(tok.size()) +
                           " columns, Properties declares " + std::to_string(total_width));
@@ -354,6 +378,17 @@ bool ExtxyzReader::read_frame(Frame& frame) {
             throw FileError(m_source, m_line, "atom " + std::to_string(a + 1) + ": '" + col.name + "' value '" + tok[t] + "' is not T or F");
           }
           dst.numbers.push_back(b ? 1.0 : 0.0);
+        } else if (col.type == 'I') {
+          // Whole numbers only, and ones a double holds exactly (the column stores doubles): a
+          // "0.1" in an I column used to be kept as 0.1 and written back as 0.
+          errno = 0;
+          char* end = nullptr;
+          const long long v = std::strtoll(tok[t].c_str(), &end, 10);
+          if (end == tok[t].c_str() || *end != '\0' || errno == ERANGE || v > (1LL << 53) || v < -(1LL << 53)) {
+            throw FileError(m_source, m_line, "atom " + std::to_string(a + 1) + ": '" + col.name + "' value '" + tok[t] +
+                                                  "' is not an integer (the column is declared :I:; declare it :R: for reals)");
+          }
+          dst.numbers.push_back(static_cast<double>(v));
         } else {
           double v;
           if (!parse_double(tok[t], v)) {
@@ -404,7 +439,7 @@ void write_extxyz(std::ostream& out, const Frame& frame) {
     out << ':' << c.name << ':' << c.type << ':' << c.width;
   }
   for (const auto& [k, v] : frame.info) {
-    out << ' ' << k << '=' << quote(v);
+    out << ' ' << quote(k) << '=' << quote(v);
   }
   out << " pbc=\"" << (frame.pbc[0] ? 'T' : 'F') << ' ' << (frame.pbc[1] ? 'T' : 'F') << ' '
       << (frame.pbc[2] ? 'T' : 'F') << "\"\n";

@@ -124,5 +124,19 @@ TEST(TrainerMptrj, BadInputNamesTheFrameAndTheKey) {
   EXPECT_TRUE(contains(error_of([] { read_mptrj("/nonexistent/mptrj.json", {}); }), "cannot open"));
 }
 
+// Bug (fuzz_mptrj, issue 17): a number beyond double's range made nlohmann's out_of_range escape
+// read_mptrj instead of a FileError (only parse_error was caught). Corpus:
+// tests/fuzz/corpus/mptrj/regression-number-overflow.bin.
+TEST(TrainerMptrj, NumberBeyondDoubleRangeIsAFileErrorNotAJsonException) {
+  const std::string text = one_frame(R"("corrected_total_energy": 1e400, "force": [[0, 0, 1]])");
+  try {
+    read(text);
+    FAIL() << "no error";
+  } catch (const FileError& e) {
+    EXPECT_EQ(e.path(), "mem.json");
+    EXPECT_TRUE(contains(e.what(), "not valid JSON") && contains(e.what(), "1e400")) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace fastmlip::trainer::data

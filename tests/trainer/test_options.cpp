@@ -342,5 +342,20 @@ TEST(TrainerOptions, FlatDictParser) {
   EXPECT_THROW(parse_flat_dict("{a: nan}"), InputError);
 }
 
+// Bug (fuzz_options, issue 17): a complex YAML key ("? del: chgnet", "[a]: 1") made
+// load_yaml throw yaml-cpp's TypedBadConversion instead of a FileError. Corpus:
+// tests/fuzz/corpus/options/regression-complex-key.yaml.
+TEST(TrainerOptions, ComplexYamlKeyIsAFileErrorNotAYamlException) {
+  for (const char* text : {"name: x\n? del: chgnet\n", "[a, b]: 1\n"}) {
+    try {
+      Options().load_yaml(text, "c.yaml");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const FileError& e) {
+      EXPECT_EQ(e.path(), "c.yaml");
+      EXPECT_NE(std::string(e.what()).find("plain text"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fastmlip::trainer

@@ -136,5 +136,72 @@ TEST(Extxyz, ReadFileNamesAMissingFile) {
   EXPECT_THROW(read_extxyz("/nonexistent/fastmlip.xyz"), FileError);
 }
 
+// Bugs found while fuzzing the reader (tests/fuzz/fuzz_extxyz.cpp, issue 17); the inputs are
+// under tests/fuzz/corpus/extxyz/regression-*.xyz.
+TEST(Extxyz, RepeatedPropertiesColumnIsAnErrorNotAnOutOfBoundsWrite) {
+  // Two species:S:1 columns left the first one out of the frame's arrays, and the atom loop
+  // wrote past their end (heap-buffer-overflow under ASan).
+  for (const char* text : {"1\nProperties=species:S:1:species:S:1:pos:R:3\nCu Cu 0 0 0\n",
+                           "1\nProperties=species:S:1:pos:R:3:q:R:1:q:R:1\nCu 0 0 0 1 2\n"}) {
+    try {
+      parse(text, "dup.xyz");
+      ADD_FAILURE() << "no error for: " << text;
+    } catch (const FileError& e) {
+      EXPECT_EQ(e.line(), 2) << e.what();
+      EXPECT_NE(std::string(e.what()).find("twice"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Extxyz, HugeAtomCountInAShortFileIsAnErrorNotAnAllocation) {
+  // The count line's claim was allocated up front: 2e9 atoms asked for 64 GB before reading one.
+  try {
+    parse("2000000000\nProperties=species:S:1:pos:R:3\nCu 0 0 0\n", "huge.xyz");
+    FAIL() << "no error";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("file ends inside a frame"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Extxyz, ColumnCountsNearIntMaxDoNotOverflowTheRowWidth) {
+  // Two counts of 2^31 - 1 overflowed the int sum of the row width (UBSan: signed overflow).
+  try {
+    parse("1\nProperties=species:S:1:pos:R:3:a:R:2147483647:b:R:2147483647\nCu 0 0 0\n", "wide.xyz");
+    FAIL() << "no error";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("columns"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Extxyz, IntegerColumnRefusesNonIntegers) {
+  // An :I: column took any real ("0.1"), which the writer then wrote back as 0.
+  for (const char* value : {"0.1", "1e3", "nan", "99999999999999999999"}) {
+    const std::string text = std::string("1\nProperties=species:S:1:pos:R:3:tags:I:1\nCu 0 0 0 ") + value + "\n";
+    try {
+      parse(text, "int.xyz");
+      ADD_FAILURE() << "no error for " << value;
+    } catch (const FileError& e) {
+      EXPECT_EQ(e.line(), 3) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not an integer"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse("1\nProperties=species:S:1:pos:R:3:tags:I:1\nCu 0 0 0 -7\n")[0].arrays[0].numbers[0], -7.0);
+}
+
+TEST(Extxyz, KeysAndValuesThatNeedQuotesRoundTrip) {
+  // The writer wrote comment-line keys bare and quoted only values with space, tab, '"' or '=':
+  // a quoted key with a space, or a value starting with '{' or holding a '\r', read back as
+  // something else (or not at all).
+  Frame f;
+  f.species = {"Cu"};
+  f.positions = {0, 0, 0};
+  f.info = {{"a key", "1"}, {"braced", "{x}"}, {"cr", "a\rb"}, {"eq=", "v"}};
+  std::ostringstream out;
+  write_extxyz(out, f);
+  const auto back = parse(out.str());
+  ASSERT_EQ(back.size(), 1u) << out.str();
+  EXPECT_EQ(back[0].info, f.info) << out.str();
+}
+
 }  // namespace
 }  // namespace fastmlip::io

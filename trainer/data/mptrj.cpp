@@ -125,8 +125,10 @@ Dataset read_mptrj(std::istream& in, const std::string& source, const MptrjReadO
   Json root;
   try {
     root = Json::parse(in);
-  } catch (const Json::parse_error& e) {
-    throw FileError(source, 0, std::string("not valid JSON: ") + e.what());
+  } catch (const Json::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number beyond double's range ("1e400").
+    throw FileError(source, 0,
+                    std::string("not valid JSON: ") + e.what() + " (numbers must be finite doubles)");
   }
   if (!root.is_object()) {
     throw FileError(source, 0, "the top level must be an object of mp-ids (the MPtrj layout)");
