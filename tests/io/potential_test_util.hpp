@@ -64,6 +64,14 @@ inline std::string container(const std::string& header, const std::string& buffe
   return le64(header.size()) + header + buffer;
 }
 
+/// A safetensors file from a header object and buffer bytes, the header padded with spaces to
+/// 8 bytes as fastmlip's writer pads it (so the bytes can equal a written file's).
+inline std::string padded_container(const json& header, const std::string& buffer) {
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return container(text, buffer);
+}
+
 /// fastmlip metadata that passes validation.
 inline json valid_metadata() {
   return json::parse(R"({

@@ -132,9 +132,7 @@ TEST_F(PotentialIntegrity, ADamagedChecksumTableIsRefused) {
   for (const auto& c : cases) {
     json h = header;
     h["__metadata__"][kChecksumKey] = c.table;
-    std::string text = h.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');
-    write_bytes(path("bad.safetensors"), container(text, buffer));
+    write_bytes(path("bad.safetensors"), padded_container(h, buffer));
     const std::string msg = file_error_of([&] { read_potential_file(path("bad.safetensors")); });
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << ": " << msg;
   }
@@ -146,9 +144,7 @@ TEST_F(PotentialIntegrity, FilesWithoutChecksumsStillLoadMarkedUnverified) {
   std::size_t start = 0;
   json header = header_of(good, &start);
   header["__metadata__"].erase(kChecksumKey);
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  write_bytes(path("old.safetensors"), container(text, good.substr(start)));
+  write_bytes(path("old.safetensors"), padded_container(header, good.substr(start)));
   const PotentialFile old = read_potential_file(path("old.safetensors"));
   EXPECT_FALSE(old.checksummed);
   EXPECT_EQ(old.values<double>("interactions.0.weight", {3, 5}),
@@ -183,9 +179,7 @@ std::string file_with(const std::string& name, DType dtype, const std::string& r
   }
   json h = {{"__metadata__", meta},
             {name, {{"dtype", dtype_name(dtype)}, {"shape", t.shape}, {"data_offsets", {0, raw.size()}}}}};
-  std::string text = h.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  return container(text, raw);
+  return padded_container(h, raw);
 }
 
 template <class T>
