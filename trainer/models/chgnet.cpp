@@ -221,26 +221,44 @@ struct ChgnetTorchModel<T>::Impl {
     }
     return it->second;
   }
+  /// torch's nn.Linear on the core's dense kernel (DenseOp).
   torch::Tensor linear(const torch::Tensor& x, const std::string& prefix) const {
+    const auto& W = at(prefix + ".weight");
     const auto b = tensors.find(prefix + ".bias");
-    return torch::linear(x, at(prefix + ".weight"), b == tensors.end() ? torch::Tensor() : b->second);
-  }
-  /// chgnet's GatedMLP: silu(LN_1(core(z))) * sigmoid(LN_2(gate(z))); core and gate are
-  /// [Linear, SiLU, Dropout, Linear] with a hidden layer, [Dropout, Linear] without.
-  torch::Tensor gated(const std::string& prefix, const torch::Tensor& z) const {
-    auto mlp = [&](const std::string& q) {
-      if (tensors.count(q + "0.weight")) {
-        return linear(torch::silu(linear(z, q + "0")), q + "3");
-      }
-      return linear(z, q + "1");
-    };
-    auto core = mlp(prefix + ".mlp_core.layers."), gate = mlp(prefix + ".mlp_gate.layers.");
-    if (gmlp_norm) {
-      const auto dim = core.size(1);
-      core = torch::layer_norm(core, {dim}, at(prefix + ".bn1.weight"), at(prefix + ".bn1.bias"), 1e-5);
-      gate = torch::layer_norm(gate, {dim}, at(prefix + ".bn2.weight"), at(prefix + ".bn2.bias"), 1e-5);
+    DenseStages stages{static_cast<int>(W.size(1)), static_cast<int>(W.size(0)), b != tensors.end()};
+    const auto op = c10::make_intrusive<DenseOp<T>>(stages, prefix);
+    if (stages.bias) {
+      return apply_kernel(op, {x, W, b->second});
     }
-    return torch::silu(core) * torch::sigmoid(gate);
+    return apply_kernel(op, {x, W});
+  }
+  /// chgnet's GatedMLP, silu(LN_1(core(z))) * sigmoid(LN_2(gate(z))), on the core's kernel
+  /// (GatedMlpOp): core and gate are [Linear, SiLU, Dropout, Linear] with a hidden layer,
+  /// [Dropout, Linear] without.
+  torch::Tensor gated(const std::string& prefix, const torch::Tensor& z) const {
+    const std::string c = prefix + ".mlp_core.layers.", q = prefix + ".mlp_gate.layers.";
+    const bool hidden = tensors.count(c + "0.weight") > 0;
+    const std::string first = hidden ? "0" : "1";
+    GatedMlpStages stages;
+    stages.in = static_cast<int>(z.size(1));
+    stages.hidden = hidden ? static_cast<int>(at(c + "0.weight").size(0)) : 0;
+    stages.out = static_cast<int>(at(c + (hidden ? "3" : "1") + ".weight").size(0));
+    stages.norm = gmlp_norm;
+    // GatedMlpWeights::parts() order.
+    std::vector<torch::Tensor> in{z, at(c + first + ".weight"), at(c + first + ".bias"), at(q + first + ".weight"),
+                                  at(q + first + ".bias")};
+    if (hidden) {
+      for (const auto& name : {c + "3.weight", c + "3.bias", q + "3.weight", q + "3.bias"}) in.push_back(at(name));
+    }
+    if (gmlp_norm) {
+      for (const char* part : {".bn1.weight", ".bn1.bias", ".bn2.weight", ".bn2.bias"}) in.push_back(at(prefix + part));
+    }
+    return apply_kernel(c10::make_intrusive<GatedMlpOp<T>>(stages, prefix), in);
+  }
+  /// torch's LayerNorm (eps 1e-5) on the core's kernel (LayerNormOp).
+  torch::Tensor layer_norm(const torch::Tensor& x, const std::string& prefix) const {
+    const auto op = c10::make_intrusive<LayerNormOp<T>>(LayerNormStages{static_cast<int>(x.size(1))}, prefix);
+    return apply_kernel(op, {x, at(prefix + ".weight"), at(prefix + ".bias")});
   }
 
   void validate(const ChgnetBatch& b) const {
@@ -364,9 +382,7 @@ struct ChgnetTorchModel<T>::Impl {
     ChgnetOutput out;
     out.magmom = linear(x, "site_wise").squeeze(1).abs();
     x = atom_conv(K, x, b, w, bt);
-    auto h = readout_ln
-                 ? torch::layer_norm(x, {x.size(1)}, at("readout_norm.weight"), at("readout_norm.bias"), 1e-5)
-                 : x;
+    auto h = readout_ln ? layer_norm(x, "readout_norm") : x;
     for (std::size_t l = 0; l < readout.size(); ++l) {
       h = linear(h, readout[l]);
       if (l + 1 < readout.size()) {

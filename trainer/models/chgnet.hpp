@@ -18,10 +18,9 @@
 ///   magmom_i = |site_wise(x^{n_conv-1}_i)|,  E_i = MLP(LN(x^{n_conv}_i)) + AtomRef[Z_i]
 ///
 /// Which part runs on what (docs/train-potential.md, "Model layer: CHGNet"): the radial Bessel
-/// and Fourier bases are the core's kernels as autograd functions (chgnet_ops.hpp); the core's
-/// ChgnetModel exposes no other stage as a compute/reverse pair (its gated MLPs, convolutions
-/// and readout are fused, with a hand-written reverse), so the rest is plain LibTorch ops,
-/// whose double backward autograd provides.
+/// and Fourier bases, every linear layer, the gated MLPs and the readout LayerNorm are the
+/// core's kernels (the pair style's) as autograd functions (chgnet_ops.hpp); the gathers, sums
+/// and angles between them are LibTorch ops, whose double backward autograd provides.
 ///
 /// Parameters: the potential file's tensors under their names (chgnet's state_dict names),
 /// except the AtomRef energies (composition_model.fc.weight), frozen as chgnet's Trainer

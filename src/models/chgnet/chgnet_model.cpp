@@ -49,221 +49,38 @@
 #include "core/error.hpp"
 #include "graph/neighbor_list.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
-#include "math/simd_kernels.hpp"
+#include "kernels/dense.hpp"
+#include "kernels/gated_mlp.hpp"
+#include "kernels/layer_norm.hpp"
 
 namespace fastmlip::models {
 
 namespace {
 
 using HostExec = Kokkos::DefaultHostExecutionSpace;
-
-/// The logistic function. exp(-z) is capped where sigmoid is 0 to the precision of T anyway
-/// (z < -80 in float, -700 in double), which keeps libm's exp off its slow overflow path.
+using kernels::rows::sigmoid;
+using kernels::rows::silu;
 template <class T>
-T sigmoid(T z) {
-  constexpr T kCap = std::is_same_v<T, float> ? T(80) : T(700);
-  return T(1) / (T(1) + std::exp(std::min(-z, kCap)));
-}
+using Dense = kernels::Dense<T>;
 template <class T>
-T silu(T z) {
-  return z * sigmoid(z);
-}
-
-/// The dense products and activation loops of the active SIMD level (math/simd_kernels.hpp).
+using LayerNorm = kernels::LayerNorm<T>;
 template <class T>
-const math::SimdKernels<T>& simd() {
-  return math::simd_kernels<T>();
-}
+using GatedMlp = kernels::GatedMlp<T>;
 
-/// y = x W^T + b, torch's nn.Linear, over `rows` rows. The weight is kept transposed
-/// ([in][out]) for the forward and as stored ([out][in]) for the input gradient, so both are
-/// the same row-major product (gemm).
-template <class T>
-struct Dense {
-  int in = 0, out = 0;
-  std::vector<T> wt, w, b;
-
-  /// y = x W^T + b, or y += x W^T with `accumulate` (the bias is then not added).
-  void forward(const T* x, int rows, int ldx, T* y, int ldy, bool accumulate = false) const {
-    simd<T>().gemm(x, rows, ldx, in, wt.data(), out, y, ldy, accumulate,
-                   accumulate || b.empty() ? nullptr : b.data());
-  }
-  /// gx (+)= gy W.
-  void backward(const T* gy, int rows, int ldy, T* gx, int ldx, bool accumulate) const {
-    simd<T>().gemm(gy, rows, ldy, out, w.data(), in, gx, ldx, accumulate, nullptr);
-  }
-};
-
-/// LayerNorm over the last dimension (torch's: biased variance, eps 1e-5).
-template <class T>
-struct LayerNorm {
-  int dim = 0;
-  std::vector<T> gamma, beta;
-  static constexpr double kEps = 1e-5;
-
-  /// y <- LN(y) in place; keeps the normalised row and 1/sigma for the reverse.
-  void forward(T* y, T* yhat, T* inv_sigma) const {
-    T mean = 0, var = 0;
-    for (int j = 0; j < dim; ++j) mean += y[j];
-    mean /= static_cast<T>(dim);
-    for (int j = 0; j < dim; ++j) var += (y[j] - mean) * (y[j] - mean);
-    var /= static_cast<T>(dim);
-    const T inv = T(1) / std::sqrt(var + static_cast<T>(kEps));
-    for (int j = 0; j < dim; ++j) {
-      yhat[j] = (y[j] - mean) * inv;
-      y[j] = yhat[j] * gamma[j] + beta[j];
-    }
-    *inv_sigma = inv;
-  }
-  /// forward() over `rows` contiguous rows, in SIMD registers (row sums in another order).
-  void forward_rows(T* y, T* yhat, T* inv_sigma, int rows) const {
-    simd<T>().layer_norm_forward(y, yhat, inv_sigma, gamma.data(), beta.data(), rows, dim, static_cast<T>(kEps));
-  }
-  /// g <- dL/dy from dL/d(LN(y)), in place.
-  void backward(T* g, const T* yhat, T inv_sigma) const {
-    T m1 = 0, m2 = 0;
-    for (int j = 0; j < dim; ++j) {
-      g[j] *= gamma[j];
-      m1 += g[j];
-      m2 += g[j] * yhat[j];
-    }
-    m1 /= static_cast<T>(dim);
-    m2 /= static_cast<T>(dim);
-    for (int j = 0; j < dim; ++j) g[j] = inv_sigma * (g[j] - m1 - yhat[j] * m2);
-  }
-  /// backward() over `rows` contiguous rows, in SIMD registers.
-  void backward_rows(T* g, const T* yhat, const T* inv_sigma, int rows) const {
-    simd<T>().layer_norm_backward(g, yhat, inv_sigma, gamma.data(), rows, dim);
-  }
-};
-
-/// Rows per tile of the GMLP loops: the tile's activations stay in cache between the GEMMs.
-constexpr int kTile = 32;
-constexpr std::size_t kTileRows = kTile;
-
-/// chgnet's GatedMLP with LayerNorm: core and gate MLPs of one hidden layer (or none), their
-/// first layers merged into one GEMM of [core | gate] outputs (FastCHGNet).
-///
-/// The input is a concatenation of rows gathered from nodes, bonds and angles, so the first
-/// layer is split by input segment: W z = sum_s W_s z_s. A segment whose rows repeat (the
-/// centre atom of every edge, the two bonds of every angle) is projected once per node or bond
-/// (`project`), and each row only adds its projections (`add_rows`); only the segment that is
-/// new on every row (the bond of an AtomConv edge, the angle of a BondConv) is a per-row GEMM.
-/// For CHGNet's shapes that cuts the per-row work of the first layer 3-4 times; it is exact.
-template <class T>
-struct GatedMlp {
-  int in = 0, hidden = 0, out = 0, width2 = 0;  // width2: first-layer outputs, core | gate
-  std::vector<Dense<T>> seg;                     // first layer by input segment, no bias
-  std::vector<T> b1;                             // first-layer bias [width2]
-  Dense<T> core2, gate2;                         // second layers, when hidden > 0
-  bool norm = true;                              // LayerNorm on core and gate (gMLP_norm "layer")
-  LayerNorm<T> ln_core, ln_gate;
-
-  /// One tile's activations, what the forward computes and the reverse reads: pointers into
-  /// one buffer of acts_size() values (layout()), which is the tile's kept buffer when the
-  /// step keeps its activations, so that neither pass copies them. z1, s1 [rows][width2];
-  /// c, g, chat, ghat, sc, sg, y [rows][out]; cinv, ginv [rows]. s1 only with a hidden layer,
-  /// chat, ghat, cinv, ginv only with LayerNorm (else null).
-  struct Acts {
-    T *z1, *s1, *c, *g, *chat, *ghat, *cinv, *ginv, *sc, *sg, *y;
-  };
-  std::size_t acts_size() const {
-    const std::size_t r = kTileRows, f = width2, o = out;
-    return r * f + (hidden > 0 ? r * f : 0) + 5 * r * o + (norm ? 2 * r * o + 2 * r : 0);
-  }
-  Acts layout(T* p) const {
-    const std::size_t r = kTileRows, f = width2, o = out;
-    auto take = [&p](std::size_t n) {
-      T* q = p;
-      p += n;
-      return q;
-    };
-    Acts a{};
-    a.z1 = take(r * f);
-    a.s1 = hidden > 0 ? take(r * f) : nullptr;
-    a.c = take(r * o), a.g = take(r * o), a.sc = take(r * o), a.sg = take(r * o), a.y = take(r * o);
-    if (norm) a.chat = take(r * o), a.ghat = take(r * o), a.cinv = take(r), a.ginv = take(r);
-    return a;
-  }
-  /// Per-tile scratch that is never kept.
-  struct Work {
-    std::vector<T> a1, gc, gg, ga;
-  };
-  void size(Work& w) const {
-    const std::size_t r = kTileRows;
-    auto grow = [](std::vector<T>& v, std::size_t n) {
-      if (v.size() < n) v.resize(n);
-    };
-    grow(w.a1, r * width2);
-    grow(w.gc, r * out);
-    grow(w.gg, r * out);
-    grow(w.ga, r * width2);
-  }
-
-  /// proj[rows][width2] = rows of `x` (ld = the segment's width) times segment s.
-  void project(int s, const T* x, int rows, std::vector<T>& proj) const {
-    proj.resize(static_cast<std::size_t>(rows) * width2);
-    seg[s].forward(x, rows, seg[s].in, proj.data(), width2);
-  }
-
-  /// Finishes the forward pass of `rows` rows whose first-layer outputs are in a.z1, into y
-  /// (ld out; a.y or elsewhere). a keeps what backward needs.
-  void forward_from_z1(int rows, const Acts& a, T* y, Work& w) const {
-    const int f = width2;
-    const auto& k = simd<T>();
-    if (hidden > 0) {
-      k.silu_forward(a.z1, a.s1, w.a1.data(), static_cast<std::size_t>(rows) * f);
-      core2.forward(w.a1.data(), rows, f, a.c, out);
-      gate2.forward(w.a1.data() + hidden, rows, f, a.g, out);
-    } else {
-      for (int r = 0; r < rows; ++r) {
-        std::copy_n(a.z1 + static_cast<std::size_t>(r) * f, out, a.c + static_cast<std::size_t>(r) * out);
-        std::copy_n(a.z1 + static_cast<std::size_t>(r) * f + out, out, a.g + static_cast<std::size_t>(r) * out);
-      }
-    }
-    if (norm) {
-      ln_core.forward_rows(a.c, a.chat, a.cinv, rows);
-      ln_gate.forward_rows(a.g, a.ghat, a.ginv, rows);
-    }
-    k.gate_forward(a.c, a.g, a.sc, a.sg, y, static_cast<std::size_t>(rows) * out);
-  }
-
-  /// w.ga = dL/d(first-layer outputs) of the rows whose forward is in a, from gy = dL/dy
-  /// (ld out).
-  void backward_to_z1(const T* gy, int rows, const Acts& a, Work& w) const {
-    const int f = width2;
-    const auto& k = simd<T>();
-    k.gate_backward(gy, a.c, a.sc, a.sg, w.gc.data(), w.gg.data(), static_cast<std::size_t>(rows) * out);
-    if (norm) {
-      ln_core.backward_rows(w.gc.data(), a.chat, a.cinv, rows);
-      ln_gate.backward_rows(w.gg.data(), a.ghat, a.ginv, rows);
-    }
-    if (hidden > 0) {
-      core2.backward(w.gc.data(), rows, out, w.ga.data(), f, false);
-      gate2.backward(w.gg.data(), rows, out, w.ga.data() + hidden, f, false);
-      k.silu_backward(a.z1, a.s1, w.ga.data(), static_cast<std::size_t>(rows) * f);
-    } else {
-      for (int r = 0; r < rows; ++r) {
-        std::copy_n(w.gc.data() + static_cast<std::size_t>(r) * out, out, w.ga.data() + static_cast<std::size_t>(r) * f);
-        std::copy_n(w.gg.data() + static_cast<std::size_t>(r) * out, out,
-                    w.ga.data() + static_cast<std::size_t>(r) * f + out);
-      }
-    }
-  }
-};
+/// Rows per tile of the GMLP loops (kernels/gated_mlp.hpp).
+constexpr int kTile = kernels::kGatedMlpTile;
 
 /// z1 row t += proj row idx[t] (a gathered projection), for `rows` rows.
 template <class T>
 void add_rows(const std::vector<T>& proj, const int* idx, int rows, int width, T* z1) {
-  simd<T>().add_rows(proj.data(), idx, rows, width, z1);
+  kernels::rows::add_rows(proj.data(), idx, rows, width, z1);
 }
 
 /// acc row idx[t] += ga row t: the adjoint of add_rows.
 template <class T>
 void scatter_rows(const T* ga, const int* idx, int rows, int width, std::vector<T>& acc) {
-  simd<T>().scatter_rows(ga, idx, rows, width, acc.data());
+  kernels::rows::scatter_rows(ga, idx, rows, width, acc.data());
 }
-
 
 }  // namespace
 
@@ -298,15 +115,9 @@ struct ChgnetModel<T>::Impl {
     return std::vector<T>(v.begin(), v.end());
   }
   Dense<T> dense(const std::string& prefix, int in, int out, bool bias) const {
-    Dense<T> d;
-    d.in = in;
-    d.out = out;
-    d.w = tensor(prefix + ".weight", {out, in});
-    d.wt.resize(d.w.size());
-    for (int o = 0; o < out; ++o)
-      for (int i = 0; i < in; ++i) d.wt[static_cast<std::size_t>(i) * out + o] = d.w[static_cast<std::size_t>(o) * in + i];
-    if (bias) d.b = tensor(prefix + ".bias", {out});
-    return d;
+    const auto w = tensor(prefix + ".weight", {out, in});
+    const auto b = bias ? tensor(prefix + ".bias", {out}) : std::vector<T>();
+    return Dense<T>(in, out, w.data(), bias ? b.data() : nullptr);
   }
   bool has(const std::string& name) const { return file->contains(name); }
   LayerNorm<T> layer_norm(const std::string& prefix, int dim) const {
@@ -319,49 +130,31 @@ struct ChgnetModel<T>::Impl {
   /// chgnet's MLP layer indices: hidden 0 -> [Dropout, Linear]; hidden h -> [Linear, SiLU,
   /// Dropout, Linear].
   GatedMlp<T> gated(const std::string& prefix, const std::vector<int>& segments, int hidden, int out) const {
-    GatedMlp<T> g;
-    int in = 0;
-    for (int w : segments) in += w;
-    g.in = in;
-    g.hidden = hidden;
-    g.out = out;
+    kernels::GatedMlpWeights<T> w;
+    for (int len : segments) w.in += len;
+    w.hidden = hidden;
+    w.out = out;
+    w.norm = gmlp_norm;
     const std::string c = prefix + ".mlp_core.layers.", q = prefix + ".mlp_gate.layers.";
-    const int width = hidden > 0 ? hidden : out;
-    const Dense<T> c1 = dense(c + (hidden > 0 ? "0" : "1"), in, width, true);
-    const Dense<T> g1 = dense(q + (hidden > 0 ? "0" : "1"), in, width, true);
-    // Merge core and gate first layers (outputs [core | gate]), split by input segment.
-    g.width2 = 2 * width;
-    g.b1 = c1.b;
-    g.b1.insert(g.b1.end(), g1.b.begin(), g1.b.end());
-    int begin = 0;
-    for (int len : segments) {
-      Dense<T> d;
-      d.in = len;
-      d.out = 2 * width;
-      d.w.resize(static_cast<std::size_t>(d.out) * len);
-      d.wt.resize(d.w.size());
-      for (int o = 0; o < d.out; ++o) {
-        const Dense<T>& src = o < width ? c1 : g1;
-        const int so = o < width ? o : o - width;
-        for (int i = 0; i < len; ++i) {
-          const T v = src.w[static_cast<std::size_t>(so) * in + begin + i];
-          d.w[static_cast<std::size_t>(o) * len + i] = v;
-          d.wt[static_cast<std::size_t>(i) * d.out + o] = v;
-        }
-      }
-      g.seg.push_back(std::move(d));
-      begin += len;
-    }
+    const int width = w.width();
+    const std::string first = hidden > 0 ? "0" : "1";
+    w.core1_w = tensor(c + first + ".weight", {width, w.in});
+    w.core1_b = tensor(c + first + ".bias", {width});
+    w.gate1_w = tensor(q + first + ".weight", {width, w.in});
+    w.gate1_b = tensor(q + first + ".bias", {width});
     if (hidden > 0) {
-      g.core2 = dense(c + "3", hidden, out, true);
-      g.gate2 = dense(q + "3", hidden, out, true);
+      w.core2_w = tensor(c + "3.weight", {out, hidden});
+      w.core2_b = tensor(c + "3.bias", {out});
+      w.gate2_w = tensor(q + "3.weight", {out, hidden});
+      w.gate2_b = tensor(q + "3.bias", {out});
     }
-    g.norm = gmlp_norm;
-    if (g.norm) {
-      g.ln_core = layer_norm(prefix + ".bn1", out);
-      g.ln_gate = layer_norm(prefix + ".bn2", out);
+    if (w.norm) {
+      w.ln_core_w = tensor(prefix + ".bn1.weight", {out});
+      w.ln_core_b = tensor(prefix + ".bn1.bias", {out});
+      w.ln_gate_w = tensor(prefix + ".bn2.weight", {out});
+      w.ln_gate_b = tensor(prefix + ".bn2.bias", {out});
     }
-    return g;
+    return GatedMlp<T>(w, segments);
   }
 
   explicit Impl(const io::PotentialFile& f) : file(&f) {
@@ -611,14 +404,14 @@ struct ChgnetModel<T>::Impl {
                   x[0].data() + static_cast<std::size_t>(i) * Fa);
     }
     w_bg.resize(static_cast<std::size_t>(S) * Fb);
-    bond_weights_bg.forward(basis_bg.data(), S, n_radial, w_bg.data(), Fb);
+    bond_weights_bg.compute(basis_bg.data(), S, n_radial, w_bg.data(), Fb);
     bs[0].resize(static_cast<std::size_t>(S) * Fb);
     {
       Vec rs(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r_short"), S);
       for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
       Mat basis(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_short"), S, n_radial);
       rbf_ag->compute(rs, basis);
-      bond_embedding.forward(basis.data(), S, n_radial, bs[0].data(), Fb);
+      bond_embedding.compute(basis.data(), S, n_radial, bs[0].data(), Fb);
     }
     long_bias.assign(n_conv, std::vector<T>(Fb, T(0)));
     for (int k = 1; k < n_conv; ++k) {
@@ -633,8 +426,8 @@ struct ChgnetModel<T>::Impl {
   void edge_rows(int k, int e0, int rows) {
     rbf_ag->compute(Vec(r.data() + e0, rows), Mat(Bt.data(), rows, n_radial));
     const T* basis = Bt.data();
-    bond_embedding.forward(basis, rows, n_radial, X.data(), Fb);
-    bond_weights_ag.forward(basis, rows, n_radial, Wt.data(), Fa);
+    bond_embedding.compute(basis, rows, n_radial, X.data(), Fb);
+    bond_weights_ag.compute(basis, rows, n_radial, Wt.data(), Fa);
     for (int t = 0; t < rows; ++t) {
       T* dst = X.data() + static_cast<std::size_t>(t) * Fb;
       const int s = edge_slot[e0 + t];
@@ -650,7 +443,7 @@ struct ChgnetModel<T>::Impl {
   const T* angle_rows(int k, int a0, int rows) {
     if (k > 0) return g[k].data() + static_cast<std::size_t>(a0) * Fg;
     fourier->compute(Vec(theta.data() + a0, rows), Mat(Ft.data(), rows, n_angular));
-    angle_embedding.forward(Ft.data(), rows, n_angular, G0t.data(), Fg);
+    angle_embedding.compute(Ft.data(), rows, n_angular, G0t.data(), Fg);
     return G0t.data();
   }
   /// Adds dE/dg^k for angles a0..a0+rows-1 (`tile`, rows x Fg): into the stored adjoint for
@@ -660,7 +453,7 @@ struct ChgnetModel<T>::Impl {
       T* dst = ggs[k].data() + static_cast<std::size_t>(a0) * Fg;
       for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) dst[q] += tile[q];
     } else {
-      angle_embedding.backward(tile, rows, Fg, Ft.data(), n_angular, false);
+      angle_embedding.reverse(tile, rows, Fg, Ft.data(), n_angular, false);
       fourier->reverse(Vec(theta.data() + a0, rows), Mat(Ft.data(), rows, n_angular), Vec(GRt.data(), rows));
       for (int t = 0; t < rows; ++t) g_theta[a0 + t] += GRt[t];
     }
@@ -674,7 +467,7 @@ struct ChgnetModel<T>::Impl {
   void atom_z1(int k, const GatedMlp<T>& m, const ChgnetGraph<T>& gr, int e0, int rows, T* z1) {
     edge_rows(k, e0, rows);
     for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
-    m.seg[1].forward(X.data(), rows, Fb, z1, m.width2, true);
+    m.seg[1].compute(X.data(), rows, Fb, z1, m.width2, true);
     add_rows(P0, gr.center + e0, rows, m.width2, z1);
     add_rows(P1, gr.neighbor + e0, rows, m.width2, z1);
   }
@@ -688,7 +481,7 @@ struct ChgnetModel<T>::Impl {
   /// P2 = x W_c per local node are projected beforehand.
   void angle_z1(const GatedMlp<T>& m, const T* gk, int a0, int rows, T* z1) {
     for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
-    m.seg[2].forward(gk, rows, Fg, z1, m.width2, true);
+    m.seg[2].compute(gk, rows, Fg, z1, m.width2, true);
     add_rows(P0, ang_a.data() + a0, rows, m.width2, z1);
     add_rows(P1, ang_b.data() + a0, rows, m.width2, z1);
     add_rows(P2, ang_c.data() + a0, rows, m.width2, z1);
@@ -773,7 +566,7 @@ struct ChgnetModel<T>::Impl {
       const int rows = std::min(kTile, E - e0);
       const auto act = acts(use_atom(k), e0 / kTile, m);
       atom_z1(k, m, gr, e0, rows, act.z1);
-      m.forward_from_z1(rows, act, act.y, work);
+      m.compute_from_z1(rows, act, act.y, work);
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
         T* a = agg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
@@ -783,7 +576,7 @@ struct ChgnetModel<T>::Impl {
       }
     }
     x[k + 1].assign(static_cast<std::size_t>(N) * Fa, T(0));
-    atom_out[k].forward(agg.data(), NL, Fa, x[k + 1].data(), Fa);
+    atom_out[k].compute(agg.data(), NL, Fa, x[k + 1].data(), Fa);
     for (std::size_t q = 0; q < static_cast<std::size_t>(NL) * Fa; ++q) x[k + 1][q] += x[k][q];
   }
 
@@ -796,7 +589,7 @@ struct ChgnetModel<T>::Impl {
       const int rows = std::min(kTile, A - a0);
       const auto act = acts(use_bond(k), a0 / kTile, m);
       angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
-      m.forward_from_z1(rows, act, act.y, work);
+      m.compute_from_z1(rows, act, act.y, work);
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
         T* h = H.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
@@ -814,7 +607,7 @@ struct ChgnetModel<T>::Impl {
       for (int j = 0; j < Fb; ++j) sum[static_cast<std::size_t>(s) * Fb + j] = h1[j] + h2[j];
     }
     bs[k + 1].resize(static_cast<std::size_t>(S) * Fb);
-    bond_out[k].forward(sum.data(), S, Fb, bs[k + 1].data(), Fb);
+    bond_out[k].compute(sum.data(), S, Fb, bs[k + 1].data(), Fb);
     for (std::size_t q = 0; q < static_cast<std::size_t>(S) * Fb; ++q) bs[k + 1][q] += bs[k][q];
   }
 
@@ -829,7 +622,7 @@ struct ChgnetModel<T>::Impl {
       const auto act = acts(use_angle(k), a0 / kTile, m);
       angle_z1(m, gk, a0, rows, act.z1);
       T* out = g[k + 1].data() + static_cast<std::size_t>(a0) * Fg;
-      m.forward_from_z1(rows, act, out, work);
+      m.compute_from_z1(rows, act, out, work);
       for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) out[q] += gk[q];
     }
   }
@@ -843,7 +636,7 @@ struct ChgnetModel<T>::Impl {
     std::copy_n(x[n_conv].data(), static_cast<std::size_t>(NL) * Fa, h.data());
     if (readout_ln) {
       for (int i = 0; i < NL; ++i) {
-        readout_norm.forward(h.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
+        readout_norm.compute_row(h.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
                              &inv[i]);
       }
     }
@@ -851,7 +644,7 @@ struct ChgnetModel<T>::Impl {
     act[0] = h;
     for (int l = 0; l < L; ++l) {
       z[l].resize(static_cast<std::size_t>(NL) * readout[l].out);
-      readout[l].forward(act[l].data(), NL, readout[l].in, z[l].data(), readout[l].out);
+      readout[l].compute(act[l].data(), NL, readout[l].in, z[l].data(), readout[l].out);
       act[l + 1] = z[l];
       if (l + 1 < L)
         for (auto& v : act[l + 1]) v = silu(v);
@@ -871,12 +664,12 @@ struct ChgnetModel<T>::Impl {
         }
       }
       gprev.assign(static_cast<std::size_t>(NL) * readout[l].in, T(0));
-      readout[l].backward(gcur.data(), NL, readout[l].out, gprev.data(), readout[l].in, false);
+      readout[l].reverse(gcur.data(), NL, readout[l].out, gprev.data(), readout[l].in, false);
       gcur.swap(gprev);
     }
     if (readout_ln) {
       for (int i = 0; i < NL; ++i) {
-        readout_norm.backward(gcur.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
+        readout_norm.reverse_row(gcur.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
                               inv[i]);
       }
     }
@@ -905,7 +698,7 @@ struct ChgnetModel<T>::Impl {
     auto& gcur = gxs[k];
     const int W2 = m.width2;
     std::vector<T> gagg(static_cast<std::size_t>(NL) * Fa, T(0));
-    atom_out[k].backward(gnext.data(), NL, Fa, gagg.data(), Fa, false);
+    atom_out[k].reverse(gnext.data(), NL, Fa, gagg.data(), Fa, false);
     if (need_x) {
       for (std::size_t q = 0; q < static_cast<std::size_t>(NL) * Fa; ++q) gcur[q] += gnext[q];
       G0.assign(static_cast<std::size_t>(NL) * W2, T(0));
@@ -919,7 +712,7 @@ struct ChgnetModel<T>::Impl {
         edge_rows(k, e0, rows);  // the weights w of these edges
       } else {
         atom_z1(k, m, gr, e0, rows, act.z1);
-        m.forward_from_z1(rows, act, act.y, work);
+        m.compute_from_z1(rows, act, act.y, work);
       }
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
@@ -933,8 +726,8 @@ struct ChgnetModel<T>::Impl {
           gw[j] = ga[j] * y[j];
         }
       }
-      m.backward_to_z1(GY.data(), rows, act, work);
-      m.seg[1].backward(work.ga.data(), rows, W2, GX.data(), Fb, false);
+      m.reverse_to_z1(GY.data(), rows, act, work);
+      m.seg[1].reverse(work.ga.data(), rows, W2, GX.data(), Fb, false);
       // Short edges' bond adjoints go to b^k; long edges' (b^0 plus biases) to the basis,
       // with the weights' adjoint.
       for (int t = 0; t < rows; ++t) {
@@ -944,8 +737,8 @@ struct ChgnetModel<T>::Impl {
           std::fill(gb, gb + Fb, T(0));
         }
       }
-      bond_embedding.backward(GX.data(), rows, Fb, Bt.data(), n_radial, false);
-      bond_weights_ag.backward(GW.data(), rows, Fa, Bt.data(), n_radial, true);
+      bond_embedding.reverse(GX.data(), rows, Fb, Bt.data(), n_radial, false);
+      bond_weights_ag.reverse(GW.data(), rows, Fa, Bt.data(), n_radial, true);
       rbf_ag->reverse(Vec(r.data() + e0, rows), Mat(Bt.data(), rows, n_radial), Vec(GRt.data(), rows));
       for (int t = 0; t < rows; ++t) g_r[e0 + t] += GRt[t];
       if (need_x) {
@@ -954,8 +747,8 @@ struct ChgnetModel<T>::Impl {
       }
     }
     if (need_x) {
-      m.seg[0].backward(G0.data(), NL, W2, gcur.data(), Fa, true);
-      m.seg[2].backward(G1.data(), N, W2, gcur.data(), Fa, true);
+      m.seg[0].reverse(G0.data(), NL, W2, gcur.data(), Fa, true);
+      m.seg[2].reverse(G1.data(), N, W2, gcur.data(), Fa, true);
     }
   }
 
@@ -963,7 +756,7 @@ struct ChgnetModel<T>::Impl {
   /// into gg (contiguous), the repeated segments into the accumulators G0, G1 (short edges) and
   /// G2 (local nodes).
   void reverse_angle_z1(const GatedMlp<T>& m, int k, int a0, int rows) {
-    m.seg[2].backward(work.ga.data(), rows, m.width2, GX.data(), Fg, false);
+    m.seg[2].reverse(work.ga.data(), rows, m.width2, GX.data(), Fg, false);
     add_angle_adjoint(k, a0, rows, GX.data());
     scatter_rows(work.ga.data(), ang_a.data() + a0, rows, m.width2, G0);
     scatter_rows(work.ga.data(), ang_b.data() + a0, rows, m.width2, G1);
@@ -975,9 +768,9 @@ struct ChgnetModel<T>::Impl {
     G2.assign(static_cast<std::size_t>(NL) * m.width2, T(0));
   }
   void finish_angle_adjoints(const GatedMlp<T>& m, std::vector<T>& gb, std::vector<T>& gx) {
-    m.seg[0].backward(G0.data(), S, m.width2, gb.data(), Fb, true);
-    m.seg[1].backward(G1.data(), S, m.width2, gb.data(), Fb, true);
-    m.seg[3].backward(G2.data(), NL, m.width2, gx.data(), Fa, true);
+    m.seg[0].reverse(G0.data(), S, m.width2, gb.data(), Fb, true);
+    m.seg[1].reverse(G1.data(), S, m.width2, gb.data(), Fb, true);
+    m.seg[3].reverse(G2.data(), NL, m.width2, gx.data(), Fa, true);
   }
 
   /// Reverse of BondConv k: from dE/db^{k+1} (short) to dE/db^k, dE/dg^k, dE/dx^{k+1} (local
@@ -987,7 +780,7 @@ struct ChgnetModel<T>::Impl {
     const auto& gnext = gbs[k + 1];
     for (std::size_t q = 0; q < static_cast<std::size_t>(S) * Fb; ++q) gbs[k][q] += gnext[q];
     std::vector<T> gsum(static_cast<std::size_t>(S) * Fb, T(0));
-    bond_out[k].backward(gnext.data(), S, Fb, gsum.data(), Fb, false);
+    bond_out[k].reverse(gnext.data(), S, Fb, gsum.data(), Fb, false);
     gH.assign(static_cast<std::size_t>(n_slots) * Fb, T(0));
     for (int s = 0; s < S; ++s) {
       const T* src = gsum.data() + static_cast<std::size_t>(s) * Fb;
@@ -1006,7 +799,7 @@ struct ChgnetModel<T>::Impl {
       const auto act = acts(use_bond(k), a0 / kTile, m);
       if (!keep) {
         angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
-        m.forward_from_z1(rows, act, act.y, work);
+        m.compute_from_z1(rows, act, act.y, work);
       }
       for (int t = 0; t < rows; ++t) {
         const int a = a0 + t;
@@ -1023,7 +816,7 @@ struct ChgnetModel<T>::Impl {
           gwb[j] += gh[j] * y[j] * wa[j];
         }
       }
-      m.backward_to_z1(GY.data(), rows, act, work);
+      m.reverse_to_z1(GY.data(), rows, act, work);
       reverse_angle_z1(m, k, a0, rows);
     }
     finish_angle_adjoints(m, gbs[k], gxs[k + 1]);
@@ -1042,9 +835,9 @@ struct ChgnetModel<T>::Impl {
       const auto act = acts(use_angle(k), a0 / kTile, m);
       if (!keep) {
         angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
-        m.forward_from_z1(rows, act, act.y, work);
+        m.compute_from_z1(rows, act, act.y, work);
       }
-      m.backward_to_z1(gn, rows, act, work);
+      m.reverse_to_z1(gn, rows, act, work);
       reverse_angle_z1(m, k, a0, rows);
     }
     finish_angle_adjoints(m, gbs[k + 1], gxs[k + 1]);
@@ -1058,9 +851,9 @@ struct ChgnetModel<T>::Impl {
         gr_bg("fastmlip::chgnet::grad_r_short_bg", S);
     for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
     Mat g_basis("fastmlip::chgnet::grad_basis_short", S, n_radial);
-    bond_embedding.backward(gbs[0].data(), S, Fb, g_basis.data(), n_radial, false);
+    bond_embedding.reverse(gbs[0].data(), S, Fb, g_basis.data(), n_radial, false);
     rbf_ag->reverse(rs, g_basis, gr_ag);
-    bond_weights_bg.backward(gw_bg.data(), S, Fb, g_basis.data(), n_radial, false);
+    bond_weights_bg.reverse(gw_bg.data(), S, Fb, g_basis.data(), n_radial, false);
     rbf_bg->reverse(rs, g_basis, gr_bg);
     std::vector<double>& gr_total = g_r;
     for (int s = 0; s < S; ++s) gr_total[short_edge[s]] += static_cast<double>(gr_ag(s)) + gr_bg(s);
@@ -1109,7 +902,7 @@ struct ChgnetModel<T>::Impl {
     result.magmom.assign(NL, 0.0);
     for (int i = 0; i < NL; ++i) {
       T m = 0;
-      site_wise.forward(x[K].data() + static_cast<std::size_t>(i) * Fa, 1, Fa, &m, 1);
+      site_wise.compute(x[K].data() + static_cast<std::size_t>(i) * Fa, 1, Fa, &m, 1);
       result.magmom[i] = std::abs(static_cast<double>(m));
     }
     if (exchange) exchange->forward(x[K].data(), Fa);
