@@ -21,6 +21,7 @@
 #include "math/coupling_basis.hpp"
 #include "math/irreps.hpp"
 #include "models/kernel_ops.hpp"
+#include "models/mace/mace_layout.hpp"
 #include "models/mace/mace_model.hpp"
 #include "models/mace/mace_spec.hpp"
 
@@ -84,22 +85,6 @@ MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double c
 
 namespace {
 
-/// e3nn's normalize2mom constant of SiLU, as mace-torch's models hold it.
-constexpr double kSiluCst = 1.6791767923989418;
-
-/// ase.data.covalent_radii (Z = 0..118), mace-torch's ZBLBasis buffer.
-const std::vector<double>& ase_covalent_radii() {
-  static const std::vector<double> r = {
-      0.2,  0.31, 0.28, 1.28, 0.96, 0.84, 0.76, 0.71, 0.66, 0.57, 0.58, 1.66, 1.41, 1.21, 1.11, 1.07, 1.05,
-      1.02, 1.06, 2.03, 1.76, 1.7,  1.6,  1.53, 1.39, 1.39, 1.32, 1.26, 1.24, 1.32, 1.22, 1.22, 1.2,  1.19,
-      1.2,  1.2,  1.16, 2.2,  1.95, 1.9,  1.75, 1.64, 1.54, 1.47, 1.46, 1.42, 1.39, 1.45, 1.44, 1.42, 1.39,
-      1.39, 1.38, 1.39, 1.4,  2.44, 2.15, 2.07, 2.04, 2.03, 2.01, 1.99, 1.98, 1.98, 1.96, 1.94, 1.92, 1.92,
-      1.89, 1.9,  1.87, 1.87, 1.75, 1.7,  1.62, 1.51, 1.44, 1.41, 1.36, 1.36, 1.32, 1.45, 1.46, 1.48, 1.4,
-      1.5,  1.5,  2.6,  2.21, 2.15, 2.06, 2.0,  1.96, 1.9,  1.87, 1.8,  1.69, 0.2,  0.2,  0.2,  0.2,  0.2,
-      0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2};
-  return r;
-}
-
 /// Standard normal numbers from torch's CPU generator, seeded: the distribution e3nn and
 /// mace-torch draw their weights from (torch.randn), not their sequence.
 std::vector<double> randn(torch::Generator& gen, std::int64_t n, double scale) {
@@ -107,182 +92,33 @@ std::vector<double> randn(torch::Generator& gen, std::int64_t n, double scale) {
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + n);
 }
 
-std::string irrep_str(int mul, int l) {
-  return std::to_string(mul) + "x" + std::to_string(l) + (l % 2 ? "o" : "e");
-}
-
 }  // namespace
 
 io::PotentialFile make_mace_potential(const MaceConfig& c) {
-  const std::string fn = "make_mace_potential: ";
-  const int E = static_cast<int>(c.atomic_numbers.size()), C = c.num_channels, T = c.num_interactions;
-  if (E < 1 || static_cast<int>(c.e0s.size()) != E) {
-    throw InputError(fn + "need at least one species and one E0 per species (got " + std::to_string(E) +
-                     " species, " + std::to_string(c.e0s.size()) + " E0s)");
-  }
-  if (C < 1 || T < 1 || c.max_L < 0 || c.max_ell < 0 || c.correlation < 1 || c.num_bessel < 1 ||
-      c.mlp_irreps < 1 || !(c.r_max > 0) || !(c.avg_num_neighbors > 0)) {
-    throw InputError(
-        fn +
-        "num_channels, num_interactions, correlation, num_bessel and MLP_irreps must be positive, "
-        "max_L and max_ell non-negative, r_max and avg_num_neighbors positive");
-  }
+  models::mace::MaceLayout layout;
+  layout.atomic_numbers = c.atomic_numbers;
+  layout.r_max = c.r_max;
+  layout.num_bessel = c.num_bessel;
+  layout.num_polynomial_cutoff = c.num_polynomial_cutoff;
+  layout.max_ell = c.max_ell;
+  layout.num_channels = c.num_channels;
+  layout.max_L = c.max_L;
+  layout.correlation = {c.correlation};
+  layout.num_interactions = c.num_interactions;
+  layout.radial_mlp = c.radial_mlp;
+  layout.mlp_irreps = c.mlp_irreps;
+  layout.avg_num_neighbors = c.avg_num_neighbors;
+  layout.scale_shift = c.scale_shift;
+  layout.residual_first = c.residual_first;
+  layout.zbl = c.zbl;
+  models::mace::MaceLayoutValues values;
+  values.atomic_energies = c.e0s;
+  values.scale = {c.scale};
+  values.shift = {c.shift};
+  values.provenance = {{"writer", "fastmlip-trainer 0.1.0"}, {"seed", c.seed}};
   auto gen = at::detail::createCPUGenerator(c.seed);
-  io::PotentialFile pot;
-  nlohmann::json species = nlohmann::json::array();
-  for (int z : c.atomic_numbers) {
-    species.push_back({{"Z", z}, {"symbol", element_symbol(z)}});
-  }
-  // mace-torch: hidden_irreps = C x (0e + 1o + ... up to max_L); the interaction target is C
-  // copies of the harmonics' irreps; the embedding gives C x 0e.
-  std::string hidden_s, target_s;
-  for (int l = 0; l <= c.max_L; ++l) {
-    hidden_s += (l ? "+" : "") + irrep_str(C, l);
-  }
-  for (int l = 0; l <= c.max_ell; ++l) {
-    target_s += (l ? "+" : "") + irrep_str(C, l);
-  }
-  const Irreps hidden_full = Irreps::parse(hidden_s), target = Irreps::parse(target_s);
-  const Irreps scalars = Irreps::parse(irrep_str(C, 0)), sh = Irreps::spherical_harmonics(c.max_ell);
-  const Irreps head_out = Irreps::parse("1x0e");
-
-  pot.add<double>("node_embedding.linear.weight", {E * C}, randn(gen, E * C, 1.0));
-  std::vector<double> bw;
-  for (int n = 1; n <= c.num_bessel; ++n) {
-    bw.push_back(M_PI / c.r_max * n);
-  }
-  pot.add<double>("radial_embedding.bessel_fn.bessel_weights", {c.num_bessel}, bw);
-  pot.add<double>("radial_embedding.bessel_fn.prefactor", {}, {std::sqrt(2.0 / c.r_max)});
-  pot.add<double>("atomic_energies_fn.atomic_energies", {E}, c.e0s);
-
-  nlohmann::json inter = nlohmann::json::array(), prods = nlohmann::json::array(),
-                 reads = nlohmann::json::array();
-  Irreps features = scalars;
-  for (int t = 0; t < T; ++t) {
-    const std::string p = "interactions." + std::to_string(t) + ".";
-    const bool residual = t > 0 || c.residual_first;
-    const Irreps hidden = (t == T - 1 && T > 1) ? scalars : hidden_full;
-    const auto tp = kernels::ChannelwiseTP::mace(features, sh, target);
-    const auto up = kernels::EquivariantLinear::e3nn(features, features);
-    const auto lin = kernels::EquivariantLinear::e3nn(tp.irreps_out, target);
-    const auto skip = residual ? kernels::EquivariantLinear::element_skip(features, E, hidden)
-                               : kernels::EquivariantLinear::element_skip(target, E, target);
-    std::vector<int> widths{c.num_bessel};
-    widths.insert(widths.end(), c.radial_mlp.begin(), c.radial_mlp.end());
-    widths.push_back(tp.weight_numel);
-    pot.add<double>(p + "linear_up.weight", {up.weight_numel}, randn(gen, up.weight_numel, 1.0));
-    for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
-      const std::int64_t n = static_cast<std::int64_t>(widths[k]) * widths[k + 1];
-      pot.add<double>(p + "conv_tp_weights.layer" + std::to_string(k) + ".weight", {widths[k], widths[k + 1]},
-                      randn(gen, n, 1.0));
-    }
-    pot.add<double>(p + "linear.weight", {lin.weight_numel}, randn(gen, lin.weight_numel, 1.0));
-    pot.add<double>(p + "skip_tp.weight", {skip.weight_numel * E}, randn(gen, skip.weight_numel * E, 1.0));
-    inter.push_back(
-        {{"class", residual ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock"},
-         {"node_feats_irreps", features.str()},
-         {"edge_attrs_irreps", sh.str()},
-         {"target_irreps", target.str()},
-         {"hidden_irreps", hidden.str()},
-         {"irreps_mid", tp.irreps_out.str()},
-         {"radial_mlp", widths},
-         {"radial_mlp_cst", kSiluCst},
-         {"avg_num_neighbors", c.avg_num_neighbors}});
-    const std::string q = "products." + std::to_string(t) + ".";
-    // Our coupling basis, not mace-torch's U: it spans the same functions with fewer columns
-    // (docs/equivariant-conventions.md); weights drawn as mace-torch draws them, randn / K.
-    const auto basis = symmetric_contraction_basis(target, hidden, c.correlation);
-    for (std::size_t o = 0; o < hidden.size(); ++o) {
-      const std::string s = q + "symmetric_contractions.contractions." + std::to_string(o) + ".";
-      for (int nu = 1; nu <= c.correlation; ++nu) {
-        const auto& shape = basis.shapes[o][nu - 1];
-        pot.add<double>(s + "U_matrix_" + std::to_string(nu),
-                        std::vector<std::int64_t>(shape.begin(), shape.end()), basis.U[o][nu - 1]);
-      }
-      // mace-torch creates weights_max first, then orders correlation-1 .. 1.
-      for (int nu = c.correlation; nu >= 1; --nu) {
-        const int K = basis.shapes[o][nu - 1].back();
-        const std::string name =
-            nu == c.correlation ? s + "weights_max" : s + "weights." + std::to_string(c.correlation - 1 - nu);
-        pot.add<double>(name, {E, K, C}, randn(gen, static_cast<std::int64_t>(E) * K * C, 1.0 / K));
-      }
-    }
-    const auto plin = kernels::EquivariantLinear::e3nn(hidden, hidden);
-    pot.add<double>(q + "linear.weight", {plin.weight_numel}, randn(gen, plin.weight_numel, 1.0));
-    prods.push_back({{"correlation", c.correlation},
-                     {"irreps_in", target.str()},
-                     {"irreps_out", hidden.str()},
-                     {"use_sc", residual}});
-    const std::string r = "readouts." + std::to_string(t) + ".";
-    if (t < T - 1) {
-      const auto ro = kernels::EquivariantLinear::e3nn(hidden, head_out);
-      pot.add<double>(r + "linear.weight", {ro.weight_numel}, randn(gen, ro.weight_numel, 1.0));
-      reads.push_back(
-          {{"class", "LinearReadoutBlock"}, {"irreps_in", hidden.str()}, {"irreps_out", head_out.str()}});
-    } else {
-      const Irreps mlp = Irreps::parse(irrep_str(c.mlp_irreps, 0));
-      const auto l1 = kernels::EquivariantLinear::e3nn(hidden, mlp);
-      const auto l2 = kernels::EquivariantLinear::e3nn(mlp, head_out);
-      pot.add<double>(r + "linear_1.weight", {l1.weight_numel}, randn(gen, l1.weight_numel, 1.0));
-      pot.add<double>(r + "linear_2.weight", {l2.weight_numel}, randn(gen, l2.weight_numel, 1.0));
-      reads.push_back({{"class", "NonLinearReadoutBlock"},
-                       {"irreps_in", hidden.str()},
-                       {"mlp_irreps", mlp.str()},
-                       {"gate", "silu"},
-                       {"gate_cst", kSiluCst},
-                       {"irreps_out", head_out.str()},
-                       {"num_heads", 1}});
-    }
-    features = hidden;
-  }
-  if (c.scale_shift) {
-    pot.add<double>("scale_shift.scale", {}, {c.scale});
-    pot.add<double>("scale_shift.shift", {}, {c.shift});
-  }
-  nlohmann::json zbl = nullptr;
-  if (c.zbl) {
-    // ZBLBasis(p=num_polynomial_cutoff): mace-torch's fixed constants and buffers.
-    pot.add<double>("pair_repulsion_fn.c", {4}, {0.1818, 0.5099, 0.2802, 0.02817});
-    pot.add<double>("pair_repulsion_fn.a_exp", {}, {0.3});
-    pot.add<double>("pair_repulsion_fn.a_prefactor", {}, {0.4543});
-    pot.add<std::int64_t>("pair_repulsion_fn.p", {}, {c.num_polynomial_cutoff});
-    const auto& radii = ase_covalent_radii();
-    pot.add<double>("pair_repulsion_fn.covalent_radii", {static_cast<std::int64_t>(radii.size())}, radii);
-    std::vector<double> per_species;
-    for (int z : c.atomic_numbers) {
-      per_species.push_back(radii.at(z));
-    }
-    zbl = {{"p", c.num_polynomial_cutoff},  {"a_exp", 0.3},
-           {"a_prefactor", 0.4543},         {"c", {0.1818, 0.5099, 0.2802, 0.02817}},
-           {"covalent_radii", per_species}, {"screening_exponents", {3.2, 0.9423, 0.4028, 0.2016}},
-           {"bohr_radius", 0.529},          {"coulomb_constant", 14.3996}};
-  }
-  pot.add<std::int64_t>("atomic_numbers", {E},
-                        std::vector<std::int64_t>(c.atomic_numbers.begin(), c.atomic_numbers.end()));
-  pot.metadata = {{"model", "mace"},
-                  {"species", species},
-                  {"cutoffs", {{"r_max", c.r_max}}},
-                  {"units", "metal"},
-                  {"dtype", "float64"},
-                  {"hyperparameters",
-                   {{"model_class", c.scale_shift ? "ScaleShiftMACE" : "MACE"},
-                    {"num_elements", E},
-                    {"r_max", c.r_max},
-                    {"num_bessel", c.num_bessel},
-                    {"num_polynomial_cutoff", c.num_polynomial_cutoff},
-                    {"max_ell", c.max_ell},
-                    {"num_interactions", T},
-                    {"heads", {"Default"}},
-                    {"default_head", "Default"},
-                    {"radial_type", "bessel"},
-                    {"distance_transform", "None"},
-                    {"interactions", inter},
-                    {"products", prods},
-                    {"readouts", reads},
-                    {"zbl", zbl}}},
-                  {"provenance", {{"writer", "fastmlip-trainer 0.1.0"}, {"seed", c.seed}}}};
-  pot.validate_metadata();
-  return pot;
+  return models::mace::write_mace_layout(
+      layout, values, [&gen](const std::string&, std::int64_t n, double scale) { return randn(gen, n, scale); });
 }
 
 // ---- the model ------------------------------------------------------------------------------

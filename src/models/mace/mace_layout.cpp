@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+// The MACE file layout's writer (mace_layout.hpp): mace-torch 0.3.13's MACE / ScaleShiftMACE
+// construction (modules/models.py, modules/blocks.py), tensor by tensor in its order.
+#include "models/mace/mace_layout.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/elements.hpp"
+#include "core/error.hpp"
+#include "kernels/channelwise_tp.hpp"
+#include "kernels/linear.hpp"
+#include "math/coupling_basis.hpp"
+#include "math/irreps.hpp"
+
+namespace fastmlip::models::mace {
+
+namespace {
+
+/// e3nn's normalize2mom constant of SiLU, as mace-torch's models hold it.
+constexpr double kSiluCst = 1.6791767923989418;
+
+std::string irrep_str(int mul, int l) {
+  return std::to_string(mul) + "x" + std::to_string(l) + (l % 2 ? "o" : "e");
+}
+
+}  // namespace
+
+const std::vector<double>& ase_covalent_radii() {
+  static const std::vector<double> r = {
+      0.2,  0.31, 0.28, 1.28, 0.96, 0.84, 0.76, 0.71, 0.66, 0.57, 0.58, 1.66, 1.41, 1.21, 1.11, 1.07, 1.05,
+      1.02, 1.06, 2.03, 1.76, 1.7,  1.6,  1.53, 1.39, 1.39, 1.32, 1.26, 1.24, 1.32, 1.22, 1.22, 1.2,  1.19,
+      1.2,  1.2,  1.16, 2.2,  1.95, 1.9,  1.75, 1.64, 1.54, 1.47, 1.46, 1.42, 1.39, 1.45, 1.44, 1.42, 1.39,
+      1.39, 1.38, 1.39, 1.4,  2.44, 2.15, 2.07, 2.04, 2.03, 2.01, 1.99, 1.98, 1.98, 1.96, 1.94, 1.92, 1.92,
+      1.89, 1.9,  1.87, 1.87, 1.75, 1.7,  1.62, 1.51, 1.44, 1.41, 1.36, 1.36, 1.32, 1.45, 1.46, 1.48, 1.4,
+      1.5,  1.5,  2.6,  2.21, 2.15, 2.06, 2.0,  1.96, 1.9,  1.87, 1.8,  1.69, 0.2,  0.2,  0.2,  0.2,  0.2,
+      0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2,  0.2};
+  return r;
+}
+
+io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues& v, const MaceWeightDraw& draw) {
+  const std::string fn = "write_mace_layout: ";
+  const int E = static_cast<int>(c.atomic_numbers.size()), C = c.num_channels, T = c.num_interactions;
+  const int H = static_cast<int>(c.heads.size());
+  if (E < 1 || H < 1 || static_cast<int>(v.atomic_energies.size()) != H * E) {
+    throw InputError(fn + "need at least one species, one head and one E0 per species and head (got " +
+                     std::to_string(E) + " species, " + std::to_string(H) + " heads, " +
+                     std::to_string(v.atomic_energies.size()) + " E0s)");
+  }
+  if (c.scale_shift && (static_cast<int>(v.scale.size()) != H || static_cast<int>(v.shift.size()) != H)) {
+    throw InputError(fn + "ScaleShiftMACE needs one scale and one shift per head");
+  }
+  bool positive = !c.correlation.empty();
+  for (int k : c.correlation) positive = positive && k >= 1;
+  for (int w : c.radial_mlp) positive = positive && w >= 1;
+  if (!positive || C < 1 || T < 1 || c.max_L < 0 || c.max_ell < 0 || c.num_bessel < 1 || c.mlp_irreps < 1 ||
+      !(c.r_max > 0) || !(c.avg_num_neighbors > 0)) {
+    throw InputError(fn +
+                     "num_channels, num_interactions, correlation, radial_MLP, num_bessel and MLP_irreps must be "
+                     "positive, max_L and max_ell non-negative, r_max and avg_num_neighbors positive");
+  }
+  io::PotentialFile pot;
+  nlohmann::json species = nlohmann::json::array();
+  for (int z : c.atomic_numbers) {
+    species.push_back({{"Z", z}, {"symbol", element_symbol(z)}});
+  }
+  // mace-torch: hidden_irreps = C x (0e + 1o + ... up to max_L); the interaction target is C
+  // copies of the harmonics' irreps; the embedding gives C x 0e.
+  std::string hidden_s, target_s;
+  for (int l = 0; l <= c.max_L; ++l) {
+    hidden_s += (l ? "+" : "") + irrep_str(C, l);
+  }
+  for (int l = 0; l <= c.max_ell; ++l) {
+    target_s += (l ? "+" : "") + irrep_str(C, l);
+  }
+  const Irreps hidden_full = Irreps::parse(hidden_s), target = Irreps::parse(target_s);
+  const Irreps scalars = Irreps::parse(irrep_str(C, 0)), sh = Irreps::spherical_harmonics(c.max_ell);
+  const Irreps head_out = Irreps::parse(irrep_str(H, 0));
+  auto add_drawn = [&](const std::string& name, std::vector<std::int64_t> shape, std::int64_t n, double scale) {
+    auto values = draw(name, n, scale);
+    if (static_cast<std::int64_t>(values.size()) != n) {
+      throw InputError(fn + "the weight source gave " + std::to_string(values.size()) + " values for " + name +
+                       ", not " + std::to_string(n));
+    }
+    pot.add<double>(name, std::move(shape), std::move(values));
+  };
+
+  add_drawn("node_embedding.linear.weight", {E * C}, E * C, 1.0);
+  std::vector<double> bw;
+  for (int n = 1; n <= c.num_bessel; ++n) {
+    bw.push_back(M_PI / c.r_max * n);
+  }
+  pot.add<double>("radial_embedding.bessel_fn.bessel_weights", {c.num_bessel}, bw);
+  if (c.bessel_prefactor) {
+    pot.add<double>("radial_embedding.bessel_fn.prefactor", {}, {std::sqrt(2.0 / c.r_max)});
+  }
+  if (H == 1) {
+    pot.add<double>("atomic_energies_fn.atomic_energies", {E}, v.atomic_energies);
+  } else {
+    pot.add<double>("atomic_energies_fn.atomic_energies", {H, E}, v.atomic_energies);
+  }
+
+  nlohmann::json inter = nlohmann::json::array(), prods = nlohmann::json::array(), reads = nlohmann::json::array();
+  Irreps features = scalars;
+  for (int t = 0; t < T; ++t) {
+    const std::string p = "interactions." + std::to_string(t) + ".";
+    const bool residual = t > 0 || c.residual_first;
+    const Irreps hidden = (t == T - 1 && T > 1) ? scalars : hidden_full;
+    const auto tp = kernels::ChannelwiseTP::mace(features, sh, target);
+    const auto up = kernels::EquivariantLinear::e3nn(features, features);
+    const auto lin = kernels::EquivariantLinear::e3nn(tp.irreps_out, target);
+    const auto skip = residual ? kernels::EquivariantLinear::element_skip(features, E, hidden)
+                               : kernels::EquivariantLinear::element_skip(target, E, target);
+    std::vector<int> widths{c.num_bessel};
+    widths.insert(widths.end(), c.radial_mlp.begin(), c.radial_mlp.end());
+    widths.push_back(tp.weight_numel);
+    add_drawn(p + "linear_up.weight", {up.weight_numel}, up.weight_numel, 1.0);
+    for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
+      add_drawn(p + "conv_tp_weights.layer" + std::to_string(k) + ".weight", {widths[k], widths[k + 1]},
+                static_cast<std::int64_t>(widths[k]) * widths[k + 1], 1.0);
+    }
+    add_drawn(p + "linear.weight", {lin.weight_numel}, lin.weight_numel, 1.0);
+    add_drawn(p + "skip_tp.weight", {skip.weight_numel * E}, static_cast<std::int64_t>(skip.weight_numel) * E, 1.0);
+    inter.push_back({{"class", residual ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock"},
+                     {"node_feats_irreps", features.str()},
+                     {"edge_attrs_irreps", sh.str()},
+                     {"target_irreps", target.str()},
+                     {"hidden_irreps", hidden.str()},
+                     {"irreps_mid", tp.irreps_out.str()},
+                     {"radial_mlp", widths},
+                     {"radial_mlp_cst", kSiluCst},
+                     {"avg_num_neighbors", c.avg_num_neighbors}});
+    const int corr = c.correlation[std::min<std::size_t>(t, c.correlation.size() - 1)];
+    const std::string q = "products." + std::to_string(t) + ".";
+    // Our coupling basis, not mace-torch's U: it spans the same functions with fewer columns
+    // (docs/equivariant-conventions.md); weights drawn as mace-torch draws them, randn / K.
+    const auto basis = symmetric_contraction_basis(target, hidden, corr);
+    for (std::size_t o = 0; o < hidden.size(); ++o) {
+      const std::string s = q + "symmetric_contractions.contractions." + std::to_string(o) + ".";
+      for (int nu = 1; nu <= corr; ++nu) {
+        const auto& shape = basis.shapes[o][nu - 1];
+        pot.add<double>(s + "U_matrix_" + std::to_string(nu), std::vector<std::int64_t>(shape.begin(), shape.end()),
+                        basis.U[o][nu - 1]);
+      }
+      // mace-torch creates weights_max first, then orders correlation-1 .. 1.
+      for (int nu = corr; nu >= 1; --nu) {
+        const int K = basis.shapes[o][nu - 1].back();
+        const std::string name = nu == corr ? s + "weights_max" : s + "weights." + std::to_string(corr - 1 - nu);
+        add_drawn(name, {E, K, C}, static_cast<std::int64_t>(E) * K * C, 1.0 / K);
+      }
+    }
+    const auto plin = kernels::EquivariantLinear::e3nn(hidden, hidden);
+    add_drawn(q + "linear.weight", {plin.weight_numel}, plin.weight_numel, 1.0);
+    prods.push_back({{"correlation", corr}, {"irreps_in", target.str()}, {"irreps_out", hidden.str()}, {"use_sc", residual}});
+    const std::string r = "readouts." + std::to_string(t) + ".";
+    if (t < T - 1) {
+      const auto ro = kernels::EquivariantLinear::e3nn(hidden, head_out);
+      add_drawn(r + "linear.weight", {ro.weight_numel}, ro.weight_numel, 1.0);
+      reads.push_back({{"class", "LinearReadoutBlock"}, {"irreps_in", hidden.str()}, {"irreps_out", head_out.str()}});
+    } else {
+      const Irreps mlp = Irreps::parse(irrep_str(H * c.mlp_irreps, 0));
+      const auto l1 = kernels::EquivariantLinear::e3nn(hidden, mlp);
+      const auto l2 = kernels::EquivariantLinear::e3nn(mlp, head_out);
+      add_drawn(r + "linear_1.weight", {l1.weight_numel}, l1.weight_numel, 1.0);
+      add_drawn(r + "linear_2.weight", {l2.weight_numel}, l2.weight_numel, 1.0);
+      reads.push_back({{"class", "NonLinearReadoutBlock"},
+                       {"irreps_in", hidden.str()},
+                       {"mlp_irreps", mlp.str()},
+                       {"gate", "silu"},
+                       {"gate_cst", kSiluCst},
+                       {"irreps_out", head_out.str()},
+                       {"num_heads", H}});
+    }
+    features = hidden;
+  }
+  if (c.scale_shift) {
+    if (H == 1) {
+      pot.add<double>("scale_shift.scale", {}, {v.scale[0]});
+      pot.add<double>("scale_shift.shift", {}, {v.shift[0]});
+    } else {
+      pot.add<double>("scale_shift.scale", {H}, v.scale);
+      pot.add<double>("scale_shift.shift", {H}, v.shift);
+    }
+  }
+  nlohmann::json zbl = nullptr;
+  if (c.zbl) {
+    // ZBLBasis(p=num_polynomial_cutoff): mace-torch's fixed constants and buffers.
+    pot.add<double>("pair_repulsion_fn.c", {4}, {0.1818, 0.5099, 0.2802, 0.02817});
+    pot.add<double>("pair_repulsion_fn.a_exp", {}, {0.3});
+    pot.add<double>("pair_repulsion_fn.a_prefactor", {}, {0.4543});
+    pot.add<std::int64_t>("pair_repulsion_fn.p", {}, {c.num_polynomial_cutoff});
+    const auto& radii = ase_covalent_radii();
+    pot.add<double>("pair_repulsion_fn.covalent_radii", {static_cast<std::int64_t>(radii.size())}, radii);
+    std::vector<double> per_species;
+    for (int z : c.atomic_numbers) {
+      per_species.push_back(radii.at(z));
+    }
+    zbl = {{"p", c.num_polynomial_cutoff},  {"a_exp", 0.3},
+           {"a_prefactor", 0.4543},         {"c", {0.1818, 0.5099, 0.2802, 0.02817}},
+           {"covalent_radii", per_species}, {"screening_exponents", {3.2, 0.9423, 0.4028, 0.2016}},
+           {"bohr_radius", 0.529},          {"coulomb_constant", 14.3996}};
+  }
+  pot.add<std::int64_t>("atomic_numbers", {E}, std::vector<std::int64_t>(c.atomic_numbers.begin(), c.atomic_numbers.end()));
+  nlohmann::json hp = {{"model_class", c.scale_shift ? "ScaleShiftMACE" : "MACE"},
+                       {"num_elements", E},
+                       {"r_max", c.r_max},
+                       {"num_bessel", c.num_bessel},
+                       {"num_polynomial_cutoff", c.num_polynomial_cutoff},
+                       {"max_ell", c.max_ell},
+                       {"num_interactions", T},
+                       {"heads", c.heads},
+                       {"radial_type", "bessel"},
+                       {"distance_transform", "None"},
+                       {"interactions", inter},
+                       {"products", prods},
+                       {"readouts", reads},
+                       {"zbl", zbl}};
+  if (H == 1) {
+    hp["default_head"] = c.heads[0];
+  }
+  pot.metadata = {{"model", "mace"},
+                  {"species", species},
+                  {"cutoffs", {{"r_max", c.r_max}}},
+                  {"units", "metal"},
+                  {"dtype", "float64"},
+                  {"hyperparameters", hp},
+                  {"provenance", v.provenance}};
+  pot.validate_metadata();
+  return pot;
+}
+
+}  // namespace fastmlip::models::mace

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file The writer of the MACE potential-file layout (docs/mace-potential.md), the twin of
+/// load_mace_spec (mace_spec.hpp), its one reader: mace-torch's state_dict names and shapes and
+/// the hyperparameters the loader reads, for the architecture mace_run_train's `--model MACE`
+/// builds (ScaleShiftMACE or MACE; a first RealAgnosticInteractionBlock, residual blocks after
+/// it; linear readouts, the last one non-linear), with our coupling basis as the U matrices.
+///
+/// The weights come from the caller, one call of `draw` per tensor in mace-torch's construction
+/// order: the trainer draws a fresh model from torch's generator, the tests from their uniform
+/// stream. Everything else (Bessel frequencies, U matrices, ZBL constants) is fixed here.
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/potential_file.hpp"
+
+namespace fastmlip::models::mace {
+
+/// The hyperparameters that shape a MACE file, with mace_run_train's names.
+struct MaceLayout {
+  std::vector<int> atomic_numbers;  ///< the model's species, in order
+  double r_max = 5.0;
+  int num_bessel = 8;             ///< num_radial_basis
+  int num_polynomial_cutoff = 5;  ///< num_cutoff_basis
+  int max_ell = 3;
+  int num_channels = 128;
+  int max_L = 1;  ///< hidden irreps C x (0e + 1o + ... up to L)
+  /// Per interaction; shorter than num_interactions: the last entry repeats.
+  std::vector<int> correlation = {3};
+  int num_interactions = 2;
+  std::vector<int> radial_mlp = {64, 64, 64};
+  int mlp_irreps = 16;  ///< hidden scalars per head of the last readout (MLP_irreps "16x0e")
+  double avg_num_neighbors = 1.0;
+  bool scale_shift = true;      ///< ScaleShiftMACE (else MACE)
+  bool residual_first = false;  ///< RealAgnosticResidualInteractionBlock as the first block too
+  bool zbl = false;             ///< mace-torch's ZBL pair repulsion
+  /// Head names; one head: {"Default"} (mace-torch's name), written with "default_head".
+  std::vector<std::string> heads = {"Default"};
+  /// radial_embedding.bessel_fn.prefactor = sqrt(2 / r_max), as mace-torch >= 0.3.10 stores it
+  /// (false: a file of an older mace-torch, the loader computes it).
+  bool bessel_prefactor = true;
+};
+
+/// The numbers of a file that are not drawn weights.
+struct MaceLayoutValues {
+  std::vector<double> atomic_energies;  ///< [heads][elements] E0s (eV)
+  std::vector<double> scale, shift;     ///< [heads] ScaleShiftMACE's, when scale_shift
+  nlohmann::json provenance = nlohmann::json::object();
+};
+
+/// The values of tensor `name` ([count], row-major in the file's shape); `scale` is the
+/// standard deviation mace-torch draws it with (1, or 1/K for a contraction's weights).
+using MaceWeightDraw = std::function<std::vector<double>(const std::string& name, std::int64_t count, double scale)>;
+
+/// The potential file; throws InputError naming the field of a bad hyperparameter or value
+/// count. The result passes PotentialFile::validate_metadata and load_mace_spec.
+io::PotentialFile write_mace_layout(const MaceLayout& layout, const MaceLayoutValues& values,
+                                    const MaceWeightDraw& draw);
+
+/// ase.data.covalent_radii (Z = 0..118): mace-torch's ZBLBasis buffer.
+const std::vector<double>& ase_covalent_radii();
+
+}  // namespace fastmlip::models::mace
