@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "io/potential_file.hpp"
+#include "models/chgnet/chgnet_layout.hpp"
 
 namespace fastmlip::trainer {
 
@@ -110,28 +111,9 @@ struct ChgnetTorchOptions {
   std::uint64_t seed = 123;
 };
 
-/// A fresh CHGNet's hyperparameters: chgnet 0.3.0's architecture and values (the names of
-/// chgnet's CHGNet constructor), with the fixed choices the core evaluates (SiLU, mlp_first,
-/// bond and angle updates, learnable basis frequencies, intensive energy with an AtomRef).
-struct ChgnetConfig {
-  std::vector<int> atomic_numbers;  ///< elements with an AtomRef energy (the others get 0: refused)
-  std::vector<double> e0s;          ///< AtomRef energy per element of atomic_numbers (eV/atom)
-  int atom_fea_dim = 64;
-  int bond_fea_dim = 64;
-  int angle_fea_dim = 64;
-  int num_radial = 31;
-  int num_angular = 31;  ///< odd: 1 + 2 x the Fourier order
-  int n_conv = 4;        ///< at least 2
-  int atom_conv_hidden_dim = 64;
-  int bond_conv_hidden_dim = 64;
-  int angle_layer_hidden_dim = 0;  ///< 0: the gated MLP has no hidden layer (chgnet's 0.3.0)
-  std::vector<int> mlp_hidden_dims = {64, 64, 64};
-  bool mlp_out_bias = false;  ///< biases on the convolutions' output Linears (true in 0.2.0)
-  bool layer_norm = true;     ///< gMLP_norm and readout_norm "layer" (false: none, as 0.2.0)
-  int cutoff_coeff = 8;
-  double atom_graph_cutoff = 6.0;  ///< Angstrom
-  double bond_graph_cutoff = 3.0;  ///< Angstrom, at most atom_graph_cutoff
-  int max_num_elements = 94;       ///< rows of the embedding and the AtomRef
+/// A fresh CHGNet's hyperparameters (models::ChgnetLayout, the core's writer of the file
+/// layout) and the seed of its weights.
+struct ChgnetConfig : models::ChgnetLayout {
   std::uint64_t seed = 123;
 };
 
