@@ -651,6 +651,21 @@ std::vector<std::pair<std::string, double>> parse_flat_dict(const std::string& t
     if (key.empty() || i >= n || s[i] != ':') {
       throw InputError("expected 'key: number' at '" + s.substr(i) + "'");
     }
+    // Keys are config_type names and element symbols. A quote, backslash or control character
+    // could not be written back (to_yaml quotes keys as they are), so it is refused here.
+    for (const char c : key) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\' || c == '\'' || u < 0x20 || u == 0x7f) {
+        std::string shown;
+        for (const char d : key) {
+          const auto w = static_cast<unsigned char>(d);
+          shown += (w < 0x20 || w == 0x7f) ? '?' : d;
+        }
+        throw InputError("key '" + shown +
+                         "' has a quote, backslash or control character (shown as ?): keys are config_type names or "
+                         "element symbols, plain text");
+      }
+    }
     ++i;
     skip_ws();
     std::string num;

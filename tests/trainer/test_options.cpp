@@ -357,5 +357,30 @@ TEST(TrainerOptions, ComplexYamlKeyIsAFileErrorNotAYamlException) {
   }
 }
 
+// Bug (fuzz_options, issue 17): a config_type_weights key with a backslash and control
+// characters ("Defau\x15..\\\x15..lt") was accepted, and to_yaml wrote it inside a YAML
+// double-quoted key, where the backslash starts an escape: the written config did not load
+// back. Such keys are refused where they are parsed. Corpus:
+// tests/fuzz/corpus/options/regression-backslash-in-dict-key.bin.
+TEST(TrainerOptions, DictKeyWithBackslashQuoteOrControlCharacterIsRefused) {
+  for (const std::string key : {std::string("a\\b"), std::string("a\x15" "b"), std::string("a\"b"), std::string("a'b")}) {
+    const std::string quoted = key.find('"') == std::string::npos ? "\"" + key + "\"" : "'" + key + "'";
+    EXPECT_THROW(parse_flat_dict("{" + quoted + ": 1.0}"), InputError) << key;
+  }
+  try {
+    Options().load_yaml("train_file: t.xyz\nconfig_type_weights: {bulk: 2.0, \"x\\\\y\": 1.0}\n", "c.yaml");
+    ADD_FAILURE() << "no error for a backslash in a key";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("plain text"), std::string::npos) << e.what();
+  }
+  // Plain keys still round-trip through to_yaml.
+  Options o;
+  o.load_yaml("name: x\ntrain_file: t.xyz\nconfig_type_weights: {bulk: 2.0, \"a b,c\": 1.5}\n", "c.yaml");
+  Options back;
+  back.load_yaml(o.to_yaml(), "round-trip.yaml");
+  const auto expected = std::vector<std::pair<std::string, double>>{{"bulk", 2.0}, {"a b,c", 1.5}};
+  EXPECT_EQ(back.get_dict("config_type_weights"), expected);
+}
+
 }  // namespace
 }  // namespace fastmlip::trainer
