@@ -604,7 +604,9 @@ const OptionSpec* find_option(const std::string& name) {
 }
 
 std::string closest_option(const std::string& name) {
-  const std::string n = normalise_name(name);
+  // No option name is near 64 characters long, so a longer name is compared by its first 64:
+  // the suggestion is the same for any name that could be a typo, and the cost stays bounded.
+  const std::string n = normalise_name(name.substr(0, 64));
   std::string best;
   std::size_t best_d = static_cast<std::size_t>(-1);
   for (const auto& s : option_table()) {
@@ -897,13 +899,28 @@ std::string Options::to_yaml() const {
     const OptionValue& v = m_values.at(s.name);
     std::string text = std::holds_alternative<std::monostate>(v) ? "null" : value_text(v);
     if (std::holds_alternative<std::string>(v)) {
-      // Quoted, so that YAML keeps "1e3" or "{...}" text as text.
+      // Quoted, so that YAML keeps "1e3" or "{...}" text as text; line breaks and other control
+      // characters escaped, since YAML folds a raw line break in a quoted scalar into a space.
       std::string q = "\"";
       for (char c : text) {
+        const auto u = static_cast<unsigned char>(c);
         if (c == '"' || c == '\\') {
           q += '\\';
+          q += c;
+        } else if (c == '\n') {
+          q += "\\n";
+        } else if (c == '\r') {
+          q += "\\r";
+        } else if (c == '\t') {
+          q += "\\t";
+        } else if (u < 0x20 || u == 0x7f) {
+          static const char kHex[] = "0123456789abcdef";
+          q += "\\x";
+          q += kHex[u >> 4];
+          q += kHex[u & 15];
+        } else {
+          q += c;
         }
-        q += c;
       }
       text = q + "\"";
     }

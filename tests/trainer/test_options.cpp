@@ -382,5 +382,26 @@ TEST(TrainerOptions, DictKeyWithBackslashQuoteOrControlCharacterIsRefused) {
   EXPECT_EQ(back.get_dict("config_type_weights"), expected);
 }
 
+// Bug (fuzz_options, issue 17): a string option whose YAML value held a line break (a plain
+// scalar over several lines) was written by to_yaml with the raw line break inside double
+// quotes, which YAML folds into a space: the value changed in the to_yaml -> load_yaml round
+// trip. to_yaml now escapes line breaks and control characters. Corpus:
+// tests/fuzz/corpus/options/regression-line-break-in-string.bin.
+TEST(TrainerOptions, StringWithLineBreaksAndControlCharactersRoundTrips) {
+  Options o;
+  o.load_yaml("name: x\ntrain_file: \"a\\nb\\r\\tc\\x01d\\\\e\\\"f\"\n", "c.yaml");
+  ASSERT_EQ(o.get_string("train_file"), std::string("a\nb\r\tc\x01" "d\\e\"f"));
+  Options back;
+  back.load_yaml(o.to_yaml(), "round-trip.yaml");
+  EXPECT_EQ(back.get_string("train_file"), o.get_string("train_file"));
+  // The fuzzer's input: a plain scalar over lines, folded by YAML into one with a line break.
+  Options folded;
+  folded.load_yaml("name: x\ntrain_file: t.xyz--name\n\n  - 6\n", "c.yaml");
+  ASSERT_NE(folded.get_string("train_file").find('\n'), std::string::npos);
+  Options folded_back;
+  folded_back.load_yaml(folded.to_yaml(), "round-trip.yaml");
+  EXPECT_EQ(folded_back.get_string("train_file"), folded.get_string("train_file"));
+}
+
 }  // namespace
 }  // namespace fastmlip::trainer
