@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "error.h"
 #include "force.h"
+#include "graph/edge_tally.hpp"
 #include "io/potential_file.hpp"
 #include "kokkos_runtime.h"
 #include "lammps_compat.h"
@@ -121,10 +122,7 @@ double PairFastmlipBase::init_one(int, int) { return m_cutoff; }
 
 double PairFastmlipBase::memory_usage() {
   double bytes = Pair::memory_usage();
-  bytes += static_cast<double>(m_species.capacity() + m_center.capacity() + m_neighbor.capacity() +
-                               m_edge_start.capacity()) * sizeof(int);
-  bytes += static_cast<double>(m_vectors_d.capacity()) * sizeof(double) +
-           static_cast<double>(m_vectors_f.capacity()) * sizeof(float);
+  bytes += m_builder_d.memory_usage() + m_builder_f.memory_usage();
   return bytes;
 }
 
@@ -155,22 +153,26 @@ void PairFastmlipBase::error_one(const char* file, int line, const std::string& 
   fastmlip::plugin::error_one(lmp, file, line, "pair_style " + m_style + ": " + message);
 }
 
-void PairFastmlipBase::error_too_close(tagint a, tagint b, double rsq) {
+void PairFastmlipBase::error_too_close(const fastmlip::graph::ClosePairError& close) {
+  sync_tags_to_host();
+  const tagint ti = atom->tag[close.atom_i], tj = atom->tag[close.atom_j];
+  const tagint a = std::min(ti, tj), b = std::max(ti, tj);
+  const double rsq = close.distance_sq;
   error_one(FLERR, fmt::format("atoms {} and {} are {:.4g} Angstrom apart, closer than {} Angstrom; check the "
                                "structure (overlapping atoms, a wrong lattice constant or units)",
                                a, b, std::sqrt(rsq), kMinDistance));
 }
 
 template <class T>
-void PairFastmlipBase::check_finite(const Output& out, const Edges<T>& edges) {
+void PairFastmlipBase::check_finite(const Output& out, const Graph<T>& edges) {
   // One pass over what the model returned; cheap next to the model itself.
   int bad_atom = -1, bad_edge = -1;
-  for (int i = 0; i < edges.nlocal && bad_atom < 0; ++i) {
+  for (int i = 0; i < edges.n_local && bad_atom < 0; ++i) {
     if (!std::isfinite(out.node_energy[i])) {
       bad_atom = i;
     }
   }
-  const std::size_t n = 3 * static_cast<std::size_t>(edges.num_edges);
+  const std::size_t n = 3 * static_cast<std::size_t>(edges.num_edges());
   for (std::size_t k = 0; k < n && bad_atom < 0 && bad_edge < 0; ++k) {
     const double g = out.gradient_d != nullptr ? out.gradient_d[k] : static_cast<double>(out.gradient_f[k]);
     if (!std::isfinite(g)) {
@@ -192,8 +194,8 @@ void PairFastmlipBase::check_finite(const Output& out, const Edges<T>& edges) {
                                  out.node_energy[bad_atom], advice));
   }
   if (bad_edge >= 0) {
-    const int i = edges.center[bad_edge], j = edges.neighbor[bad_edge];
-    const T* v = edges.vectors + 3 * static_cast<std::size_t>(bad_edge);
+    const int i = edges.center(bad_edge), j = edges.neighbor(bad_edge);
+    const T v[3] = {edges.vectors(bad_edge, 0), edges.vectors(bad_edge, 1), edges.vectors(bad_edge, 2)};
     error_one(FLERR, fmt::format("step {}: the force between atoms {} and {} ({:.4g} Angstrom apart) is not finite{}",
                                  step, tag[i], tag[j], std::sqrt(double(v[0]) * v[0] + double(v[1]) * v[1] +
                                                                   double(v[2]) * v[2]), advice));
@@ -201,8 +203,8 @@ void PairFastmlipBase::check_finite(const Output& out, const Edges<T>& edges) {
   error_one(FLERR, fmt::format("step {}: the energy is {}{}", step, out.energy, advice));
 }
 
-template void PairFastmlipBase::check_finite<double>(const Output&, const Edges<double>&);
-template void PairFastmlipBase::check_finite<float>(const Output&, const Edges<float>&);
+template void PairFastmlipBase::check_finite<double>(const Output&, const Graph<double>&);
+template void PairFastmlipBase::check_finite<float>(const Output&, const Graph<float>&);
 
 void PairFastmlipBase::compute(int eflag, int vflag) {
   if (single_precision()) {
@@ -213,129 +215,89 @@ void PairFastmlipBase::compute(int eflag, int vflag) {
 }
 
 template <class T>
+fastmlip::graph::GraphBuilder<Kokkos::DefaultHostExecutionSpace, T>& PairFastmlipBase::host_builder() {
+  if constexpr (std::is_same_v<T, double>) {
+    return m_builder_d;
+  } else {
+    return m_builder_f;
+  }
+}
+
+namespace {
+
+using HostExec = Kokkos::DefaultHostExecutionSpace;
+using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+template <int N>
+using HostRows = Kokkos::View<double* [N], Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged>;
+
+/// LAMMPS' host full neighbor list, as graph::GraphBuilder reads a list.
+struct HostNeighbors {
+  int inum = 0;
+  const int* ilist = nullptr;
+  const int* numneigh = nullptr;
+  int** firstneigh = nullptr;
+  KOKKOS_INLINE_FUNCTION int atom(int ii) const { return ilist[ii]; }
+  KOKKOS_INLINE_FUNCTION int count(int i) const { return numneigh[i]; }
+  KOKKOS_INLINE_FUNCTION int neighbor(int i, int jj) const { return firstneigh[i][jj] & NEIGHMASK; }
+};
+
+/// A LAMMPS per-atom array (x, f, vatom: one contiguous block behind the row pointers) as a view
+/// of its first `n` rows.
+template <int N>
+HostRows<N> rows_of(double** a, int n) {
+  return HostRows<N>(n > 0 ? a[0] : nullptr, n);
+}
+
+}  // namespace
+
+template <class T>
 void PairFastmlipBase::compute_host(int eflag, int vflag) {
   ev_init(eflag, vflag);
-  double** x = atom->x;
-  const int* type = atom->type;
-  const tagint* tag = atom->tag;
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
-  const double cutsq_model = m_cutoff * m_cutoff;
 
-  m_species.resize(nall);
-  for (int i = 0; i < nall; ++i) {
-    m_species[i] = m_type_species[type[i]];
+  const HostNeighbors neighbors{list->inum, list->ilist, list->numneigh, list->firstneigh};
+  const Kokkos::View<const int*, Kokkos::HostSpace, Unmanaged> type(atom->type, nall);
+  const Kokkos::View<const int*, Kokkos::HostSpace, Unmanaged> type_species(m_type_species.data(),
+                                                                            m_type_species.size());
+  Graph<T> graph;
+  try {
+    graph = host_builder<T>().build(rows_of<3>(atom->x, nall), neighbors, type, type_species, nlocal,
+                                    nall, m_cutoff, kMinDistance);
+  } catch (const fastmlip::graph::ClosePairError& close) {
+    error_too_close(close);
   }
-  // Edges i -> j for local i, grouped by i in index order (the models' CSR layout), whatever
-  // order the neighbor list holds its atoms in: count, offsets, fill.
-  const int inum = list->inum;
-  const int* ilist = list->ilist;
-  const int* numneigh = list->numneigh;
-  int** firstneigh = list->firstneigh;
-  m_edge_start.assign(nlocal + 1, 0);
-  for (int ii = 0; ii < inum; ++ii) {
-    const int i = ilist[ii];
-    int count = 0;
-    for (int jj = 0; jj < numneigh[i]; ++jj) {
-      const int j = firstneigh[i][jj] & NEIGHMASK;
-      const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
-      const double rsq = dx * dx + dy * dy + dz * dz;
-      if (rsq < kMinDistance * kMinDistance) {
-        error_too_close(tag[i], tag[j], rsq);
-      }
-      count += rsq < cutsq_model ? 1 : 0;
-    }
-    m_edge_start[i + 1] = count;
-  }
-  for (int i = 0; i < nlocal; ++i) {
-    m_edge_start[i + 1] += m_edge_start[i];
-  }
-  const int num_edges = m_edge_start[nlocal];
-  m_center.resize(num_edges);
-  m_neighbor.resize(num_edges);
-  std::vector<T>& vectors = [&]() -> std::vector<T>& {
-    if constexpr (std::is_same_v<T, double>) {
-      return m_vectors_d;
-    } else {
-      return m_vectors_f;
-    }
-  }();
-  vectors.resize(3 * static_cast<std::size_t>(num_edges));
-  for (int ii = 0; ii < inum; ++ii) {
-    const int i = ilist[ii];
-    int e = m_edge_start[i];
-    for (int jj = 0; jj < numneigh[i]; ++jj) {
-      const int j = firstneigh[i][jj] & NEIGHMASK;
-      const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
-      if (dx * dx + dy * dy + dz * dz >= cutsq_model) {
-        continue;
-      }
-      m_center[e] = i;
-      m_neighbor[e] = j;
-      vectors[3 * e] = static_cast<T>(dx);
-      vectors[3 * e + 1] = static_cast<T>(dy);
-      vectors[3 * e + 2] = static_cast<T>(dz);
-      ++e;
-    }
-  }
-
-  Edges<T> edges;
-  edges.nlocal = nlocal;
-  edges.nall = nall;
-  edges.num_edges = num_edges;
-  edges.species = m_species.data();
-  edges.center = m_center.data();
-  edges.neighbor = m_neighbor.data();
-  edges.vectors = vectors.data();
-  const Output out = evaluate(edges);
-  check_finite(out, edges);
+  const Output out = evaluate(graph);
+  check_finite(out, graph);
 
   if (eflag_global) {
     eng_vdwl += out.energy;  // the model's own double-precision sum of the per-atom energies
   }
   if (eflag_atom) {
-    for (int i = 0; i < nlocal; ++i) {
-      eatom[i] += out.node_energy[i];
-    }
+    fastmlip::graph::tally_node_energies<HostExec>(
+        nlocal, Kokkos::View<const double*, Kokkos::HostSpace, Unmanaged>(out.node_energy, nlocal),
+        Kokkos::View<double*, Kokkos::HostSpace, Unmanaged>(eatom, nlocal));
   }
+  const bool explicit_virial = vflag_global && !vflag_fdotr;
+  const auto vatom_rows = vflag_atom ? rows_of<6>(vatom, nall) : HostRows<6>();
+  const int E = graph.num_edges();
+  fastmlip::graph::Virial6 w;
   if (out.gradient_d != nullptr) {
-    tally_host(edges, out.gradient_d);
+    w = fastmlip::graph::tally_edges<HostExec, T, double>(
+        graph, Kokkos::View<const double* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(out.gradient_d, E),
+        rows_of<3>(atom->f, nall), vatom_rows, explicit_virial);
   } else {
-    tally_host(edges, out.gradient_f);
+    w = fastmlip::graph::tally_edges<HostExec, T, float>(
+        graph, Kokkos::View<const float* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(out.gradient_f, E),
+        rows_of<3>(atom->f, nall), vatom_rows, explicit_virial);
+  }
+  if (explicit_virial) {
+    for (int k = 0; k < 6; ++k) {
+      virial[k] += w.v[k];
+    }
   }
   if (vflag_fdotr) {
     virial_fdotr_compute();
-  }
-}
-
-// v = x_j - x_i: F_i = -dE/dx_i = +dE/dv, F_j = -dE/dv. Each edge's virial -v (x) dE/dv is split
-// evenly between its two atoms for the per-atom virial.
-template <class T, class G>
-void PairFastmlipBase::tally_host(const Edges<T>& edges, const G* gradient) {
-  double** f = atom->f;
-  const bool explicit_virial = vflag_global && !vflag_fdotr;
-  for (int e = 0; e < edges.num_edges; ++e) {
-    const int i = edges.center[e], j = edges.neighbor[e];
-    const G* ge = gradient + 3 * static_cast<std::size_t>(e);
-    const double g[3] = {static_cast<double>(ge[0]), static_cast<double>(ge[1]), static_cast<double>(ge[2])};
-    for (int k = 0; k < 3; ++k) {
-      f[i][k] += g[k];
-      f[j][k] -= g[k];
-    }
-    if (explicit_virial || vflag_atom) {
-      const T* ve = edges.vectors + 3 * static_cast<std::size_t>(e);
-      const double v[3] = {static_cast<double>(ve[0]), static_cast<double>(ve[1]), static_cast<double>(ve[2])};
-      const double w[6] = {-v[0] * g[0], -v[1] * g[1], -v[2] * g[2], -v[0] * g[1], -v[0] * g[2], -v[1] * g[2]};
-      for (int k = 0; k < 6; ++k) {
-        if (explicit_virial) {
-          virial[k] += w[k];
-        }
-        if (vflag_atom) {
-          vatom[i][k] += 0.5 * w[k];
-          vatom[j][k] += 0.5 * w[k];
-        }
-      }
-    }
   }
 }
 

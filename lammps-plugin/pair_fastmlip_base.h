@@ -5,19 +5,24 @@
 //
 //   pair_coeff * * <file> <symbols>  file read, model kind checked, one element per type
 //   init_style                        units metal, newton on, atom IDs, a full neighbor list
-//   compute                           edges i -> j for local i from the full list (the model's
-//                                     CSR layout), the model (evaluate(), per style), then
-//                                     forces, energies and virials tallied from dE/d(edge vector)
+//   compute                           the model's graph (fastmlip::graph::AtomGraph) from the
+//                                     full list by the core's GraphBuilder, the model
+//                                     (evaluate(), per style), then forces, energies and virials
+//                                     by the core's tally_edges from dE/d(edge vector)
 //   pack/unpack_*_comm                ghost rows of the model's per-layer exchanges
 //
 // A style (MACE, CHGNet) supplies its settings, its model, evaluate() and what its exchanges
-// move. The KOKKOS variants (pair_fastmlip_kokkos.h) replace only the edge building and the
-// tally, by kernels on the KOKKOS device, and call the same evaluate().
+// move. The KOKKOS variants (pair_fastmlip_kokkos.h) run the same builder and tally on the
+// KOKKOS device, over the KOKKOS package's views, and call the same evaluate().
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include <Kokkos_Core.hpp>
+
+#include "graph/atom_graph.hpp"
+#include "graph/graph_builder.hpp"
 #include "models/feature_exchange.hpp"
 #include "pair.h"
 
@@ -55,16 +60,11 @@ class PairFastmlipBase : public Pair {
   int pack_reverse_comm(int n, int first, double* buf) override;
   void unpack_reverse_comm(int n, int* list, double* buf) override;
 
-  /// The model's graph in host memory: edges i -> j with i local, grouped by i in index order;
-  /// vectors[e] = x_j - x_i. Nodes 0..nlocal-1 local, nlocal..nall-1 ghosts.
+  /// The model's graph in host memory: the one contract of the core (graph/atom_graph.hpp),
+  /// edges j -> i with i local, grouped by i in index order, vectors x_j - x_i, species the
+  /// style's species index of each atom's type. Nodes 0..nlocal-1 local, nlocal..nall-1 ghosts.
   template <class T>
-  struct Edges {
-    int nlocal = 0, nall = 0, num_edges = 0;
-    const int* species = nullptr;  ///< [nall] the style's species index of each atom's type
-    const int* center = nullptr;    ///< [num_edges] i
-    const int* neighbor = nullptr;  ///< [num_edges] j
-    const T* vectors = nullptr;     ///< [num_edges][3]
-  };
+  using Graph = fastmlip::graph::AtomGraph<T, Kokkos::HostSpace>;
   /// What the model returns, in its buffers (valid until the next evaluate()): the energy,
   /// per-atom energies [nlocal] and dE/d(vectors) [num_edges][3], in double or in the compute
   /// precision (exactly one of the two gradient pointers is set).
@@ -104,11 +104,11 @@ class PairFastmlipBase : public Pair {
   /// The widest row (in doubles) any exchange moves: LAMMPS sizes its buffers from it.
   virtual int max_exchange_width() const = 0;
   /// Runs the model on a graph; rank-local model errors become error->one.
-  virtual Output evaluate(const Edges<double>& edges) = 0;
+  virtual Output evaluate(const Graph<double>& edges) = 0;
   /// Whether evaluate() reads atom->x and atom->tag besides the graph (then the KOKKOS variant
   /// brings them to the host first).
   virtual bool evaluate_reads_atoms() const { return false; }
-  virtual Output evaluate(const Edges<float>& edges) = 0;
+  virtual Output evaluate(const Graph<float>& edges) = 0;
   /// Atom j's part of an exchange buffer, packed, or unpacked (added with `add`); the number
   /// of doubles. The base moves node rows; a style with other rows overrides both.
   virtual int pack_atom(int j, double* buf) const;
@@ -125,16 +125,16 @@ class PairFastmlipBase : public Pair {
     }
     m_comm.width = width;
   }
-  /// The rank-local error for atoms `a` and `b`, `rsq` apart (squared), closer than
-  /// kMinDistance.
-  [[noreturn]] void error_too_close(tagint a, tagint b, double rsq);
+  /// The rank-local error for the two atoms (indices) of a graph builder's ClosePairError,
+  /// named by their IDs (smaller first), closer than kMinDistance.
+  [[noreturn]] void error_too_close(const fastmlip::graph::ClosePairError& close);
   /// A rank-local error (fastmlip::plugin::error_one) naming this style.
   [[noreturn]] void error_one(const char* file, int line, const std::string& message);
   /// Raises a rank-local error naming the step and the atom(s) unless the model's energy,
   /// per-atom energies and edge gradients are all finite: a NaN must stop the run, not be
   /// integrated (LAMMPS would carry on and exit 0). `edges` is the graph that was evaluated.
   template <class T>
-  void check_finite(const Output& out, const Edges<T>& edges);
+  void check_finite(const Output& out, const Graph<T>& edges);
   /// Brings atom->tag up to date on the host before an error names atoms (KOKKOS keeps the
   /// tags on its device).
   virtual void sync_tags_to_host() {}
@@ -151,13 +151,13 @@ class PairFastmlipBase : public Pair {
   void allocate();
   template <class T>
   void compute_host(int eflag, int vflag);
-  template <class T, class G>
-  void tally_host(const Edges<T>& edges, const G* gradient);
+  template <class T>
+  fastmlip::graph::GraphBuilder<Kokkos::DefaultHostExecutionSpace, T>& host_builder();
 
-  // Host graph buffers, reused between steps.
-  std::vector<int> m_species, m_center, m_neighbor, m_edge_start;
-  std::vector<double> m_vectors_d;
-  std::vector<float> m_vectors_f;
+  // The host graph, rebuilt each step in buffers the builders keep (grow-only), one per
+  // precision.
+  fastmlip::graph::GraphBuilder<Kokkos::DefaultHostExecutionSpace, double> m_builder_d;
+  fastmlip::graph::GraphBuilder<Kokkos::DefaultHostExecutionSpace, float> m_builder_f;
 };
 
 /// The models' node-row exchange (fastmlip::models::FeatureExchange) through a pair style.

@@ -128,33 +128,28 @@ double PairFastmlipChgnet::memory_usage() {
   return bytes;
 }
 
-PairFastmlipBase::Output PairFastmlipChgnet::evaluate(const Edges<double>& edges) { return evaluate_with(edges); }
-PairFastmlipBase::Output PairFastmlipChgnet::evaluate(const Edges<float>& edges) { return evaluate_with(edges); }
+PairFastmlipBase::Output PairFastmlipChgnet::evaluate(const Graph<double>& edges) { return evaluate_with(edges); }
+PairFastmlipBase::Output PairFastmlipChgnet::evaluate(const Graph<float>& edges) { return evaluate_with(edges); }
 
 template <class T>
-PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Edges<T>& edges) {
+PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Graph<T>& edges) {
   // Short edges (bond graph) are decided here, in double from the positions, whatever T is, so
   // that both ends of a bond agree; -2 marks one until build_slots finds its reverse slot.
   double** x = atom->x;
   const double bond_sq = m_bond_cutoff * m_bond_cutoff;
-  m_reverse_slot.assign(edges.num_edges, -1);
-  for (int e = 0; e < edges.num_edges; ++e) {
-    const int i = edges.center[e], j = edges.neighbor[e];
+  const int num_edges = edges.num_edges();
+  m_reverse_slot.assign(num_edges, -1);
+  for (int e = 0; e < num_edges; ++e) {
+    const int i = edges.center(e), j = edges.neighbor(e);
     const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
     if (dx * dx + dy * dy + dz * dz < bond_sq) {
       m_reverse_slot[e] = -2;
     }
   }
-  build_slots(edges.nlocal, edges.nall, edges.num_edges, edges.center, edges.neighbor);
+  build_slots(edges.n_local, edges.n_total, num_edges, edges.center.data(), edges.neighbor.data());
 
   ChgnetGraph<T> graph;
-  graph.n_local = edges.nlocal;
-  graph.n_total = edges.nall;
-  graph.species = edges.species;
-  graph.num_edges = edges.num_edges;
-  graph.center = edges.center;
-  graph.neighbor = edges.neighbor;
-  graph.vectors = edges.vectors;
+  static_cast<Graph<T>&>(graph) = edges;
   graph.slot_start = m_slot_start.data();
   graph.reverse_slot = m_reverse_slot.data();
   ChgnetLammpsExchange<T> exchange(this);

@@ -50,15 +50,15 @@ class PairFastmlipChgnet : public PairFastmlipBase {
   bool has_model() const override { return m_backend != nullptr; }
   bool single_precision() const override { return m_precision == "float32"; }
   int max_exchange_width() const override;
-  Output evaluate(const Edges<double>& edges) override;
-  Output evaluate(const Edges<float>& edges) override;
+  Output evaluate(const Graph<double>& edges) override;
+  Output evaluate(const Graph<float>& edges) override;
   bool evaluate_reads_atoms() const override { return true; }  // short bonds and bond matching
   int pack_atom(int j, double* buf) const override;
   int unpack_atom(int j, const double* buf, bool add) override;
 
  private:
   template <class T>
-  Output evaluate_with(const Edges<T>& edges);
+  Output evaluate_with(const Graph<T>& edges);
   /// The slot layout of every atom and the reverse slot of each short edge (one count and a
   /// few metadata exchanges).
   void build_slots(int nlocal, int nall, int num_edges, const int* center, const int* neighbor);

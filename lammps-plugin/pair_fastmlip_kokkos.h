@@ -7,27 +7,82 @@
 // building and the tally moved onto DeviceType.
 //
 // What runs where. On DeviceType, with Kokkos: the model graph is built from the KOKKOS
-// package's full neighbor list (edges i -> j counted per local atom, exclusive scan to CSR
-// offsets, filled in parallel), and forces, per-atom energies and virials and the global virial
-// are tallied from the model's dE/d(edge vector). In between, the model itself (Style's
-// evaluate(), the same as the host style's, with its per-layer ghost exchanges) runs in host
-// memory, in Kokkos' default host execution space. So the graph is copied to host mirrors and
-// the edge gradients and node energies back: on a Serial/OpenMP build the mirrors alias the
-// DeviceType views and nothing is copied; on a CUDA/HIP build this is one host<->device copy
-// each way per step, and the model is evaluated by the CPU. A device-resident model is future
-// work (docs/pair_fastmlip_mace.md, "KOKKOS").
+// package's full neighbor list by the core's graph::GraphBuilder (the host styles run the same
+// kernels on the host), and forces, per-atom energies and virials and the global virial are
+// tallied from the model's dE/d(edge vector) by the core's graph::tally_edges. In between, the
+// model itself (Style's evaluate(), the same as the host style's, with its per-layer ghost
+// exchanges) runs in host memory, in Kokkos' default host execution space. On a Serial/OpenMP
+// build the model reads the builder's views themselves and nothing is copied; on a CUDA/HIP
+// build the graph is copied to the host and the edge gradients and node energies back, one
+// copy each way per step, and the model is evaluated by the CPU. A device-resident model is
+// future work (docs/pair_fastmlip_mace.md, "KOKKOS").
 //
 // Only compiled into a plugin built with Kokkos (LMP_KOKKOS), which must then be loaded into a
 // LAMMPS with the KOKKOS package.
 #ifdef LMP_KOKKOS
 
 #include <Kokkos_Core.hpp>
+#include <string>
+#include <type_traits>
 
+#include "graph/atom_graph.hpp"
+#include "graph/graph_builder.hpp"
 #include "kokkos_type.h"
 #include "pair_fastmlip_chgnet.h"
 #include "pair_fastmlip_mace.h"
 
 namespace LAMMPS_NS {
+
+/// The graph in host memory for the model, from its DeviceType views: the views themselves
+/// where DeviceType's memory is the host's, else copies into host buffers kept between steps.
+template <class T, class Memory>
+struct HostGraphMirror {
+  using HostGraph = fastmlip::graph::AtomGraph<T, Kokkos::HostSpace>;
+  Kokkos::View<int*, Kokkos::HostSpace> species, center, neighbor, center_start;
+  Kokkos::View<T* [3], Kokkos::LayoutRight, Kokkos::HostSpace> vectors;
+
+  HostGraph of(const fastmlip::graph::AtomGraph<T, Memory>& d) {
+    if constexpr (std::is_same_v<Memory, Kokkos::HostSpace>) {
+      return d;
+    } else {
+      HostGraph h;
+      h.n_local = d.n_local;
+      h.n_total = d.n_total;
+      h.species = copy(species, d.species, "fastmlip::pair_kk::h_species");
+      h.center = copy(center, d.center, "fastmlip::pair_kk::h_center");
+      h.neighbor = copy(neighbor, d.neighbor, "fastmlip::pair_kk::h_neighbor");
+      h.center_start = copy(center_start, d.center_start, "fastmlip::pair_kk::h_center_start");
+      const std::size_t E = d.vectors.extent(0);
+      if (vectors.extent(0) < E) {
+        vectors = decltype(vectors)(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::pair_kk::h_vectors"), E + E / 5 + 16);
+      }
+      const auto part = Kokkos::subview(vectors, Kokkos::pair<std::size_t, std::size_t>(0, E), Kokkos::ALL());
+      Kokkos::deep_copy(part, d.vectors);
+      h.vectors = part;
+      return h;
+    }
+  }
+  double bytes() const {
+    return static_cast<double>(species.span() + center.span() + neighbor.span() + center_start.span()) *
+               sizeof(int) +
+           static_cast<double>(vectors.span()) * sizeof(T);
+  }
+
+ private:
+  template <class Src>
+  static Kokkos::View<const int*, Kokkos::HostSpace> copy(Kokkos::View<int*, Kokkos::HostSpace>& buf,
+                                                          const Src& src, const char* label) {
+    const std::size_t n = src.extent(0);
+    if (buf.extent(0) < n) {
+      buf = Kokkos::View<int*, Kokkos::HostSpace>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 5 + 16);
+    }
+    const auto part = Kokkos::subview(buf, Kokkos::pair<std::size_t, std::size_t>(0, n));
+    Kokkos::deep_copy(part, src);
+    return part;
+  }
+};
 
 template <class DeviceType, class Style>
 class PairFastmlipKokkos : public Style {
@@ -43,45 +98,42 @@ class PairFastmlipKokkos : public Style {
   double memory_usage() override;
   void sync_tags_to_host() override;
 
-  /// A graph buffer on DeviceType and its host mirror (an alias where DeviceType can read
-  /// host memory).
-  template <class V>
-  struct Mirrored {
-    Kokkos::View<V*, DeviceType> d;
-    typename Kokkos::View<V*, DeviceType>::HostMirror h;
-  };
-  /// The buffers that depend on the compute precision.
-  template <class T>
-  struct PrecisionBuffers {
-    Mirrored<T> vectors;  // [3 * num_edges] x_j - x_i
-    // [3 * num_edges] dE/dv returned in T, used only where DeviceType cannot read host memory.
-    Kokkos::View<T*, DeviceType> gradient;
-  };
-
  private:
+  using ExecSpace = typename DeviceType::execution_space;
+  using Memory = typename DeviceType::memory_space;
+  template <class T>
+  using DeviceGraph = fastmlip::graph::AtomGraph<T, Memory>;
+  template <class G>
+  using Rows = Kokkos::View<const G* [3], Kokkos::LayoutRight, Memory>;
+
   template <class T>
   void compute_kk(int eflag, int vflag);
-  /// Forces and virials from dE/dv (G: the precision the model returns it in).
-  template <class T, class G>
-  void tally_kk(int num_edges, const G* gradient);
   template <class T>
-  PrecisionBuffers<T>& buffers();
+  fastmlip::graph::GraphBuilder<ExecSpace, T>& builder() {
+    if constexpr (std::is_same_v<T, double>) {
+      return m_builder_d;
+    } else {
+      return m_builder_f;
+    }
+  }
+  template <class T>
+  HostGraphMirror<T, Memory>& host_mirror() {
+    if constexpr (std::is_same_v<T, double>) {
+      return m_host_d;
+    } else {
+      return m_host_f;
+    }
+  }
 
-  Kokkos::View<int*, DeviceType> d_type_species;  // [ntypes + 1] model species of each LAMMPS type
-  Kokkos::View<int*, DeviceType> d_count;         // [nlocal] edges of each local atom
-  Kokkos::View<int*, DeviceType> d_edge_start;    // [nlocal + 1] CSR offsets by centre
-  Mirrored<int> m_species;                        // [nall]
-  Mirrored<int> m_center, m_neighbor;             // [num_edges]
-  PrecisionBuffers<double> m_buffers_d;
-  PrecisionBuffers<float> m_buffers_f;
-  // [nlocal] per-atom energies, used only where DeviceType cannot read host memory.
-  Kokkos::View<double*, DeviceType> d_node_energy;
-
-  // The first pair of atoms found closer than the minimum distance: flag, the two atom IDs
-  // (smaller first), and their squared distance.
-  Kokkos::View<int, DeviceType> d_close_flag;
-  Kokkos::View<tagint[2], DeviceType> d_close_tags;
-  Kokkos::View<double, DeviceType> d_close_rsq;
+  Kokkos::View<const int*, Memory> d_type_species;  // [ntypes + 1] model species of each LAMMPS type
+  fastmlip::graph::GraphBuilder<ExecSpace, double> m_builder_d;
+  fastmlip::graph::GraphBuilder<ExecSpace, float> m_builder_f;
+  HostGraphMirror<double, Memory> m_host_d;
+  HostGraphMirror<float, Memory> m_host_f;
+  // The model's dE/dv and per-atom energies on DeviceType, used only where DeviceType cannot
+  // read host memory.
+  Kokkos::View<double*, DeviceType> d_gradient_d, d_node_energy;
+  Kokkos::View<float*, DeviceType> d_gradient_f;
 
   DAT::tdual_efloat_1d k_eatom;
   DAT::tdual_virial_array k_vatom;

@@ -14,7 +14,6 @@
 #include "utils.h"
 
 using namespace LAMMPS_NS;
-using fastmlip::models::MaceGraph;
 using fastmlip::models::MaceModel;
 using fastmlip::models::MaceOptions;
 using fastmlip::models::MaceResult;
@@ -152,23 +151,15 @@ int PairFastmlipMace::max_exchange_width() const {
   return m_backend->model_d ? m_backend->model_d->max_exchange_width() : m_backend->model_f->max_exchange_width();
 }
 
-PairFastmlipBase::Output PairFastmlipMace::evaluate(const Edges<double>& edges) { return evaluate_with(edges); }
-PairFastmlipBase::Output PairFastmlipMace::evaluate(const Edges<float>& edges) { return evaluate_with(edges); }
+PairFastmlipBase::Output PairFastmlipMace::evaluate(const Graph<double>& edges) { return evaluate_with(edges); }
+PairFastmlipBase::Output PairFastmlipMace::evaluate(const Graph<float>& edges) { return evaluate_with(edges); }
 
 template <class T>
-PairFastmlipBase::Output PairFastmlipMace::evaluate_with(const Edges<T>& edges) {
-  MaceGraph<T> graph;
-  graph.n_local = edges.nlocal;
-  graph.n_total = edges.nall;
-  graph.species = edges.species;
-  graph.num_edges = edges.num_edges;
-  graph.sender = edges.neighbor;
-  graph.receiver = edges.center;
-  graph.vectors = edges.vectors;
+PairFastmlipBase::Output PairFastmlipMace::evaluate_with(const Graph<T>& edges) {
   PairNodeExchange<T> exchange(this);
   auto& result = m_backend->result<T>();
   try {
-    m_backend->model<T>().compute(graph, &exchange, true, result);
+    m_backend->model<T>().compute(edges, &exchange, true, result);
   } catch (const fastmlip::Error& e) {
     m_comm = CommRows{};
     error_one(FLERR, e.what());

@@ -32,12 +32,12 @@ class PairFastmlipMace : public PairFastmlipBase {
   bool has_model() const override { return m_backend != nullptr; }
   bool single_precision() const override { return m_precision == "float32"; }
   int max_exchange_width() const override;
-  Output evaluate(const Edges<double>& edges) override;
-  Output evaluate(const Edges<float>& edges) override;
+  Output evaluate(const Graph<double>& edges) override;
+  Output evaluate(const Graph<float>& edges) override;
 
  private:
   template <class T>
-  Output evaluate_with(const Edges<T>& edges);
+  Output evaluate_with(const Graph<T>& edges);
 
   std::unique_ptr<Backend> m_backend;
   std::string m_precision = "float64";

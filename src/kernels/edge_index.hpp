@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "graph/atom_graph.hpp"
 
 namespace fastmlip::kernels {
 
@@ -17,11 +18,49 @@ template <class ExecSpace>
 struct EdgeIndex {
   int num_nodes = 0;
   int num_edges = 0;
-  Kokkos::View<int*, ExecSpace> receiver_ptr;  ///< [num_nodes + 1]: edges of receiver n are [ptr(n), ptr(n+1))
-  Kokkos::View<int*, ExecSpace> sender;        ///< [E]
-  Kokkos::View<int*, ExecSpace> receiver;      ///< [E]
-  Kokkos::View<int*, ExecSpace> sender_ptr;    ///< [num_nodes + 1] into sender_edges
-  Kokkos::View<int*, ExecSpace> sender_edges;  ///< [E]: edge ids grouped by sender, ascending
+  Kokkos::View<const int*, ExecSpace> receiver_ptr;  ///< [num_nodes + 1]: edges of receiver n are [ptr(n), ptr(n+1))
+  Kokkos::View<const int*, ExecSpace> sender;        ///< [E]
+  Kokkos::View<const int*, ExecSpace> receiver;      ///< [E]
+  Kokkos::View<const int*, ExecSpace> sender_ptr;    ///< [num_nodes + 1] into sender_edges
+  Kokkos::View<const int*, ExecSpace> sender_edges;  ///< [E]: edge ids grouped by sender, ascending
+
+  /// From a checked graph::AtomGraph in ExecSpace's memory (graph::check_graph): its centre and
+  /// neighbor views are used as they are, its CSR offsets extended over the ghosts (which
+  /// receive nothing); only the transpose by sender is built. Host-accessible memory only, for
+  /// now: the transpose is built by a host loop.
+  template <class T>
+  static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g) {
+    static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible,
+                  "EdgeIndex::from_graph: the transpose is built on the host");
+    EdgeIndex out;
+    const int N = g.n_total, L = g.n_local, E = g.num_edges();
+    out.num_nodes = N;
+    out.num_edges = E;
+    out.sender = g.neighbor;
+    out.receiver = g.center;
+    Kokkos::View<int*, ExecSpace> rptr(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::receiver_ptr"),
+                                       N + 1);
+    Kokkos::View<int*, ExecSpace> sptr("fastmlip::edge_index::sender_ptr", N + 1);
+    Kokkos::View<int*, ExecSpace> sedges(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"),
+                                         E);
+    for (int n = 0; n <= N; ++n) {
+      rptr(n) = n <= L ? g.center_start(n) : E;
+    }
+    for (int e = 0; e < E; ++e) {
+      ++sptr(g.neighbor(e) + 1);
+    }
+    for (int n = 0; n < N; ++n) {
+      sptr(n + 1) += sptr(n);
+    }
+    std::vector<int> fill(sptr.data(), sptr.data() + N);
+    for (int e = 0; e < E; ++e) {
+      sedges(fill[g.neighbor(e)]++) = e;
+    }
+    out.receiver_ptr = rptr;
+    out.sender_ptr = sptr;
+    out.sender_edges = sedges;
+    return out;
+  }
 
   /// From host arrays. Edges must be sorted by receiver (the neighbour-list order); throws
   /// InputError naming the first edge out of order or an index out of range.
@@ -34,16 +73,16 @@ struct EdgeIndex {
     g.num_nodes = num_nodes;
     g.num_edges = static_cast<int>(sender.size());
     const int E = g.num_edges;
-    g.receiver_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::receiver_ptr", num_nodes + 1);
-    g.sender_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::sender_ptr", num_nodes + 1);
-    g.sender = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::sender", E);
-    g.receiver = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::receiver", E);
-    g.sender_edges = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::sender_edges", E);
-    auto h_rptr = Kokkos::create_mirror_view(g.receiver_ptr);
-    auto h_sptr = Kokkos::create_mirror_view(g.sender_ptr);
-    auto h_s = Kokkos::create_mirror_view(g.sender);
-    auto h_r = Kokkos::create_mirror_view(g.receiver);
-    auto h_se = Kokkos::create_mirror_view(g.sender_edges);
+    Kokkos::View<int*, ExecSpace> rptr("fastmlip::edge_index::receiver_ptr", num_nodes + 1);
+    Kokkos::View<int*, ExecSpace> sptr("fastmlip::edge_index::sender_ptr", num_nodes + 1);
+    Kokkos::View<int*, ExecSpace> snd("fastmlip::edge_index::sender", E);
+    Kokkos::View<int*, ExecSpace> rcv("fastmlip::edge_index::receiver", E);
+    Kokkos::View<int*, ExecSpace> sedges("fastmlip::edge_index::sender_edges", E);
+    auto h_rptr = Kokkos::create_mirror_view(rptr);
+    auto h_sptr = Kokkos::create_mirror_view(sptr);
+    auto h_s = Kokkos::create_mirror_view(snd);
+    auto h_r = Kokkos::create_mirror_view(rcv);
+    auto h_se = Kokkos::create_mirror_view(sedges);
     std::vector<int> count_r(num_nodes + 1, 0), count_s(num_nodes + 1, 0);
     for (int e = 0; e < E; ++e) {
       if (sender[e] < 0 || sender[e] >= num_nodes || receiver[e] < 0 || receiver[e] >= num_nodes) {
@@ -71,11 +110,16 @@ struct EdgeIndex {
       h_rptr(n) = count_r[n];
       h_sptr(n) = count_s[n];
     }
-    Kokkos::deep_copy(g.receiver_ptr, h_rptr);
-    Kokkos::deep_copy(g.sender_ptr, h_sptr);
-    Kokkos::deep_copy(g.sender, h_s);
-    Kokkos::deep_copy(g.receiver, h_r);
-    Kokkos::deep_copy(g.sender_edges, h_se);
+    Kokkos::deep_copy(rptr, h_rptr);
+    Kokkos::deep_copy(sptr, h_sptr);
+    Kokkos::deep_copy(snd, h_s);
+    Kokkos::deep_copy(rcv, h_r);
+    Kokkos::deep_copy(sedges, h_se);
+    g.receiver_ptr = rptr;
+    g.sender_ptr = sptr;
+    g.sender = snd;
+    g.receiver = rcv;
+    g.sender_edges = sedges;
     return g;
   }
 };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../common/tolerance.hpp"
+#include "graph/atom_graph.hpp"
 #include "graph/neighbor_list.hpp"
 #include "models/mace/mace_model.hpp"
 
@@ -30,17 +31,14 @@ struct TestGraph {
   int n_local = 0, n_total = 0;
   std::vector<int> species, sender, receiver, owner;  // owner: of each ghost (n_total - n_local)
   std::vector<T> vectors;
+  /// The graph contract over these arrays; its CSR offsets are counted from `receiver` here, so
+  /// a test that edits the arrays sees its edit checked by the model.
   models::MaceGraph<T> view() const {
-    models::MaceGraph<T> g;
-    g.n_local = n_local;
-    g.n_total = n_total;
-    g.species = species.data();
-    g.num_edges = static_cast<int>(sender.size());
-    g.sender = sender.data();
-    g.receiver = receiver.data();
-    g.vectors = vectors.data();
-    return g;
+    center_start = graph::center_offsets(n_local, receiver);
+    return graph::host_graph(n_local, n_total, species.data(), num_edges(), receiver.data(), sender.data(),
+                             center_start.data(), vectors.data());
   }
+  mutable std::vector<int> center_start;
   int num_edges() const { return static_cast<int>(sender.size()); }
 };
 

@@ -304,29 +304,17 @@ struct ChgnetModel<T>::Impl {
 
   void validate(const ChgnetGraph<T>& gr, const ChgnetExchange<T>* exchange) {
     auto bad = [&](const std::string& what) { throw InputError("ChgnetModel::compute: " + what); };
-    if (gr.n_local < 0 || gr.n_total < gr.n_local) bad("n_local/n_total inconsistent");
+    graph::check_graph(gr, n_elements, "ChgnetModel::compute",
+                       "the model has " + std::to_string(n_elements) + " elements");
     if (gr.n_total > gr.n_local && exchange == nullptr) bad("the graph has ghost nodes but no ChgnetExchange");
-    for (int i = 0; i < gr.n_total; ++i) {
-      if (gr.species[i] < 0 || gr.species[i] >= n_elements) {
-        bad("node " + std::to_string(i) + " has species index " + std::to_string(gr.species[i]) + ", the model has " +
-            std::to_string(n_elements) + " elements");
-      }
+    if (gr.slot_start == nullptr || (gr.num_edges() > 0 && gr.reverse_slot == nullptr)) {
+      bad("slot_start (and reverse_slot, with edges) must be given");
     }
     if (gr.slot_start[0] != 0) bad("slot_start[0] must be 0");
     for (int i = 0; i < gr.n_total; ++i) {
       if (gr.slot_start[i + 1] < gr.slot_start[i]) bad("slot_start must be non-decreasing");
     }
-    int prev = 0;
-    for (int e = 0; e < gr.num_edges; ++e) {
-      const int c = gr.center[e], n = gr.neighbor[e];
-      if (c < 0 || c >= gr.n_local || c < prev) bad("edge " + std::to_string(e) + ": centre not local or out of order");
-      prev = c;
-      if (n < 0 || n >= gr.n_total) bad("edge " + std::to_string(e) + ": neighbor out of range");
-      const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
-      if (!(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] > T(0))) {
-        bad("edge " + std::to_string(e) + " (nodes " + std::to_string(c) + ", " + std::to_string(n) +
-            ") has zero or non-finite length");
-      }
+    for (int e = 0; e < gr.num_edges(); ++e) {
       const int rs = gr.reverse_slot[e];
       if (rs < -1 || rs >= gr.slot_start[gr.n_total]) bad("edge " + std::to_string(e) + ": reverse slot out of range");
     }
@@ -336,7 +324,7 @@ struct ChgnetModel<T>::Impl {
   void compute_basis(const ChgnetGraph<T>& gr) {
     N = gr.n_total;
     NL = gr.n_local;
-    E = gr.num_edges;
+    E = gr.num_edges();
     n_slots = gr.slot_start[N];
     short_edge.clear();
     rev.clear();
@@ -347,7 +335,7 @@ struct ChgnetModel<T>::Impl {
       edge_slot[e] = static_cast<int>(short_edge.size());
       short_edge.push_back(e);
       rev.push_back(gr.reverse_slot[e]);
-      ++count[gr.center[e]];
+      ++count[gr.center(e)];
     }
     S = static_cast<int>(short_edge.size());
     for (int i = 0; i < NL; ++i) {
@@ -374,7 +362,7 @@ struct ChgnetModel<T>::Impl {
 
     Vec rv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r"), E);
     for (int e = 0; e < E; ++e) {
-      const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
+      const T* v = gr.vectors.data() + 3 * static_cast<std::size_t>(e);
       rv(e) = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
     }
     r = rv;
@@ -385,8 +373,8 @@ struct ChgnetModel<T>::Impl {
     Vec th(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::theta"), A);
     for (int a = 0; a < A; ++a) {
       const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
-      const T* va = gr.vectors + 3 * static_cast<std::size_t>(ea);
-      const T* vb = gr.vectors + 3 * static_cast<std::size_t>(eb);
+      const T* va = gr.vectors.data() + 3 * static_cast<std::size_t>(ea);
+      const T* vb = gr.vectors.data() + 3 * static_cast<std::size_t>(eb);
       const T cosv = (va[0] * vb[0] + va[1] * vb[1] + va[2] * vb[2]) / (r(ea) * r(eb));
       th(a) = std::acos(cosv * static_cast<T>(1 - 1e-6));
     }
@@ -400,7 +388,7 @@ struct ChgnetModel<T>::Impl {
     g.assign(n_conv - 1, {});
     zero(x[0], static_cast<std::size_t>(N) * Fa);
     for (int i = 0; i < N; ++i) {
-      std::copy_n(embedding.data() + static_cast<std::size_t>(gr.species[i]) * Fa, Fa,
+      std::copy_n(embedding.data() + static_cast<std::size_t>(gr.species(i)) * Fa, Fa,
                   x[0].data() + static_cast<std::size_t>(i) * Fa);
     }
     w_bg.resize(static_cast<std::size_t>(S) * Fb);
@@ -468,8 +456,8 @@ struct ChgnetModel<T>::Impl {
     edge_rows(k, e0, rows);
     for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
     m.seg[1].compute(X.data(), rows, Fb, z1, m.width2, true);
-    add_rows(P0, gr.center + e0, rows, m.width2, z1);
-    add_rows(P1, gr.neighbor + e0, rows, m.width2, z1);
+    add_rows(P0, gr.center.data() + e0, rows, m.width2, z1);
+    add_rows(P1, gr.neighbor.data() + e0, rows, m.width2, z1);
   }
   void project_atom(int k, const GatedMlp<T>& m) {
     m.project(0, x[k].data(), NL, P0);
@@ -569,7 +557,7 @@ struct ChgnetModel<T>::Impl {
       m.compute_from_z1(rows, act, act.y, work);
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
-        T* a = agg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
+        T* a = agg.data() + static_cast<std::size_t>(gr.center(e)) * Fa;
         const T* y = act.y + static_cast<std::size_t>(t) * Fa;
         const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
         for (int j = 0; j < Fa; ++j) a[j] += y[j] * w[j];
@@ -651,7 +639,7 @@ struct ChgnetModel<T>::Impl {
     }
     result.energy = 0;
     for (int i = 0; i < NL; ++i) {
-      result.site_energy[i] = static_cast<double>(act[L][i]) + atom_ref[gr.species[i]];
+      result.site_energy[i] = static_cast<double>(act[L][i]) + atom_ref[gr.species(i)];
       result.energy += result.site_energy[i];
     }
     if (!gradients) return;
@@ -716,7 +704,7 @@ struct ChgnetModel<T>::Impl {
       }
       for (int t = 0; t < rows; ++t) {
         const int e = e0 + t;
-        const T* ga = gagg.data() + static_cast<std::size_t>(gr.center[e]) * Fa;
+        const T* ga = gagg.data() + static_cast<std::size_t>(gr.center(e)) * Fa;
         const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
         const T* y = act.y + static_cast<std::size_t>(t) * Fa;
         T* gw = GW.data() + static_cast<std::size_t>(t) * Fa;
@@ -742,8 +730,8 @@ struct ChgnetModel<T>::Impl {
       rbf_ag->reverse(Vec(r.data() + e0, rows), Mat(Bt.data(), rows, n_radial), Vec(GRt.data(), rows));
       for (int t = 0; t < rows; ++t) g_r[e0 + t] += GRt[t];
       if (need_x) {
-        scatter_rows(work.ga.data(), gr.center + e0, rows, W2, G0);
-        scatter_rows(work.ga.data(), gr.neighbor + e0, rows, W2, G1);
+        scatter_rows(work.ga.data(), gr.center.data() + e0, rows, W2, G0);
+        scatter_rows(work.ga.data(), gr.neighbor.data() + e0, rows, W2, G1);
       }
     }
     if (need_x) {
@@ -860,7 +848,7 @@ struct ChgnetModel<T>::Impl {
     const std::vector<double>& gth = g_theta;
     result.edge_gradient.assign(static_cast<std::size_t>(E) * 3, 0.0);
     for (int e = 0; e < E; ++e) {
-      const T* v = gr.vectors + 3 * static_cast<std::size_t>(e);
+      const T* v = gr.vectors.data() + 3 * static_cast<std::size_t>(e);
       for (int d = 0; d < 3; ++d) result.edge_gradient[3 * static_cast<std::size_t>(e) + d] = gr_total[e] * v[d] / r(e);
     }
     // theta = acos(c'), c' = 0.999999 u_a . u_b: dtheta/dc' = -1 / sqrt(1 - c'^2);
@@ -868,8 +856,8 @@ struct ChgnetModel<T>::Impl {
     const double clamp = 1 - 1e-6;
     for (int a = 0; a < A; ++a) {
       const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
-      const T* va = gr.vectors + 3 * static_cast<std::size_t>(ea);
-      const T* vb = gr.vectors + 3 * static_cast<std::size_t>(eb);
+      const T* va = gr.vectors.data() + 3 * static_cast<std::size_t>(ea);
+      const T* vb = gr.vectors.data() + 3 * static_cast<std::size_t>(eb);
       const double ra = r(ea), rb = r(eb);
       double ua[3], ub[3];
       for (int d = 0; d < 3; ++d) {
@@ -934,12 +922,9 @@ struct ChgnetModel<T>::Impl {
 template <class T>
 ChgnetGraph<T> ChgnetStructureGraph<T>::view() const {
   ChgnetGraph<T> g;
-  g.n_local = g.n_total = n_atoms;
-  g.species = species.data();
-  g.num_edges = static_cast<int>(center.size());
-  g.center = center.data();
-  g.neighbor = neighbor.data();
-  g.vectors = vectors.data();
+  static_cast<graph::AtomGraph<T>&>(g) =
+      graph::host_graph(n_atoms, n_atoms, species.data(), static_cast<int>(center.size()), center.data(),
+                        neighbor.data(), center_start.data(), vectors.data());
   g.slot_start = slot_start.data();
   g.reverse_slot = reverse_slot.data();
   return g;
@@ -960,6 +945,7 @@ ChgnetStructureGraph<T> make_structure_graph(const std::vector<double>& position
   const auto centers = nl.centers();
   const std::size_t ne = nl.num_edges();
   g.center.assign(centers.begin(), centers.end());
+  g.center_start = graph::center_offsets(g.n_atoms, g.center);
   g.neighbor.assign(nl.neighbors.begin(), nl.neighbors.end());
   g.vectors.resize(3 * ne);
   std::vector<int> slot(ne, -1);

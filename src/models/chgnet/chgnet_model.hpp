@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/atom_graph.hpp"
 #include "io/potential_file.hpp"
 #include "models/feature_exchange.hpp"
 
@@ -50,16 +51,11 @@ class ChgnetExchange : public FeatureExchange<T> {
   virtual void reverse_slots(T* slots, int width) = 0;
 };
 
-/// Read-only view of one graph (host memory).
+/// The graph CHGNet evaluates: the one contract of graph/atom_graph.hpp (host memory; edge
+/// vectors r_neighbor (+ image shift) - r_center; species = atomic number - 1), plus the bond
+/// slots of its short edges.
 template <class T>
-struct ChgnetGraph {
-  int n_local = 0;
-  int n_total = 0;
-  const int* species = nullptr;  ///< [n_total] embedding index: atomic number - 1
-  int num_edges = 0;
-  const int* center = nullptr;    ///< [num_edges] local node, non-decreasing
-  const int* neighbor = nullptr;  ///< [num_edges] any node
-  const T* vectors = nullptr;     ///< [num_edges][3] r_neighbor (+ image shift) - r_center (A)
+struct ChgnetGraph : graph::AtomGraph<T, Kokkos::HostSpace> {
   /// [n_total + 1] CSR of slot rows by node. A local node has one slot per short edge, in
   /// edge order; a ghost as many as its owner has.
   const int* slot_start = nullptr;
@@ -83,7 +79,7 @@ struct ChgnetResult {
 /// owns its arrays. For tests, benchmarks and tools that evaluate one structure.
 template <class T>
 struct ChgnetStructureGraph {
-  std::vector<int> species, center, neighbor, slot_start, reverse_slot;
+  std::vector<int> species, center, center_start, neighbor, slot_start, reverse_slot;
   std::vector<T> vectors;
   int n_atoms = 0;
   ChgnetGraph<T> view() const;

@@ -144,8 +144,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   // Per-call state, valid during compute().
   int n_local = 0, n_total = 0, num_edges = 0;
   Ints species_all, species_local;
-  kernels::EdgeIndex<ExecSpace> graph_index;
-  std::vector<int> sender, receiver;
+  kernels::EdgeIndex<ExecSpace> graph_index;  // the graph's own views, plus the transpose by sender
   std::vector<T> u;       // [E][3] mace-torch's edge vectors, -graph.vectors
   Vector r;               // [E] lengths
   Matrix Y, B;            // [E][sh], [E][num_bessel]
@@ -198,51 +197,24 @@ struct MaceModel<ExecSpace, T>::Impl {
   // ---- input checks ------------------------------------------------------------------------
 
   void validate(const MaceGraph<T>& g, const FeatureExchange<T>* exchange) const {
-    const std::string fn = "MaceModel::compute: ";
-    if (g.n_local < 0 || g.n_total < g.n_local || g.num_edges < 0) {
-      throw InputError(fn + "need 0 <= n_local <= n_total and num_edges >= 0, got n_local " + std::to_string(g.n_local) +
-                       ", n_total " + std::to_string(g.n_total) + ", num_edges " + std::to_string(g.num_edges));
-    }
-    if ((g.n_total > 0 && g.species == nullptr) ||
-        (g.num_edges > 0 && (g.sender == nullptr || g.receiver == nullptr || g.vectors == nullptr))) {
-      throw InputError(fn + "a graph array is null (species, sender, receiver or vectors)");
-    }
+    const std::string fn = "MaceModel::compute";
+    graph::check_graph(g, spec.num_elements, fn,
+                       "the model (" + spec.source + ") has species 0.." + std::to_string(spec.num_elements - 1));
     if (exchange == nullptr && g.n_total != g.n_local && spec.num_interactions > 1) {
-      throw InputError(fn + "the graph has " + std::to_string(g.n_total - g.n_local) +
+      throw InputError(fn + ": the graph has " + std::to_string(g.n_total - g.n_local) +
                        " ghost nodes but no FeatureExchange; ghosts need their owners' features after each layer");
     }
-    for (int n = 0; n < g.n_total; ++n) {
-      if (g.species[n] < 0 || g.species[n] >= spec.num_elements) {
-        throw InputError(fn + "node " + std::to_string(n) + " has species index " + std::to_string(g.species[n]) +
-                         "; the model (" + spec.source + ") has species 0.." + std::to_string(spec.num_elements - 1));
-      }
+    if (!tabulated) {
+      return;
     }
-    for (int e = 0; e < g.num_edges; ++e) {
-      const int i = g.receiver[e], j = g.sender[e];
-      if (i < 0 || i >= g.n_local) {
-        throw InputError(fn + "edge " + std::to_string(e) + " has receiver " + std::to_string(i) +
-                         ", not a local node (0.." + std::to_string(g.n_local - 1) + ")");
-      }
-      if (e > 0 && i < g.receiver[e - 1]) {
-        throw InputError(fn + "edges must be sorted by receiver; edge " + std::to_string(e) + " has receiver " +
-                         std::to_string(i) + " after " + std::to_string(g.receiver[e - 1]));
-      }
-      if (j < 0 || j >= g.n_total) {
-        throw InputError(fn + "edge " + std::to_string(e) + " has sender " + std::to_string(j) + ", outside 0.." +
-                         std::to_string(g.n_total - 1));
-      }
-      const T* v = g.vectors + 3 * static_cast<std::size_t>(e);
-      const double d2 = static_cast<double>(v[0]) * v[0] + static_cast<double>(v[1]) * v[1] +
-                        static_cast<double>(v[2]) * v[2];
-      // !(d2 > 0) also catches NaN; an infinite component is as meaningless.
-      if (!(d2 > 0) || !std::isfinite(d2)) {
-        throw InputError(fn + "edge " + std::to_string(e) + " joins nodes " + std::to_string(i) + " and " +
-                         std::to_string(j) + " at distance " + std::to_string(std::sqrt(d2)) +
-                         "; coincident atoms, a self-edge without an image shift, or a non-finite position");
-      }
-      if (tabulated && d2 < MaceOptions::kRadialTableStart * MaceOptions::kRadialTableStart) {
-        throw InputError(fn + "edge " + std::to_string(e) + " joins nodes " + std::to_string(i) + " and " +
-                         std::to_string(j) + " at distance " + std::to_string(std::sqrt(d2)) +
+    const double start_sq = MaceOptions::kRadialTableStart * MaceOptions::kRadialTableStart;
+    for (int e = 0; e < g.num_edges(); ++e) {
+      const double d2 = static_cast<double>(g.vectors(e, 0)) * g.vectors(e, 0) +
+                        static_cast<double>(g.vectors(e, 1)) * g.vectors(e, 1) +
+                        static_cast<double>(g.vectors(e, 2)) * g.vectors(e, 2);
+      if (d2 < start_sq) {
+        throw InputError(fn + ": edge " + std::to_string(e) + " joins nodes " + std::to_string(g.center(e)) +
+                         " and " + std::to_string(g.neighbor(e)) + " at distance " + std::to_string(std::sqrt(d2)) +
                          " A, below the radial tables' start (" + std::to_string(MaceOptions::kRadialTableStart) +
                          " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms");
       }
@@ -408,9 +380,9 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
     for (int e = 0; e < num_edges; ++e) {
       double en = 0, den = 0;
-      zbl_edge(spec.species[species_all(receiver[e])].z, spec.species[species_all(sender[e])].z,
-               static_cast<double>(r(e)), en, den);
-      pair_energy[receiver[e]] += en;
+      const int i = graph_index.receiver(e), j = graph_index.sender(e);
+      zbl_edge(spec.species[species_all(i)].z, spec.species[species_all(j)].z, static_cast<double>(r(e)), en, den);
+      pair_energy[i] += en;
     }
   }
 
@@ -533,8 +505,8 @@ struct MaceModel<ExecSpace, T>::Impl {
       double gl = static_cast<double>(gr(e));
       if (spec.zbl) {
         double en = 0, den = 0;
-        zbl_edge(spec.species[species_all(receiver[e])].z, spec.species[species_all(sender[e])].z,
-                 static_cast<double>(r(e)), en, den);
+        zbl_edge(spec.species[species_all(graph_index.receiver(e))].z,
+                 spec.species[species_all(graph_index.sender(e))].z, static_cast<double>(r(e)), en, den);
         gl += static_cast<double>(pair_seed) * den;
       }
       for (int k = 0; k < 3; ++k) {
@@ -552,17 +524,15 @@ struct MaceModel<ExecSpace, T>::Impl {
     const int T_ = spec.num_interactions;
     n_local = g.n_local;
     n_total = g.n_total;
-    num_edges = g.num_edges;
-    species_all = Ints(g.species, n_total);
-    species_local = Ints(g.species, n_local);
-    sender.assign(g.sender, g.sender + num_edges);
-    receiver.assign(g.receiver, g.receiver + num_edges);
-    graph_index = kernels::EdgeIndex<ExecSpace>::build(n_total, sender, receiver);
+    num_edges = g.num_edges();
+    species_all = g.species;
+    species_local = Kokkos::subview(g.species, Kokkos::pair<int, int>(0, n_local));
+    graph_index = kernels::EdgeIndex<ExecSpace>::from_graph(g);
     inter_energy.assign(n_local, 0.0);
     pair_energy.assign(n_local, 0.0);
 
     compute_embedding();
-    compute_edge_basis(g.vectors);
+    compute_edge_basis(g.vectors.data());
     compute_zbl();
     for (int t = 0; t < T_; ++t) {
       compute_interaction(t, exchange);

@@ -19,22 +19,17 @@
 #include <string>
 #include <vector>
 
+#include "graph/atom_graph.hpp"
 #include "io/potential_file.hpp"
 #include "models/feature_exchange.hpp"
 
 namespace fastmlip::models {
 
-/// Read-only view of one graph (host memory).
+/// The graph MACE evaluates: the one contract of graph/atom_graph.hpp, in host memory. Edge
+/// vectors are r_sender - r_receiver there; the model evaluates mace-torch's r_receiver -
+/// r_sender internally (mace_model.cpp says why).
 template <class T>
-struct MaceGraph {
-  int n_local = 0;
-  int n_total = 0;
-  const int* species = nullptr;   ///< [n_total] model species index (0-based, the file's order)
-  int num_edges = 0;
-  const int* sender = nullptr;    ///< [num_edges] any node
-  const int* receiver = nullptr;  ///< [num_edges] local node, non-decreasing
-  const T* vectors = nullptr;     ///< [num_edges][3] r_sender (+ image shift) - r_receiver, Angstrom
-};
+using MaceGraph = graph::AtomGraph<T, Kokkos::HostSpace>;
 
 struct MaceOptions {
   /// Head of a multi-head model, by name; empty picks the only head, else the file's
@@ -104,12 +99,12 @@ class MaceModel {
   /// Energies, and dE/d(edge vectors) when `gradients`. The calls to `exchange` depend only
   /// on the model and on `gradients`, never on the graph (zero nodes or edges included), so
   /// that every MPI rank makes the same collective calls in the same order. `exchange` may be
-  /// null only when
-  /// graph.n_total == graph.n_local. Throws InputError for a species index out of range, an
-  /// edge whose receiver is not local or out of order, or a zero-length edge (naming both
-  /// node indices). The model keeps its work buffers between calls (they grow with the
-  /// largest graph seen), so one model serves one compute() at a time. Per-node readout
-  /// energies are formed in T and summed in double.
+  /// null only when graph.n_total == graph.n_local. Checks the graph once (graph::check_graph:
+  /// InputError for a species index out of range, an edge whose receiver is not local or out of
+  /// order, CSR offsets that do not match, a zero-length edge, naming both node indices). The
+  /// model keeps its work buffers between calls (they grow with the largest graph seen), so one
+  /// model serves one compute() at a time. Per-node readout energies are formed in T and summed
+  /// in double.
   void compute(const MaceGraph<T>& graph, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result);
 
  private:
