@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # A/B timing of two plugin builds (a refactor's before and after) in the same LAMMPS, on the
-# same machine, alternated round by round so that drifts in machine load hit both alike.
+# same machine, alternated within each round (and the order swapped every round) so that drifts in
+# machine load hit both alike.
 # Prints one line per run and, per case, the median loop time of each build and their ratio,
 # and checks that both builds print the same energies.
 #
-#   benchmarks/plugin-ab/run_ab.sh BEFORE_PLUGIN AFTER_PLUGIN [ROUNDS]
+#   benchmarks/plugin-ab/run_ab.sh BEFORE_PLUGIN AFTER_PLUGIN [ROUNDS [CASES]]
 #
+# CASES: an extended regular expression on the case names below (default: all).
 # Cases: MACE mp_small on 500 atoms (float64, float32, the /kk style in float64) and CHGNet 0.3.0
 # on 1000 atoms (float32, float64). LAMMPS: build/bin/lmp (or $LMP). One rank, one thread.
 set -euo pipefail
@@ -14,6 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 before=$1
 after=$2
 rounds=${3:-3}
+filter=${4:-.}
 lmp=${LMP:-build/bin/lmp}
 out=$(mktemp -d)
 export OMP_NUM_THREADS=1
@@ -24,10 +27,18 @@ cases=(
   "chgnet-f32|chgnet|fastmlip/chgnet precision float32|"
   "chgnet-f64|chgnet|fastmlip/chgnet precision float64|"
 )
+selected=()
+for c in "${cases[@]}"; do
+  if [[ ${c%%|*} =~ $filter ]]; then selected+=("$c"); fi
+done
+cases=("${selected[@]}")
 for ((r = 1; r <= rounds; ++r)); do
   for c in "${cases[@]}"; do
     IFS='|' read -r name kind pstyle kk <<< "$c"
-    for build in before after; do
+    # Odd rounds run the before build first, even rounds the after build first.
+    order="before after"
+    ((r % 2 == 0)) && order="after before"
+    for build in $order; do
       plugin=$before
       [ "$build" = after ] && plugin=$after
       log="$out/$name-$build-$r.log"

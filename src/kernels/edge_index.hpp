@@ -38,24 +38,15 @@ struct EdgeIndex {
     out.num_edges = E;
     out.sender = g.neighbor;
     out.receiver = g.center;
-    Kokkos::View<int*, ExecSpace> rptr(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::receiver_ptr"),
-                                       N + 1);
+    Kokkos::View<int*, ExecSpace> rptr(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::receiver_ptr"), N + 1);
     Kokkos::View<int*, ExecSpace> sptr("fastmlip::edge_index::sender_ptr", N + 1);
-    Kokkos::View<int*, ExecSpace> sedges(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"),
-                                         E);
+    Kokkos::View<int*, ExecSpace> sedges(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"), E);
     for (int n = 0; n <= N; ++n) {
       rptr(n) = n <= L ? g.center_start(n) : E;
     }
-    for (int e = 0; e < E; ++e) {
-      ++sptr(g.neighbor(e) + 1);
-    }
-    for (int n = 0; n < N; ++n) {
-      sptr(n + 1) += sptr(n);
-    }
-    std::vector<int> fill(sptr.data(), sptr.data() + N);
-    for (int e = 0; e < E; ++e) {
-      sedges(fill[g.neighbor(e)]++) = e;
-    }
+    transpose(N, E, g.neighbor, sptr, sedges);
     out.receiver_ptr = rptr;
     out.sender_ptr = sptr;
     out.sender_edges = sedges;
@@ -83,7 +74,7 @@ struct EdgeIndex {
     auto h_s = Kokkos::create_mirror_view(snd);
     auto h_r = Kokkos::create_mirror_view(rcv);
     auto h_se = Kokkos::create_mirror_view(sedges);
-    std::vector<int> count_r(num_nodes + 1, 0), count_s(num_nodes + 1, 0);
+    std::vector<int> count_r(num_nodes + 1, 0);
     for (int e = 0; e < E; ++e) {
       if (sender[e] < 0 || sender[e] >= num_nodes || receiver[e] < 0 || receiver[e] >= num_nodes) {
         throw InputError("EdgeIndex::build: edge " + std::to_string(e) + " (" + std::to_string(sender[e]) + " -> " +
@@ -96,20 +87,15 @@ struct EdgeIndex {
       h_s(e) = sender[e];
       h_r(e) = receiver[e];
       ++count_r[receiver[e] + 1];
-      ++count_s[sender[e] + 1];
     }
     for (int n = 0; n < num_nodes; ++n) {
       count_r[n + 1] += count_r[n];
-      count_s[n + 1] += count_s[n];
-    }
-    std::vector<int> fill(count_s.begin(), count_s.end() - 1);
-    for (int e = 0; e < E; ++e) {
-      h_se(fill[sender[e]]++) = e;
     }
     for (int n = 0; n <= num_nodes; ++n) {
       h_rptr(n) = count_r[n];
-      h_sptr(n) = count_s[n];
     }
+    Kokkos::deep_copy(h_sptr, 0);
+    transpose(num_nodes, E, h_s, h_sptr, h_se);
     Kokkos::deep_copy(rptr, h_rptr);
     Kokkos::deep_copy(sptr, h_sptr);
     Kokkos::deep_copy(snd, h_s);
@@ -121,6 +107,24 @@ struct EdgeIndex {
     g.receiver = rcv;
     g.sender_edges = sedges;
     return g;
+  }
+
+ private:
+  /// The transpose by sender of E edges, on the host: sptr [num_nodes + 1], zero on entry,
+  /// gets the offsets, sedges [E] the edge ids grouped by sender in ascending order (so that
+  /// the gradient kernels sum in a fixed order).
+  template <class Senders, class Ptr, class Ids>
+  static void transpose(int num_nodes, int E, const Senders& sender, const Ptr& sptr, const Ids& sedges) {
+    for (int e = 0; e < E; ++e) {
+      ++sptr(sender(e) + 1);
+    }
+    for (int n = 0; n < num_nodes; ++n) {
+      sptr(n + 1) += sptr(n);
+    }
+    std::vector<int> fill(sptr.data(), sptr.data() + num_nodes);
+    for (int e = 0; e < E; ++e) {
+      sedges(fill[sender(e)]++) = e;
+    }
   }
 };
 

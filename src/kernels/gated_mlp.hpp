@@ -47,12 +47,8 @@ struct GatedMlpWeights {
   /// The tensors in one fixed order (the trainer's op passes them in it): core1 w, b, gate1 w,
   /// b, then with a hidden layer core2 w, b, gate2 w, b, then with norm the two LayerNorms'
   /// weight and bias.
-  std::vector<std::vector<S>*> parts() {
-    std::vector<std::vector<S>*> p{&core1_w, &core1_b, &gate1_w, &gate1_b};
-    if (hidden > 0) p.insert(p.end(), {&core2_w, &core2_b, &gate2_w, &gate2_b});
-    if (norm) p.insert(p.end(), {&ln_core_w, &ln_core_b, &ln_gate_w, &ln_gate_b});
-    return p;
-  }
+  std::vector<std::vector<S>*> parts() { return parts_of(*this); }
+  std::vector<const std::vector<S>*> parts() const { return parts_of(*this); }
   /// The shape of each of parts(), as {rows, cols} (cols 0: a vector).
   std::vector<std::pair<int, int>> shapes() const {
     const int w = width();
@@ -74,7 +70,7 @@ struct GatedMlpWeights {
   }
   /// Throws InputError naming `what` and the part whose size does not match the shape.
   void check(const std::string& what) const {
-    auto self = const_cast<GatedMlpWeights*>(this)->parts();
+    const auto self = parts();
     const auto sh = shapes();
     for (std::size_t k = 0; k < self.size(); ++k) {
       const std::size_t want = static_cast<std::size_t>(sh[k].first) * std::max(sh[k].second, 1);
@@ -83,6 +79,16 @@ struct GatedMlpWeights {
                          std::to_string(self[k]->size()) + " values, expected " + std::to_string(want));
       }
     }
+  }
+
+ private:
+  // One list for both constnesses of parts().
+  template <class Self>
+  static auto parts_of(Self& w) {
+    std::vector<decltype(&w.core1_w)> p{&w.core1_w, &w.core1_b, &w.gate1_w, &w.gate1_b};
+    if (w.hidden > 0) p.insert(p.end(), {&w.core2_w, &w.core2_b, &w.gate2_w, &w.gate2_b});
+    if (w.norm) p.insert(p.end(), {&w.ln_core_w, &w.ln_core_b, &w.ln_gate_w, &w.ln_gate_b});
+    return p;
   }
 };
 
