@@ -4,7 +4,7 @@
 // reverse pass for dE/d(edge vectors). Per layer t (paper eqs. 8-11, 13):
 //
 //   h^t     = linear_up(x^t)                                          (every sender row)
-//   A_i     = sum_{j->i} TP(h^t_j, Y(u_ji), MLP_t(B(|u_ji|)))         (eq. 8-9; fused scatter)
+//   A_i     = sum_{j->i} TP(h^t_j, Y(v_ji), MLP_t(B(|v_ji|)))         (eq. 8-9; fused scatter)
 //   m_i     = linear(A_i) / avg_num_neighbors                          (mace-torch's division)
 //   residual block:      sc_i = skip_tp(x^t_i, z_i),   m'_i = m_i
 //   non-residual block:  m'_i = skip_tp(m_i, z_i)                      (MACE-MP's first layer)
@@ -13,10 +13,13 @@
 //
 //   E_i = E0[z_i] + scale * (ZBL_i + sum_t e^t_i) + shift   (ScaleShiftMACE; MACE: scale 1, shift 0)
 //
-// Edge vectors: mace-torch's vector of edge (sender j -> receiver i) is r_i - r_j (+ shift), the
-// negative of the MaceGraph convention, so the harmonics are evaluated on u = -v. Y_l(-v) =
-// (-1)^l Y_l(v) would give the same energy (it is parity-invariant), but the intermediate
-// features then match mace-torch's own, term by term.
+// Edge vectors: the model reads the graph contract's v = r_j - r_i (+ shift) as it is, with no
+// copy and no sign flip on the way in or out. mace-torch's edge vector is the opposite, u = r_i -
+// r_j. Since Y_l(-u) = (-1)^l Y_l(u) exactly (the harmonics are odd or even polynomials of the
+// normalised vector), evaluating on v flips the sign of every odd-parity intermediate feature
+// exactly and changes nothing else: energies and dE/dv are the same bits as mace-torch's
+// convention would give (-dE/du). A term-by-term comparison of intermediate features with
+// mace-torch must flip their odd-parity components.
 #include "models/mace/mace_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -145,7 +148,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   int n_local = 0, n_total = 0, num_edges = 0;
   Ints species_all, species_local;
   kernels::EdgeIndex<ExecSpace> graph_index;  // the graph's own views, plus the transpose by sender
-  std::vector<T> u;       // [E][3] mace-torch's edge vectors, -graph.vectors
+  const T* vectors = nullptr;  // [E][3] the graph's edge vectors (its own view's data)
   Vector r;               // [E] lengths
   Matrix Y, B;            // [E][sh], [E][num_bessel]
   std::vector<double> inter_energy, pair_energy;  // [n_local]
@@ -236,21 +239,19 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
   }
 
-  /// Y = SH(u) (o3.SphericalHarmonics, normalize, component) and B = Bessel(|u|) f_p(|u|/r_max).
-  void compute_edge_basis(const T* vectors) {
+  /// Y = SH(v) (o3.SphericalHarmonics, normalize, component) and B = Bessel(|v|) f_p(|v|/r_max).
+  void compute_edge_basis() {
     const int E = num_edges;
-    u.resize(3 * static_cast<std::size_t>(E));
     r = Vector(b_r.get(E, 1).data(), E);
     for (int e = 0; e < E; ++e) {
       double d2 = 0;
       for (int k = 0; k < 3; ++k) {
-        u[3 * e + k] = -vectors[3 * e + k];
-        d2 += static_cast<double>(u[3 * e + k]) * u[3 * e + k];
+        d2 += static_cast<double>(vectors[3 * e + k]) * vectors[3 * e + k];
       }
       r(e) = static_cast<T>(std::sqrt(d2));
     }
     Y = b_Y.get(E, sh_width);
-    compute_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), u.data(), Y.data());
+    compute_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), vectors, Y.data());
     if (!tabulated) {
       B = b_B.get(E, bessel.num_basis());
       bessel.compute(r, B);
@@ -492,9 +493,9 @@ struct MaceModel<ExecSpace, T>::Impl {
   /// dE/dv from the accumulated edge adjoints: harmonics, radial basis and ZBL.
   void reverse_edge_basis(T pair_seed, std::vector<T>& out) {
     const int E = num_edges;
-    std::vector<T> gu(3 * static_cast<std::size_t>(E));
-    reverse_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), u.data(), g_Y.get(E, sh_width).data(),
-                                gu.data());
+    std::vector<T> gv(3 * static_cast<std::size_t>(E));
+    reverse_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), vectors, g_Y.get(E, sh_width).data(),
+                                gv.data());
     // With tables, the layers have accumulated dE/dr into g_r already.
     Vector gr(g_r.get(E, 1).data(), E);
     if (!tabulated) {
@@ -510,9 +511,8 @@ struct MaceModel<ExecSpace, T>::Impl {
         gl += static_cast<double>(pair_seed) * den;
       }
       for (int k = 0; k < 3; ++k) {
-        // dE/dv = -dE/du, u = -v.
-        const double du = static_cast<double>(gu[3 * e + k]) + gl * static_cast<double>(u[3 * e + k]) / r(e);
-        out[3 * e + k] = static_cast<T>(-du);
+        const double dv = static_cast<double>(gv[3 * e + k]) + gl * static_cast<double>(vectors[3 * e + k]) / r(e);
+        out[3 * e + k] = static_cast<T>(dv);
       }
     }
   }
@@ -532,7 +532,8 @@ struct MaceModel<ExecSpace, T>::Impl {
     pair_energy.assign(n_local, 0.0);
 
     compute_embedding();
-    compute_edge_basis(g.vectors.data());
+    vectors = g.vectors.data();
+    compute_edge_basis();
     compute_zbl();
     for (int t = 0; t < T_; ++t) {
       compute_interaction(t, exchange);

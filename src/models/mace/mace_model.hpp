@@ -26,8 +26,8 @@
 namespace fastmlip::models {
 
 /// The graph MACE evaluates: the one contract of graph/atom_graph.hpp, in host memory. Edge
-/// vectors are r_sender - r_receiver there; the model evaluates mace-torch's r_receiver -
-/// r_sender internally (mace_model.cpp says why).
+/// vectors are r_sender - r_receiver there, the opposite of mace-torch's; the model reads them as
+/// they are (mace_model.cpp says why that gives mace-torch's energies and forces exactly).
 template <class T>
 using MaceGraph = graph::AtomGraph<T, Kokkos::HostSpace>;
 
