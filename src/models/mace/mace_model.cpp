@@ -24,6 +24,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -37,16 +38,22 @@
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
 #include "kernels/radial_table_kokkos.hpp"
+#include "kernels/spherical_harmonics_kokkos.hpp"
 #include "kernels/symmetric_contraction_kokkos.hpp"
 #include "math/spherical_harmonics.hpp"
+#include "models/mace/impl/mace_glue_impl.hpp"
 #include "models/mace/mace_spec.hpp"
 
 namespace fastmlip::models {
 
 template <class ExecSpace, class T>
 struct MaceModel<ExecSpace, T>::Impl {
-  // The glue between kernels (validation, residual sums, the readout gate, exchange buffers)
-  // runs on the host over the kernels' own views, so the views must be host-accessible.
+  // Every stage runs on ExecSpace over views in its memory: the kernels, and the elementwise
+  // glue between them (impl/mace_glue_impl.hpp: embedding, edge lengths, residual and adjoint
+  // sums, the readout gate, ZBL, node energies, dE/dv). Two things still read the views on the
+  // host, so they must be host-accessible: the edge index's transpose by sender
+  // (EdgeIndex::from_graph) and the FeatureExchange, which hands node rows to the caller's host
+  // communication. The results are copied out into MaceResult's host vectors at the end.
   static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible,
                 "MaceModel: ExecSpace's memory must be host-accessible (a host space, or CUDA UVM)");
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "MaceModel: T must be float or double");
@@ -140,7 +147,9 @@ struct MaceModel<ExecSpace, T>::Impl {
   mace::MaceSpec spec;
   std::vector<Layer> layers;
   kernels::RadialBesselKokkos<ExecSpace, T> bessel;
+  kernels::SphericalHarmonicsKokkos<ExecSpace, T> harmonics;
   int sh_width;
+  Matrix W_embedding;  // [num_elements][C]: node_embedding's weights times its path weight
   std::vector<MaceRadialTableInfo> tables;
   bool tabulated;  // every layer's R(r) from its table (no Bessel basis, no MLP)
 
@@ -148,10 +157,30 @@ struct MaceModel<ExecSpace, T>::Impl {
   int n_local = 0, n_total = 0, num_edges = 0;
   Ints species_all, species_local;
   kernels::EdgeIndex<ExecSpace> graph_index;  // the graph's own views, plus the transpose by sender
-  const T* vectors = nullptr;  // [E][3] the graph's edge vectors (its own view's data)
-  Vector r;               // [E] lengths
-  Matrix Y, B;            // [E][sh], [E][num_bessel]
-  std::vector<double> inter_energy, pair_energy;  // [n_local]
+  Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> vectors;  // [E][3] the graph's own
+  Vector r;     // [E] lengths
+  Matrix Y, B;  // [E][sh], [E][num_bessel]
+  Ints center_start;                              // [n_local + 1] the graph's CSR offsets
+  Kokkos::View<double*, ExecSpace> inter_energy;  // [n_local] sum of the readouts
+  Kokkos::View<double*, ExecSpace> pair_energy;   // [n_local] ZBL
+  Kokkos::View<double*, ExecSpace> node_energy;   // [n_local] the result
+  Kokkos::View<const double*, ExecSpace> e0;      // [num_elements] E0 of each species
+  // ZBL's constants, and the atomic number and covalent radius of each model species.
+  impl::ZblConstants zbl_constants;
+  Kokkos::View<const double*, ExecSpace> zbl_z, zbl_rcov;
+
+  using Glue = impl::MaceGlueFunctor<ExecSpace, T>;
+  template <class Tag>
+  static void launch(const char* label, int n, const Glue& f) {
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Tag>(0, n), f);
+  }
+  /// a += b over their first n values (flat).
+  static void add(const char* label, T* a, const T* b, std::size_t n) {
+    Glue f;
+    f.m_a = Kokkos::View<T*, ExecSpace>(a, n);
+    f.m_b = Kokkos::View<const T*, ExecSpace>(b, n);
+    launch<typename Glue::TagAdd>(label, static_cast<int>(n), f);
+  }
 
   // Buffers. x[t]: input features of layer t (x[0]: all rows; x[t>0]: local rows); h[t]: the
   // sender features linear_up(x[t]) of every row; m[t]: the contraction's input; z[t]: the
@@ -159,10 +188,12 @@ struct MaceModel<ExecSpace, T>::Impl {
   std::vector<Buffer> x, h, m, z, gx;
   Buffer b_Y, b_B, b_r, b_R, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
   Buffer g_out, g_act, g_tmp, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt;
+  Buffer g_v, g_grad;  // [E][3]: dE/dv through the harmonics, and dE/dv
 
   Impl(const io::PotentialFile& file, const MaceOptions& options)
       : spec(mace::load_mace_spec(file, options)),
         bessel(spec.bessel),
+        harmonics(spec.max_ell),
         sh_width(sh_dim(spec.max_ell)),
         tabulated(options.radial_spacing != 0.0) {
     const int n_layers = spec.num_interactions;
@@ -170,6 +201,59 @@ struct MaceModel<ExecSpace, T>::Impl {
         (options.radial_spacing > 0.0 && options.radial_spacing < 1e-5)) {
       throw InputError(spec.source + ": the radial table spacing must be 0 (exact radial MLP) or at least 1e-5 A, got " +
                        std::to_string(options.radial_spacing));
+    }
+    {
+      const int C = spec.embedding_irreps.dim();
+      std::vector<double> w(spec.w_embedding.size());
+      for (std::size_t k = 0; k < w.size(); ++k) {
+        // Rounded to T from the double product, as the embedding always was.
+        w[k] = static_cast<double>(static_cast<T>(spec.embedding_path_weight * spec.w_embedding[k]));
+      }
+      W_embedding = weights(w, spec.num_elements);
+      if (static_cast<int>(W_embedding.extent(1)) != C) {
+        throw InputError(spec.source + ": node_embedding has " + std::to_string(spec.w_embedding.size()) +
+                         " weights, expected " + std::to_string(spec.num_elements) + " x " +
+                         std::to_string(C));
+      }
+    }
+    {
+      Kokkos::View<double*, ExecSpace> v("fastmlip::mace::e0", spec.num_elements);
+      auto h = Kokkos::create_mirror_view(v);
+      for (int k = 0; k < spec.num_elements; ++k) {
+        h(k) = spec.e0.at(k);
+      }
+      Kokkos::deep_copy(v, h);
+      e0 = v;
+    }
+    if (spec.zbl) {
+      const mace::ZblSpec& Z = *spec.zbl;
+      for (int k = 0; k < 4; ++k) {
+        zbl_constants.c[k] = Z.c[k];
+        zbl_constants.screening[k] = Z.screening[k];
+      }
+      zbl_constants.bohr_radius = Z.bohr_radius;
+      zbl_constants.coulomb = Z.coulomb;
+      zbl_constants.a_exp = Z.a_exp;
+      zbl_constants.a_prefactor = Z.a_prefactor;
+      zbl_constants.p = Z.p;
+      Kokkos::View<double*, ExecSpace> z("fastmlip::mace::zbl_z", spec.num_elements);
+      Kokkos::View<double*, ExecSpace> rcov("fastmlip::mace::zbl_rcov", spec.num_elements);
+      auto h_z = Kokkos::create_mirror_view(z);
+      auto h_rcov = Kokkos::create_mirror_view(rcov);
+      for (int s = 0; s < spec.num_elements; ++s) {
+        const int Zs = spec.species[s].z;
+        if (Zs < 0 || Zs >= static_cast<int>(Z.covalent_radii.size())) {
+          throw InputError(spec.source + ": ZBL has no covalent radius for species " +
+                           spec.species[s].symbol +
+                           " (Z = " + std::to_string(Zs) + ")");
+        }
+        h_z(s) = Zs;
+        h_rcov(s) = Z.covalent_radii[Zs];
+      }
+      Kokkos::deep_copy(z, h_z);
+      Kokkos::deep_copy(rcov, h_rcov);
+      zbl_z = z;
+      zbl_rcov = rcov;
     }
     layers.reserve(n_layers);
     for (int t = 0; t < n_layers; ++t) {
@@ -210,18 +294,34 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (!tabulated) {
       return;
     }
+    // The first edge shorter than the tables' start, found where the graph lives.
     const double start_sq = MaceOptions::kRadialTableStart * MaceOptions::kRadialTableStart;
-    for (int e = 0; e < g.num_edges(); ++e) {
-      const double d2 = static_cast<double>(g.vectors(e, 0)) * g.vectors(e, 0) +
-                        static_cast<double>(g.vectors(e, 1)) * g.vectors(e, 1) +
-                        static_cast<double>(g.vectors(e, 2)) * g.vectors(e, 2);
-      if (d2 < start_sq) {
-        throw InputError(fn + ": edge " + std::to_string(e) + " joins nodes " + std::to_string(g.center(e)) +
-                         " and " + std::to_string(g.neighbor(e)) + " at distance " + std::to_string(std::sqrt(d2)) +
-                         " A, below the radial tables' start (" + std::to_string(MaceOptions::kRadialTableStart) +
-                         " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms");
-      }
+    const auto v = g.vectors;
+    int first = INT_MAX;
+    Kokkos::parallel_reduce(
+        "fastmlip::mace::check_table_start", Kokkos::RangePolicy<ExecSpace>(0, g.num_edges()),
+        KOKKOS_LAMBDA(int e, int& lowest) {
+          const double d2 = static_cast<double>(v(e, 0)) * v(e, 0) + static_cast<double>(v(e, 1)) * v(e, 1) +
+                            static_cast<double>(v(e, 2)) * v(e, 2);
+          if (d2 < start_sq && e < lowest) {
+            lowest = e;
+          }
+        },
+        Kokkos::Min<int>(first));
+    if (first == INT_MAX) {
+      return;
     }
+    auto h =
+        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(v, first, Kokkos::ALL()));
+    const double d = std::sqrt(static_cast<double>(h(0)) * h(0) + static_cast<double>(h(1)) * h(1) +
+                               static_cast<double>(h(2)) * h(2));
+    int ends[2];
+    Kokkos::deep_copy(ends[0], Kokkos::subview(g.center, first));
+    Kokkos::deep_copy(ends[1], Kokkos::subview(g.neighbor, first));
+    throw InputError(fn + ": edge " + std::to_string(first) + " joins nodes " + std::to_string(ends[0]) +
+                     " and " + std::to_string(ends[1]) + " at distance " + std::to_string(d) +
+                     " A, below the radial tables' start (" + std::to_string(MaceOptions::kRadialTableStart) +
+                     " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms");
   }
 
   // ---- forward stages ------------------------------------------------------------------------
@@ -229,29 +329,23 @@ struct MaceModel<ExecSpace, T>::Impl {
   /// x^0 = node_embedding(one-hot z): o3.Linear(E x 0e -> C x 0e), i.e. a weight row per
   /// element times e3nn's path weight 1/sqrt(E). Depends on species only: every row.
   void compute_embedding() {
-    const int C = spec.embedding_irreps.dim();
-    Matrix x0 = x[0].get(n_total, C);
-    for (int n = 0; n < n_total; ++n) {
-      const int s = species_all(n);
-      for (int c = 0; c < C; ++c) {
-        x0(n, c) = static_cast<T>(spec.embedding_path_weight * spec.w_embedding[static_cast<std::size_t>(s) * C + c]);
-      }
-    }
+    Glue f;
+    f.m_species = species_all;
+    f.m_w_embedding = W_embedding;
+    f.m_out = x[0].get(n_total, spec.embedding_irreps.dim());
+    launch<typename Glue::TagEmbedding>("fastmlip::mace::embedding", n_total, f);
   }
 
   /// Y = SH(v) (o3.SphericalHarmonics, normalize, component) and B = Bessel(|v|) f_p(|v|/r_max).
   void compute_edge_basis() {
     const int E = num_edges;
     r = Vector(b_r.get(E, 1).data(), E);
-    for (int e = 0; e < E; ++e) {
-      double d2 = 0;
-      for (int k = 0; k < 3; ++k) {
-        d2 += static_cast<double>(vectors[3 * e + k]) * vectors[3 * e + k];
-      }
-      r(e) = static_cast<T>(std::sqrt(d2));
-    }
+    Glue f;
+    f.m_vectors = vectors;
+    f.m_r = r;
+    launch<typename Glue::TagEdgeLength>("fastmlip::mace::edge_length", E, f);
     Y = b_Y.get(E, sh_width);
-    compute_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), vectors, Y.data());
+    harmonics.compute(vectors, Y);
     if (!tabulated) {
       B = b_B.get(E, bessel.num_basis());
       bessel.compute(r, B);
@@ -306,17 +400,8 @@ struct MaceModel<ExecSpace, T>::Impl {
     Matrix xn = x[t + 1].get(L, d_h);
     Ly.prod.compute(Ly.W_prod, Ints(), s, xn);
     if (Ly.add_sc) {
-      const Matrix sc = b_sc.get(L, d_h);
-      for (std::size_t k = 0; k < static_cast<std::size_t>(L) * d_h; ++k) {
-        xn.data()[k] += sc.data()[k];
-      }
+      add("fastmlip::mace::residual", xn.data(), b_sc.get(L, d_h).data(), static_cast<std::size_t>(L) * d_h);
     }
-  }
-
-  static T silu(T v) { return v / (T(1) + std::exp(-v)); }
-  static T silu_grad(T v) {
-    const T s = T(1) / (T(1) + std::exp(-v));
-    return s * (T(1) + v * (T(1) - s));
   }
 
   /// e^t_i = readout_t(x^{t+1}_i)[head]. The non-linear readout is linear_2(mask_head(cst *
@@ -333,58 +418,47 @@ struct MaceModel<ExecSpace, T>::Impl {
       Matrix zt = z[t].get(L, M);
       Ly.r1.compute(Ly.W_r1, Ints(), xn, zt);
       Matrix a = b_act.get(L, M);
-      const T cst = static_cast<T>(Ly.R->gate_cst);
-      for (int i = 0; i < L; ++i) {
-        for (int k = 0; k < M; ++k) {
-          a(i, k) = (k / P == head) ? cst * silu(zt(i, k)) : T(0);
-        }
-      }
+      Glue f;
+      f.m_z = zt;
+      f.m_out = a;
+      f.m_head = head;
+      f.m_per_head = P;
+      f.m_cst = static_cast<T>(Ly.R->gate_cst);
+      launch<typename Glue::TagGate>("fastmlip::mace::readout_gate", L, f);
       Ly.r2->compute(Ly.W_r2, Ints(), a, out);
     }
-    for (int i = 0; i < L; ++i) {
-      inter_energy[i] += static_cast<double>(out(i, head));
-    }
+    Glue f;
+    f.m_out = out;
+    f.m_head = head;
+    f.m_energy = inter_energy;
+    launch<typename Glue::TagEnergy>("fastmlip::mace::readout_energy", L, f);
   }
 
   // ---- ZBL (mace-torch ZBLBasis) ---------------------------------------------------------
 
-  /// Half the ZBL energy of one directed edge (each pair appears twice, once per receiver)
-  /// and its derivative with respect to the length.
-  void zbl_edge(int zi, int zj, double d, double& energy, double& denergy) const {
-    const mace::ZblSpec& Z = *spec.zbl;
-    const double a = Z.a_prefactor * Z.bohr_radius / (std::pow(zj, Z.a_exp) + std::pow(zi, Z.a_exp));
-    double phi = 0, dphi = 0;
-    for (int k = 0; k < 4; ++k) {
-      const double ex = Z.c[k] * std::exp(-Z.screening[k] * d / a);
-      phi += ex;
-      dphi -= Z.screening[k] / a * ex;
-    }
-    const double K = Z.coulomb * zi * zj;
-    const double v = K / d * phi, dv = K * (dphi / d - phi / (d * d));
-    const double rm = Z.covalent_radii[zi] + Z.covalent_radii[zj];
-    if (!(d < rm)) {
-      energy = denergy = 0;
-      return;
-    }
-    const double x1 = d / rm, p = Z.p;
-    const double xp = std::pow(x1, p - 1);
-    const double env = 1 - (p + 1) * (p + 2) / 2 * xp * x1 + p * (p + 2) * xp * x1 * x1 -
-                       p * (p + 1) / 2 * xp * x1 * x1 * x1;
-    const double denv = p * (p + 1) * (p + 2) / 2 * xp * (-1 + 2 * x1 - x1 * x1) / rm;
-    energy = 0.5 * v * env;
-    denergy = 0.5 * (dv * env + v * denv);
+  /// A functor with the ZBL term's data and the graph (its CSR offsets, centres, neighbors).
+  Glue zbl_glue() const {
+    Glue f;
+    f.m_species = species_all;
+    f.m_center_start = center_start;
+    f.m_center = graph_index.receiver;
+    f.m_neighbor = graph_index.sender;
+    f.m_r = r;
+    f.m_vectors = vectors;
+    f.m_has_zbl = spec.zbl.has_value();
+    f.m_zbl = zbl_constants;
+    f.m_species_z = zbl_z;
+    f.m_species_rcov = zbl_rcov;
+    return f;
   }
 
   void compute_zbl() {
     if (!spec.zbl) {
       return;
     }
-    for (int e = 0; e < num_edges; ++e) {
-      double en = 0, den = 0;
-      const int i = graph_index.receiver(e), j = graph_index.sender(e);
-      zbl_edge(spec.species[species_all(i)].z, spec.species[species_all(j)].z, static_cast<double>(r(e)), en, den);
-      pair_energy[i] += en;
-    }
+    Glue f = zbl_glue();
+    f.m_energy = pair_energy;
+    launch<typename Glue::TagZblEnergy>("fastmlip::mace::zbl_energy", n_local, f);
   }
 
   // ---- reverse stages ------------------------------------------------------------------------
@@ -396,10 +470,12 @@ struct MaceModel<ExecSpace, T>::Impl {
     const int d_h = Ly.I->hidden.dim();
     const Matrix xn = x[t + 1].get(L, d_h);
     Matrix go = g_out.get(L, H);
-    for (int i = 0; i < L; ++i) {
-      for (int k = 0; k < H; ++k) {
-        go(i, k) = k == head ? seed : T(0);
-      }
+    {
+      Glue f;
+      f.m_out = go;
+      f.m_head = head;
+      f.m_seed = seed;
+      launch<typename Glue::TagSeed>("fastmlip::mace::readout_seed", L, f);
     }
     Matrix gxr = g_tmp.get(L, d_h);
     if (!Ly.R->nonlinear) {
@@ -409,18 +485,17 @@ struct MaceModel<ExecSpace, T>::Impl {
       const Matrix zt = z[t].get(L, M);
       Matrix ga = g_act.get(L, M);
       Ly.r2->reverse(Ly.W_r2, Ints(), b_act.get(L, M), go, ga);
-      const T cst = static_cast<T>(Ly.R->gate_cst);
-      for (int i = 0; i < L; ++i) {
-        for (int k = 0; k < M; ++k) {
-          ga(i, k) = (k / P == head) ? ga(i, k) * cst * silu_grad(zt(i, k)) : T(0);
-        }
-      }
+      Glue f;
+      f.m_z = zt;
+      f.m_out = ga;
+      f.m_head = head;
+      f.m_per_head = P;
+      f.m_cst = static_cast<T>(Ly.R->gate_cst);
+      launch<typename Glue::TagGateReverse>("fastmlip::mace::readout_gate_reverse", L, f);
       Ly.r1.reverse(Ly.W_r1, Ints(), xn, ga, gxr);
     }
-    Matrix g = gx[t + 1].get(L, d_h);
-    for (std::size_t k = 0; k < static_cast<std::size_t>(L) * d_h; ++k) {
-      g.data()[k] += gxr.data()[k];
-    }
+    add("fastmlip::mace::readout_adjoint", gx[t + 1].get(L, d_h).data(), gxr.data(),
+        static_cast<std::size_t>(L) * d_h);
   }
 
   /// From gx[t+1] to the adjoint of the contraction's input, g_m.
@@ -447,15 +522,13 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
     Matrix gA = g_A.get(N, d_mid);
     Ly.lin.reverse(Ly.W_lin, Ints(), b_A.get(L, d_mid), gm, Matrix(gA.data(), L, d_mid));
-    std::fill(gA.data() + static_cast<std::size_t>(L) * d_mid, gA.data() + static_cast<std::size_t>(N) * d_mid, T(0));
+    Kokkos::deep_copy(ExecSpace(), Kokkos::subview(gA, Kokkos::pair<int, int>(L, N), Kokkos::ALL()), T(0));
     Matrix gh = g_h.get(N, d_in), gYt = g_Yt.get(E, sh_width);
     if (Ly.table) {
       // dE/dr straight from the TP's edge kernel, contracted with dR/dr there.
       Vector grt(g_rt.get(E, 1).data(), E), gr(g_r.get(E, 1).data(), E);
       Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, *Ly.table, r, gA, gh, gYt, grt);
-      for (int e = 0; e < E; ++e) {
-        gr(e) += grt(e);
-      }
+      add("fastmlip::mace::radial_adjoint", gr.data(), grt.data(), static_cast<std::size_t>(E));
     } else {
       // The radial MLP output is recomputed rather than kept per layer: it is the largest
       // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
@@ -464,14 +537,11 @@ struct MaceModel<ExecSpace, T>::Impl {
       Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, R, gA, gh, gYt, gR);
       Matrix gBt = g_Bt.get(E, bessel.num_basis()), gB = g_B.get(E, bessel.num_basis());
       Ly.mlp.reverse(B, gR, gBt);
-      for (std::size_t k = 0; k < static_cast<std::size_t>(E) * bessel.num_basis(); ++k) {
-        gB.data()[k] += gBt.data()[k];
-      }
+      add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(),
+          static_cast<std::size_t>(E) * bessel.num_basis());
     }
-    Matrix gY = g_Y.get(E, sh_width);
-    for (std::size_t k = 0; k < static_cast<std::size_t>(E) * sh_width; ++k) {
-      gY.data()[k] += gYt.data()[k];
-    }
+    add("fastmlip::mace::harmonics_adjoint", g_Y.get(E, sh_width).data(), gYt.data(),
+        static_cast<std::size_t>(E) * sh_width);
     if (t == 0) {
       return;  // x^0 depends on the species only
     }
@@ -484,37 +554,31 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (Ly.add_sc) {
       Matrix gs = g_tmp.get(L, d_in);
       Ly.skip.reverse(Ly.W_skip, species_local, xt, gx[t + 1].get(L, d_h), gs);
-      for (std::size_t k = 0; k < static_cast<std::size_t>(L) * d_in; ++k) {
-        g.data()[k] += gs.data()[k];
-      }
+      add("fastmlip::mace::skip_adjoint", g.data(), gs.data(), static_cast<std::size_t>(L) * d_in);
     }
   }
 
   /// dE/dv from the accumulated edge adjoints: harmonics, radial basis and ZBL.
-  void reverse_edge_basis(T pair_seed, std::vector<T>& out) {
+  void reverse_edge_basis(T pair_seed, MaceResult<T>& result) {
     const int E = num_edges;
-    std::vector<T> gv(3 * static_cast<std::size_t>(E));
-    reverse_spherical_harmonics(spec.max_ell, static_cast<std::size_t>(E), vectors, g_Y.get(E, sh_width).data(),
-                                gv.data());
+    Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> gv(g_v.get(E, 3).data(), E);
+    harmonics.reverse(vectors, g_Y.get(E, sh_width), gv);
     // With tables, the layers have accumulated dE/dr into g_r already.
     Vector gr(g_r.get(E, 1).data(), E);
     if (!tabulated) {
       bessel.reverse(r, g_B.get(E, bessel.num_basis()), gr);
     }
-    out.assign(3 * static_cast<std::size_t>(E), T(0));
-    for (int e = 0; e < E; ++e) {
-      double gl = static_cast<double>(gr(e));
-      if (spec.zbl) {
-        double en = 0, den = 0;
-        zbl_edge(spec.species[species_all(graph_index.receiver(e))].z,
-                 spec.species[species_all(graph_index.sender(e))].z, static_cast<double>(r(e)), en, den);
-        gl += static_cast<double>(pair_seed) * den;
-      }
-      for (int k = 0; k < 3; ++k) {
-        const double dv = static_cast<double>(gv[3 * e + k]) + gl * static_cast<double>(vectors[3 * e + k]) / r(e);
-        out[3 * e + k] = static_cast<T>(dv);
-      }
-    }
+    Glue f = zbl_glue();
+    f.m_pair_seed = static_cast<double>(pair_seed);
+    f.m_gr = gr;
+    f.m_gv = gv;
+    f.m_grad = Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace>(g_grad.get(E, 3).data(), E);
+    launch<typename Glue::TagEdgeGradient>("fastmlip::mace::edge_gradient", E, f);
+    // The results leave the execution space here, into the caller's host vector.
+    result.edge_gradient.resize(3 * static_cast<std::size_t>(E));
+    Kokkos::deep_copy(Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                          result.edge_gradient.data(), result.edge_gradient.size()),
+                      Kokkos::View<const T*, ExecSpace>(f.m_grad.data(), result.edge_gradient.size()));
   }
 
   // ---- driver ------------------------------------------------------------------------------
@@ -528,11 +592,19 @@ struct MaceModel<ExecSpace, T>::Impl {
     species_all = g.species;
     species_local = Kokkos::subview(g.species, Kokkos::pair<int, int>(0, n_local));
     graph_index = kernels::EdgeIndex<ExecSpace>::from_graph(g);
-    inter_energy.assign(n_local, 0.0);
-    pair_energy.assign(n_local, 0.0);
+    if (inter_energy.extent(0) < static_cast<std::size_t>(n_local)) {
+      inter_energy = Kokkos::View<double*, ExecSpace>("fastmlip::mace::inter_energy", n_local);
+    }
+    Kokkos::deep_copy(inter_energy, 0.0);
+    if (pair_energy.extent(0) < static_cast<std::size_t>(n_local)) {
+      pair_energy = Kokkos::View<double*, ExecSpace>("fastmlip::mace::pair_energy", n_local);
+      node_energy = Kokkos::View<double*, ExecSpace>("fastmlip::mace::node_energy", n_local);
+    }
+    Kokkos::deep_copy(pair_energy, 0.0);
+    center_start = g.center_start;
 
     compute_embedding();
-    vectors = g.vectors.data();
+    vectors = g.vectors;
     compute_edge_basis();
     compute_zbl();
     for (int t = 0; t < T_; ++t) {
@@ -540,12 +612,25 @@ struct MaceModel<ExecSpace, T>::Impl {
       compute_product(t);
       compute_readout(t);
     }
-    result.node_energy.assign(n_local, 0.0);
+    {
+      Glue f;
+      f.m_species = species_all;
+      f.m_e0 = e0;
+      f.m_inter = inter_energy;
+      f.m_pair = pair_energy;
+      f.m_scale_shift = spec.scale_shift;
+      f.m_scale = spec.scale;
+      f.m_shift = spec.shift;
+      f.m_energy = node_energy;
+      launch<typename Glue::TagNodeEnergy>("fastmlip::mace::node_energy", n_local, f);
+    }
+    // The results leave the execution space here; the total is summed in node order on the host.
+    result.node_energy.resize(n_local);
+    Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                          result.node_energy.data(), n_local),
+                      Kokkos::subview(node_energy, Kokkos::pair<int, int>(0, n_local)));
     result.energy = 0;
     for (int i = 0; i < n_local; ++i) {
-      const double e0 = spec.e0[species_local(i)];
-      const double inter = inter_energy[i] + pair_energy[i];
-      result.node_energy[i] = spec.scale_shift ? e0 + spec.scale * inter + spec.shift : e0 + inter;
       result.energy += result.node_energy[i];
     }
     result.edge_gradient.clear();
@@ -565,7 +650,7 @@ struct MaceModel<ExecSpace, T>::Impl {
       reverse_product(t);
       reverse_interaction(t, exchange);
     }
-    reverse_edge_basis(seed, result.edge_gradient);
+    reverse_edge_basis(seed, result);
   }
 };
 

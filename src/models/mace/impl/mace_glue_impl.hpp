@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// The elementwise stages of MaceModel between its kernels, as one functor with a tag per stage,
+// launched on the model's execution space over its views: the node embedding, the edge lengths,
+// the residual and adjoint sums, the readout's gated activation and its reverse, the seeds and
+// the per-node energies. Each iteration touches only its own row, so the results do not depend
+// on the thread count and are the bits the host loops gave.
+#include <Kokkos_Core.hpp>
+
+#include "core/kokkos_compat.hpp"
+#include "kernels/impl/radial_mlp_impl.hpp"
+
+namespace fastmlip::models::impl {
+
+/// mace-torch's ZBLBasis constants (mace::ZblSpec without its host vector), copyable to any
+/// execution space; the per-species atomic numbers and covalent radii travel as views.
+struct ZblConstants {
+  double c[4] = {0, 0, 0, 0};
+  double screening[4] = {0, 0, 0, 0};
+  double bohr_radius = 0, coulomb = 0, a_exp = 0, a_prefactor = 0, p = 6;
+};
+
+template <class ExecSpace, class T>
+struct MaceGlueFunctor {
+  struct TagEmbedding {};     // x0(n, :) = W_emb(species(n), :)
+  struct TagEdgeLength {};    // r(e) = |v(e)|, summed in double
+  struct TagAdd {};           // a[k] += b[k]
+  struct TagGate {};          // a(i, k) = cst silu(z(i, k)) in the head's block, else 0
+  struct TagGateReverse {};   // ga(i, k) *= cst silu'(z(i, k)) in the head's block, else 0
+  struct TagSeed {};          // go(i, k) = seed for k = head, else 0
+  struct TagEnergy {};        // energy(i) += out(i, head)
+  struct TagZblEnergy {};     // energy(i) = sum of half the ZBL energy of i's edges, in edge order
+  struct TagEdgeGradient {};  // grad(e, :) = dE/dv from the harmonics', radial and ZBL adjoints
+  struct TagNodeEnergy {};    // node(i) = E0 + scale (readouts + ZBL) + shift
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+
+  Kokkos::View<const int*, ExecSpace> m_species;
+  ConstMatrix m_w_embedding;
+  Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> m_vectors;
+  Kokkos::View<T*, ExecSpace> m_r;
+  Kokkos::View<T*, ExecSpace> m_a;
+  Kokkos::View<const T*, ExecSpace> m_b;
+  Matrix m_out;
+  ConstMatrix m_z;
+  Kokkos::View<double*, ExecSpace> m_energy;
+  int m_head = 0, m_per_head = 1;
+  T m_cst = T(1), m_seed = T(1);
+  // ZBL and the edge gradient.
+  Kokkos::View<const int*, ExecSpace> m_center_start, m_center, m_neighbor;
+  Kokkos::View<const double*, ExecSpace> m_species_z, m_species_rcov;  // by model species
+  ZblConstants m_zbl;
+  bool m_has_zbl = false;
+  double m_pair_seed = 0;
+  Kokkos::View<const T*, ExecSpace> m_gr;
+  Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> m_gv;
+  Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> m_grad;
+  // Node energies.
+  Kokkos::View<const double*, ExecSpace> m_e0, m_inter, m_pair;  // e0 by species
+  bool m_scale_shift = false;
+  double m_scale = 1, m_shift = 0;
+
+  /// Half the ZBL energy of one directed edge between species si (receiver) and sj (each pair
+  /// appears twice, once per receiver) and its derivative with respect to the length d.
+  KOKKOS_INLINE_FUNCTION void zbl_edge(int si, int sj, double d, double& energy, double& denergy) const {
+    const ZblConstants& Z = m_zbl;
+    const double zi = m_species_z(si), zj = m_species_z(sj);
+    const double a = Z.a_prefactor * Z.bohr_radius / (kmath::pow(zj, Z.a_exp) + kmath::pow(zi, Z.a_exp));
+    double phi = 0, dphi = 0;
+    for (int k = 0; k < 4; ++k) {
+      const double ex = Z.c[k] * kmath::exp(-Z.screening[k] * d / a);
+      phi += ex;
+      dphi -= Z.screening[k] / a * ex;
+    }
+    const double K = Z.coulomb * zi * zj;
+    const double v = K / d * phi, dv = K * (dphi / d - phi / (d * d));
+    const double rm = m_species_rcov(si) + m_species_rcov(sj);
+    if (!(d < rm)) {
+      energy = denergy = 0;
+      return;
+    }
+    const double x1 = d / rm, p = Z.p;
+    const double xp = kmath::pow(x1, p - 1);
+    const double env = 1 - (p + 1) * (p + 2) / 2 * xp * x1 + p * (p + 2) * xp * x1 * x1 -
+                       p * (p + 1) / 2 * xp * x1 * x1 * x1;
+    const double denv = p * (p + 1) * (p + 2) / 2 * xp * (-1 + 2 * x1 - x1 * x1) / rm;
+    energy = 0.5 * v * env;
+    denergy = 0.5 * (dv * env + v * denv);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagEmbedding, int n) const {
+    const int s = m_species(n);
+    for (int c = 0; c < static_cast<int>(m_out.extent(1)); ++c) {
+      m_out(n, c) = m_w_embedding(s, c);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagEdgeLength, int e) const {
+    double d2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      d2 += static_cast<double>(m_vectors(e, k)) * m_vectors(e, k);
+    }
+    m_r(e) = static_cast<T>(kmath::sqrt(d2));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagAdd, int k) const { m_a(k) += m_b(k); }
+  KOKKOS_INLINE_FUNCTION void operator()(TagGate, int i) const {
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      m_out(i, k) = (k / m_per_head == m_head) ? m_cst * kernels::impl::silu(m_z(i, k)) : T(0);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagGateReverse, int i) const {
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      m_out(i, k) =
+          (k / m_per_head == m_head) ? m_out(i, k) * m_cst * kernels::impl::silu_derivative(m_z(i, k)) : T(0);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagSeed, int i) const {
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      m_out(i, k) = k == m_head ? m_seed : T(0);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagEnergy, int i) const {
+    m_energy(i) += static_cast<double>(m_out(i, m_head));
+  }
+  // Over the receiver's own edges (the graph's CSR offsets): no atomics, a fixed order.
+  KOKKOS_INLINE_FUNCTION void operator()(TagZblEnergy, int i) const {
+    double sum = 0;
+    for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
+      double en = 0, den = 0;
+      zbl_edge(m_species(i), m_species(m_neighbor(e)), static_cast<double>(m_r(e)), en, den);
+      sum += en;
+    }
+    m_energy(i) = sum;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagNodeEnergy, int i) const {
+    const double e0 = m_e0(m_species(i));
+    const double inter = m_inter(i) + m_pair(i);
+    m_energy(i) = m_scale_shift ? e0 + m_scale * inter + m_shift : e0 + inter;
+  }
+  // dE/dv = dE/dY dY/dv + (dE/dr + seed dZBL/dr) v / r, formed in double.
+  KOKKOS_INLINE_FUNCTION void operator()(TagEdgeGradient, int e) const {
+    double gl = static_cast<double>(m_gr(e));
+    if (m_has_zbl) {
+      double en = 0, den = 0;
+      zbl_edge(m_species(m_center(e)), m_species(m_neighbor(e)), static_cast<double>(m_r(e)), en, den);
+      gl += m_pair_seed * den;
+    }
+    for (int k = 0; k < 3; ++k) {
+      const double dv = static_cast<double>(m_gv(e, k)) + gl * static_cast<double>(m_vectors(e, k)) / m_r(e);
+      m_grad(e, k) = static_cast<T>(dv);
+    }
+  }
+};
+
+}  // namespace fastmlip::models::impl
