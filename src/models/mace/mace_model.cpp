@@ -404,6 +404,17 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
   }
 
+  /// The readout gate's functor: pre-activations z, the rows it writes (or scales, in reverse).
+  Glue gate_glue(const Layer& Ly, Matrix z, Matrix out) const {
+    Glue f;
+    f.m_z = z;
+    f.m_out = out;
+    f.m_head = spec.head;
+    f.m_per_head = Ly.R->hidden_per_head;
+    f.m_cst = static_cast<T>(Ly.R->gate_cst);
+    return f;
+  }
+
   /// e^t_i = readout_t(x^{t+1}_i)[head]. The non-linear readout is linear_2(mask_head(cst *
   /// silu(linear_1(x)))): with heads, only the selected head's block of hidden units is kept.
   void compute_readout(int t) {
@@ -414,17 +425,11 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (!Ly.R->nonlinear) {
       Ly.r1.compute(Ly.W_r1, Ints(), xn, out);
     } else {
-      const int M = Ly.R->linear_1.irreps_out.dim(), P = Ly.R->hidden_per_head;
+      const int M = Ly.R->linear_1.irreps_out.dim();
       Matrix zt = z[t].get(L, M);
       Ly.r1.compute(Ly.W_r1, Ints(), xn, zt);
       Matrix a = b_act.get(L, M);
-      Glue f;
-      f.m_z = zt;
-      f.m_out = a;
-      f.m_head = head;
-      f.m_per_head = P;
-      f.m_cst = static_cast<T>(Ly.R->gate_cst);
-      launch<typename Glue::TagGate>("fastmlip::mace::readout_gate", L, f);
+      launch<typename Glue::TagGate>("fastmlip::mace::readout_gate", L, gate_glue(Ly, zt, a));
       Ly.r2->compute(Ly.W_r2, Ints(), a, out);
     }
     Glue f;
@@ -481,17 +486,11 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (!Ly.R->nonlinear) {
       Ly.r1.reverse(Ly.W_r1, Ints(), xn, go, gxr);
     } else {
-      const int M = Ly.R->linear_1.irreps_out.dim(), P = Ly.R->hidden_per_head;
+      const int M = Ly.R->linear_1.irreps_out.dim();
       const Matrix zt = z[t].get(L, M);
       Matrix ga = g_act.get(L, M);
       Ly.r2->reverse(Ly.W_r2, Ints(), b_act.get(L, M), go, ga);
-      Glue f;
-      f.m_z = zt;
-      f.m_out = ga;
-      f.m_head = head;
-      f.m_per_head = P;
-      f.m_cst = static_cast<T>(Ly.R->gate_cst);
-      launch<typename Glue::TagGateReverse>("fastmlip::mace::readout_gate_reverse", L, f);
+      launch<typename Glue::TagGateReverse>("fastmlip::mace::readout_gate_reverse", L, gate_glue(Ly, zt, ga));
       Ly.r1.reverse(Ly.W_r1, Ints(), xn, ga, gxr);
     }
     add("fastmlip::mace::readout_adjoint", gx[t + 1].get(L, d_h).data(), gxr.data(),
