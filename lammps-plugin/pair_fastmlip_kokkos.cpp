@@ -27,15 +27,6 @@ namespace {
 template <class DeviceType>
 constexpr bool kReadsHost = std::is_same_v<typename DeviceType::memory_space, Kokkos::HostSpace>;
 
-/// Grows `view` to at least `n` entries (with headroom, since edge counts fluctuate from step
-/// to step). Contents are not kept.
-template <class V, class DeviceType>
-void grow(Kokkos::View<V*, DeviceType>& view, std::size_t n, const char* label) {
-  if (view.extent(0) < n) {
-    view = Kokkos::View<V*, DeviceType>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                                        n + n / 5 + 16);
-  }
-}
 /// A host array of the model's results as a view in DeviceType's memory: the array itself
 /// where DeviceType reads host memory, else `staging` (grown as needed) after one copy.
 template <class DeviceType, class V>
@@ -48,7 +39,7 @@ Kokkos::View<const V*, typename DeviceType::memory_space> on_device(const V* hos
     (void)label;
     return Result(host, n);
   } else {
-    grow(staging, n, label);
+    fastmlip::graph::grow_rows(staging, n, label);
     const Kokkos::pair<std::size_t, std::size_t> range(0, n);
     Kokkos::deep_copy(
         Kokkos::subview(staging, range),

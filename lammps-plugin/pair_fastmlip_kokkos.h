@@ -53,10 +53,7 @@ struct HostGraphMirror {
       h.neighbor = copy(neighbor, d.neighbor, "fastmlip::pair_kk::h_neighbor");
       h.center_start = copy(center_start, d.center_start, "fastmlip::pair_kk::h_center_start");
       const std::size_t E = d.vectors.extent(0);
-      if (vectors.extent(0) < E) {
-        vectors = decltype(vectors)(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::pair_kk::h_vectors"), E + E / 5 + 16);
-      }
+      fastmlip::graph::grow_rows(vectors, E, "fastmlip::pair_kk::h_vectors");
       const auto part = Kokkos::subview(vectors, Kokkos::pair<std::size_t, std::size_t>(0, E), Kokkos::ALL());
       Kokkos::deep_copy(part, d.vectors);
       h.vectors = part;
@@ -74,10 +71,7 @@ struct HostGraphMirror {
   static Kokkos::View<const int*, Kokkos::HostSpace> copy(Kokkos::View<int*, Kokkos::HostSpace>& buf,
                                                           const Src& src, const char* label) {
     const std::size_t n = src.extent(0);
-    if (buf.extent(0) < n) {
-      buf = Kokkos::View<int*, Kokkos::HostSpace>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 5 + 16);
-    }
+    fastmlip::graph::grow_rows(buf, n, label);
     const auto part = Kokkos::subview(buf, Kokkos::pair<std::size_t, std::size_t>(0, n));
     Kokkos::deep_copy(part, src);
     return part;

@@ -17,8 +17,8 @@
 ///
 /// Edges i -> j are the listed pairs strictly closer than the cutoff; a pair closer than the
 /// minimum distance throws ClosePairError (before any edge is written) so that the caller can
-/// name the atoms in its own terms (LAMMPS' atom IDs). Memory is grow-only: an MD run
-/// allocates only when its graph grows.
+/// name the atoms in its own terms (LAMMPS' atom IDs). Memory is grow-only (grow_rows): an MD
+/// run allocates only when its graph grows.
 #include <Kokkos_Core.hpp>
 #include <string>
 
@@ -27,6 +27,16 @@
 #include "graph/impl/graph_builder_impl.hpp"
 
 namespace fastmlip::graph {
+
+/// Makes `view` hold at least `n` rows (its first extent), reallocating with headroom when it is
+/// shorter: edge counts fluctuate from step to step, so an MD run reallocates rarely. Contents
+/// are not kept. For the per-step buffers of the graph and of whoever copies it.
+template <class View>
+void grow_rows(View& view, std::size_t n, const std::string& label) {
+  if (view.extent(0) < n) {
+    view = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n + n / 5 + 16);
+  }
+}
 
 /// Two atoms (indices into the positions) closer than the builder's minimum distance.
 class ClosePairError : public NumericalError {
@@ -55,9 +65,9 @@ class GraphBuilder {
               const Kokkos::View<const int*, Memory>& type_species, int n_local, int n_total, double cutoff,
               double min_distance) {
     using Functor = impl::GraphBuildFunctor<ExecSpace, T, Positions, Neighbors, Types>;
-    grow(m_count, n_local, "fastmlip::graph::count");
-    grow(m_center_start, n_local + 1, "fastmlip::graph::center_start");
-    grow(m_species, n_total, "fastmlip::graph::species");
+    grow_rows(m_count, n_local, "fastmlip::graph::count");
+    grow_rows(m_center_start, n_local + 1, "fastmlip::graph::center_start");
+    grow_rows(m_species, n_total, "fastmlip::graph::species");
     if (m_close.data() == nullptr) {
       m_close = Kokkos::View<int[3], Memory>("fastmlip::graph::close_pair");
       m_close_rsq = Kokkos::View<double, Memory>("fastmlip::graph::close_rsq");
@@ -91,12 +101,9 @@ class GraphBuilder {
                           Kokkos::RangePolicy<ExecSpace, typename Functor::TagOffsets>(0, n_local + 1), f);
     int num_edges = 0;
     Kokkos::deep_copy(num_edges, Kokkos::subview(m_center_start, n_local));
-    grow(m_center, num_edges, "fastmlip::graph::center");
-    grow(m_neighbor, num_edges, "fastmlip::graph::neighbor");
-    if (m_vectors.extent(0) < static_cast<std::size_t>(num_edges)) {
-      m_vectors = decltype(m_vectors)(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::graph::vectors"), headroom(num_edges));
-    }
+    grow_rows(m_center, num_edges, "fastmlip::graph::center");
+    grow_rows(m_neighbor, num_edges, "fastmlip::graph::neighbor");
+    grow_rows(m_vectors, num_edges, "fastmlip::graph::vectors");
     f.m_center = m_center;
     f.m_neighbor = m_neighbor;
     f.m_vectors = m_vectors;
@@ -127,16 +134,6 @@ class GraphBuilder {
   }
 
  private:
-  // Edge counts fluctuate from step to step: grow with headroom so that an MD run reallocates
-  // rarely.
-  static std::size_t headroom(std::size_t n) { return n + n / 5 + 16; }
-  static void grow(Kokkos::View<int*, Memory>& v, int n, const char* label) {
-    if (v.extent(0) < static_cast<std::size_t>(n)) {
-      v = Kokkos::View<int*, Memory>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                                     headroom(static_cast<std::size_t>(n)));
-    }
-  }
-
   Kokkos::View<int*, Memory> m_count, m_center_start, m_species, m_center, m_neighbor;
   Kokkos::View<T* [3], Kokkos::LayoutRight, Memory> m_vectors;
   Kokkos::View<int[3], Memory> m_close;
