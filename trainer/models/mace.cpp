@@ -24,6 +24,7 @@
 #include "models/mace/mace_layout.hpp"
 #include "models/mace/mace_model.hpp"
 #include "models/mace/mace_spec.hpp"
+#include "models/mace/mace_stages.hpp"
 
 namespace fastmlip::trainer {
 
@@ -146,12 +147,12 @@ struct MaceTorchModel<T>::Impl {
     torch::Tensor W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
     std::vector<torch::Tensor> W_mlp, W_sc;
     torch::Tensor head_mask;  // non-linear readout: 1 on the selected head's hidden units
-    bool add_sc = false;
     std::string tag;
   };
 
   io::PotentialFile file;
   models::mace::MaceSpec spec;
+  models::mace::StageGraph plan{{}};  // the core's stage list of this model
   std::vector<std::pair<std::string, torch::Tensor>> named;
   std::vector<Param> params;
   std::vector<Layer> layers;
@@ -183,6 +184,7 @@ struct MaceTorchModel<T>::Impl {
     models::MaceOptions opt;
     opt.head = head;
     spec = models::mace::load_mace_spec(file, opt);
+    plan = models::mace::StageGraph(models::mace::stage_list(spec));
     const int E = spec.num_elements, C = spec.embedding_irreps.dim();
     sh = c10::make_intrusive<SphericalHarmonicsOp<T>>(spec.max_ell);
     bessel = c10::make_intrusive<BesselOp<T>>(spec.bessel);
@@ -205,7 +207,6 @@ struct MaceTorchModel<T>::Impl {
       L.tp = std::make_shared<const ChannelwiseTPKernels<T>>(L.I->tp);
       L.sc = std::make_shared<SymmetricContractionKernels<T>>(L.P->sc, E);
       L.mlp_shape = L.I->mlp;
-      L.add_sc = L.I->residual && L.P->use_sc;
       L.W_up = add_param(pi + "linear_up.weight", {1, L.I->linear_up.weight_numel});
       for (int k = 0; k < L.I->mlp.num_layers(); ++k) {
         L.W_mlp.push_back(add_param(pi + "conv_tp_weights.layer" + std::to_string(k) + ".weight",
@@ -341,56 +342,87 @@ struct MaceTorchModel<T>::Impl {
     auto graph = std::make_shared<const kernels::EdgeIndex<KernelExec>>(
         kernels::EdgeIndex<KernelExec>::build(static_cast<int>(N), sv, rv));
 
-    const torch::Tensor Y = apply_kernel(sh, {u});
-    const torch::Tensor B = apply_kernel(bessel, {r});
-    auto x = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
+    // The model's stages (models/mace/mace_stages.hpp), each the core kernels as autograd
+    // functions; the values they pass are kept by slot until the end of the pass.
+    std::map<std::pair<int, int>, torch::Tensor> values;
+    const auto value = [&values](const models::mace::Slot& s) -> torch::Tensor& {
+      return values[{static_cast<int>(s.value), s.layer}];
+    };
+    torch::Tensor Y, B, pair;
     auto inter = torch::zeros({N}, real());
-    for (auto& L : layers) {
+    torch::Tensor node_energy;
+    for (const auto& s : plan.stages) {
+      using K = models::mace::StageKind;
+      Layer* L = s.layer >= 0 ? &layers.at(s.layer) : nullptr;
       const auto linear = [&](const std::shared_ptr<const LinearKernels<T>>& k, const torch::Tensor& in,
                               const torch::Tensor& W, bool by_element, const char* what) {
-        auto op = c10::make_intrusive<LinearOp<T>>(k, by_element ? species32 : torch::Tensor(), what + L.tag);
+        auto op = c10::make_intrusive<LinearOp<T>>(k, by_element ? species32 : torch::Tensor(), what + L->tag);
         return apply_kernel(op, {in, W});
       };
-      const auto h = linear(L.up, x, L.W_up, false, "linear_up");
-      std::vector<torch::Tensor> mlp_in{B};
-      mlp_in.insert(mlp_in.end(), L.W_mlp.begin(), L.W_mlp.end());
-      const auto R =
-          apply_kernel(c10::make_intrusive<RadialMLPOp<T>>(L.mlp_shape, "conv_tp_weights" + L.tag), mlp_in);
-      const auto A =
-          apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L.tp, graph, "conv_tp" + L.tag), {h, Y, R});
-      auto m = linear(L.lin, A, L.W_lin, false, "linear") / L.I->avg_num_neighbors;
-      torch::Tensor sc;
-      if (L.I->residual) {
-        if (L.add_sc) {
-          sc = linear(L.skip, x, L.W_skip, true, "skip_tp");
+      switch (s.kind) {
+        case K::EdgeBasis:
+          Y = apply_kernel(sh, {u});
+          B = apply_kernel(bessel, {r});
+          break;
+        case K::Embedding:
+          value(s.out) = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
+          break;
+        case K::Zbl:
+          pair = zbl(r, b.species, b.sender, b.receiver, N);
+          break;
+        case K::LinearUp:
+          value(s.out) = linear(L->up, value(s.in), L->W_up, false, "linear_up");
+          break;
+        case K::ExchangeSenders:
+          break;  // a batch has no ghost nodes: every graph is whole
+        case K::Convolution: {
+          std::vector<torch::Tensor> mlp_in{B};
+          mlp_in.insert(mlp_in.end(), L->W_mlp.begin(), L->W_mlp.end());
+          const auto R = apply_kernel(
+              c10::make_intrusive<RadialMLPOp<T>>(L->mlp_shape, "conv_tp_weights" + L->tag), mlp_in);
+          value(s.out) = apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L->tp, graph, "conv_tp" + L->tag),
+                                      {value(s.in), Y, R});
+          break;
         }
-      } else {
-        m = linear(L.skip, m, L.W_skip, true, "skip_tp");
+        case K::InteractionLinear:
+          value(s.out) = linear(L->lin, value(s.in), L->W_lin, false, "linear") / L->I->avg_num_neighbors;
+          break;
+        case K::SkipTP:
+          value(s.out) = linear(L->skip, value(s.in), L->W_skip, true, "skip_tp");
+          break;
+        case K::Product: {
+          std::vector<torch::Tensor> sc_in{value(s.in)};
+          sc_in.insert(sc_in.end(), L->W_sc.begin(), L->W_sc.end());
+          const auto c = apply_kernel(
+              c10::make_intrusive<SymmetricContractionOp<T>>(L->sc, species32, "symmetric_contraction" + L->tag),
+              sc_in);
+          value(s.out) = linear(L->prod, c, L->W_prod, false, "products.linear");
+          break;
+        }
+        case K::AddResidual:
+          value(s.out) = value(s.out) + value(s.in);
+          break;
+        case K::Readout: {
+          torch::Tensor e;
+          if (!L->R->nonlinear) {
+            e = linear(L->r1, value(s.in), L->W_r1, false, "readout");
+          } else {
+            const auto z = linear(L->r1, value(s.in), L->W_r1, false, "readout.linear_1");
+            e = linear(L->r2, L->R->gate_cst * torch::silu(z) * L->head_mask, L->W_r2, false, "readout.linear_2");
+          }
+          inter = inter + e.select(1, spec.head);
+          break;
+        }
+        case K::NodeEnergy: {
+          const auto sum = pair.defined() ? inter + pair : inter;
+          const auto e0_nodes = e0.index_select(0, b.species);
+          node_energy = spec.scale_shift ? e0_nodes + spec.scale * sum + spec.shift : e0_nodes + sum;
+          break;
+        }
       }
-      std::vector<torch::Tensor> sc_in{m};
-      sc_in.insert(sc_in.end(), L.W_sc.begin(), L.W_sc.end());
-      const auto s = apply_kernel(
-          c10::make_intrusive<SymmetricContractionOp<T>>(L.sc, species32, "symmetric_contraction" + L.tag),
-          sc_in);
-      x = linear(L.prod, s, L.W_prod, false, "products.linear");
-      if (L.add_sc) {
-        x = x + sc;
-      }
-      torch::Tensor out;
-      if (!L.R->nonlinear) {
-        out = linear(L.r1, x, L.W_r1, false, "readout");
-      } else {
-        const auto z = linear(L.r1, x, L.W_r1, false, "readout.linear_1");
-        out = linear(L.r2, L.R->gate_cst * torch::silu(z) * L.head_mask, L.W_r2, false, "readout.linear_2");
-      }
-      inter = inter + out.select(1, spec.head);
     }
-    if (spec.zbl) {
-      inter = inter + zbl(r, b.species, b.sender, b.receiver, N);
-    }
-    const auto e0_nodes = e0.index_select(0, b.species);
     MaceOutput out;
-    out.node_energy = spec.scale_shift ? e0_nodes + spec.scale * inter + spec.shift : e0_nodes + inter;
+    out.node_energy = node_energy;
     out.energy = torch::zeros({G}, real()).index_add(0, b.batch, out.node_energy);
     if (o.forces || o.virials) {
       std::vector<torch::Tensor> wrt;

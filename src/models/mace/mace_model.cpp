@@ -27,6 +27,7 @@
 #include <climits>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -43,6 +44,7 @@
 #include "math/spherical_harmonics.hpp"
 #include "models/mace/impl/mace_glue_impl.hpp"
 #include "models/mace/mace_spec.hpp"
+#include "models/mace/mace_stages.hpp"
 
 namespace fastmlip::models {
 
@@ -100,7 +102,6 @@ struct MaceModel<ExecSpace, T>::Impl {
     std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table;
     kernels::SymmetricContractionKokkos<ExecSpace, T> sc;
     Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
-    bool add_sc;
 
     Layer(const mace::MaceSpec& s, int t, const MaceOptions& options, std::vector<MaceRadialTableInfo>& tables)
         : I(&s.interactions[t]),
@@ -118,8 +119,7 @@ struct MaceModel<ExecSpace, T>::Impl {
           W_lin(weights(I->w_linear, 1)),
           W_skip(weights(I->w_skip, s.num_elements)),
           W_prod(weights(P->w_linear, 1)),
-          W_r1(weights(R->w_linear_1, 1)),
-          add_sc(I->residual && P->use_sc) {
+          W_r1(weights(R->w_linear_1, 1)) {
       sc.set_weights(P->W, s.num_elements);
       if (options.radial_spacing != 0.0) {
         const auto tab = kernels::RadialTable::build(s.bessel, I->mlp, options.radial_spacing,
@@ -145,6 +145,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   };
 
   mace::MaceSpec spec;
+  mace::StageGraph plan;  // the model's stages (mace_stages.hpp), run in order, then reversed
   std::vector<Layer> layers;
   kernels::RadialBesselKokkos<ExecSpace, T> bessel;
   kernels::SphericalHarmonicsKokkos<ExecSpace, T> harmonics;
@@ -187,11 +188,15 @@ struct MaceModel<ExecSpace, T>::Impl {
   // non-linear readout's pre-activation. The rest are scratch reused by every layer.
   std::vector<Buffer> x, h, m, z, gx;
   Buffer b_Y, b_B, b_r, b_R, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
-  Buffer g_out, g_act, g_tmp, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt;
-  Buffer g_v, g_grad;  // [E][3]: dE/dv through the harmonics, and dE/dv
+  Buffer g_out, g_act, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt;
+  Buffer g_sc, g_contribution;  // the self-connection's adjoint; a contribution to a summed adjoint
+  Buffer g_v, g_grad;           // [E][3]: dE/dv through the harmonics, and dE/dv
+  T energy_seed = T(1);         // d(node energy)/d(readout and ZBL energies): the scale
+  std::vector<mace::Slot> adjoints_started;  // summed adjoints with a first contribution, this pass
 
   Impl(const io::PotentialFile& file, const MaceOptions& options)
       : spec(mace::load_mace_spec(file, options)),
+        plan(mace::stage_list(spec)),
         bessel(spec.bessel),
         harmonics(spec.max_ell),
         sh_width(sh_dim(spec.max_ell)),
@@ -273,13 +278,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     gx.resize(n_layers + 1);
   }
 
-  int max_exchange_width() const {
-    int w = 0;
-    for (int t = 1; t < spec.num_interactions; ++t) {
-      w = std::max(w, spec.interactions[t].node_feats.dim());
-    }
-    return w;
-  }
+  int max_exchange_width() const { return plan.max_exchange_width(spec); }
 
   // ---- input checks ------------------------------------------------------------------------
 
@@ -324,15 +323,89 @@ struct MaceModel<ExecSpace, T>::Impl {
                      " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms");
   }
 
+  // ---- where each stage's values live ------------------------------------------------------
+
+  /// A slot's rows: every node for x^0 (species only), h^t (ghost rows from their owners) and
+  /// A^t (the convolution writes every row); the local nodes for the rest.
+  int rows(const mace::Slot& s) const {
+    const bool all = s.value == mace::Value::Senders || s.value == mace::Value::Messages ||
+                     (s.value == mace::Value::Features && s.layer == 0);
+    return all ? n_total : n_local;
+  }
+
+  /// The values the reverse pass reads again are kept per layer: x^t (the linears' reverse
+  /// stages take it for its shape), h^t (the convolution's reverse) and m^t (the contraction's).
+  /// The others share one scratch buffer per kind across the layers.
+  Buffer& value_buffer(const mace::Slot& s) {
+    switch (s.value) {
+      case mace::Value::Features:
+        return x.at(s.layer);
+      case mace::Value::Senders:
+        return h.at(s.layer);
+      case mace::Value::ProductInput:
+        return m.at(s.layer);
+      case mace::Value::Messages:
+        return b_A;
+      case mace::Value::LinearOut:
+        return b_mpre;
+      case mace::Value::SelfConnection:
+        return b_sc;
+    }
+    throw std::logic_error("MaceModel: unknown slot");
+  }
+  Buffer& adjoint_buffer(const mace::Slot& s) {
+    switch (s.value) {
+      case mace::Value::Features:
+        return gx.at(s.layer);
+      case mace::Value::Senders:
+        return g_h;
+      case mace::Value::ProductInput:
+        return g_m;
+      case mace::Value::Messages:
+        return g_A;
+      case mace::Value::LinearOut:
+        return g_mpre;
+      case mace::Value::SelfConnection:
+        return g_sc;
+    }
+    throw std::logic_error("MaceModel: unknown slot");
+  }
+  Matrix value(const mace::Slot& s) { return value_buffer(s).get(rows(s), mace::slot_width(spec, s)); }
+  Matrix adjoint(const mace::Slot& s) { return adjoint_buffer(s).get(rows(s), mace::slot_width(spec, s)); }
+  /// The first n_local rows of a slot's values or adjoint.
+  Matrix local(const Matrix& a) const { return Matrix(a.data(), n_local, a.extent(1)); }
+
+  /// Where a reverse stage writes its d(energy)/d(in): the adjoint itself when `in` has one
+  /// reader, else scratch that accumulate() sums into it (the first contribution is copied, the
+  /// others added, in reverse stage order).
+  Matrix adjoint_target(const mace::Slot& s) {
+    if (plan.consumers(s) == 1) {
+      return adjoint(s);
+    }
+    return g_contribution.get(rows(s), mace::slot_width(spec, s));
+  }
+  void accumulate(const mace::Slot& s, const Matrix& contribution) {
+    if (plan.consumers(s) == 1) {
+      return;  // written in place
+    }
+    Matrix a = adjoint(s);
+    if (std::find(adjoints_started.begin(), adjoints_started.end(), s) == adjoints_started.end()) {
+      adjoints_started.push_back(s);
+      Kokkos::deep_copy(ExecSpace(), a, contribution);
+    } else {
+      add("fastmlip::mace::adjoint_sum", a.data(), contribution.data(), a.size());
+    }
+  }
+
   // ---- forward stages ------------------------------------------------------------------------
 
   /// x^0 = node_embedding(one-hot z): o3.Linear(E x 0e -> C x 0e), i.e. a weight row per
   /// element times e3nn's path weight 1/sqrt(E). Depends on species only: every row.
-  void compute_embedding() {
+  void compute_embedding(const mace::Stage& s) {
     Glue f;
     f.m_species = species_all;
     f.m_w_embedding = W_embedding;
-    f.m_out = x[0].get(n_total, spec.embedding_irreps.dim());
+    f.m_out = value(s.out);
     launch<typename Glue::TagEmbedding>("fastmlip::mace::embedding", n_total, f);
   }
 
@@ -352,21 +425,19 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
   }
 
-  /// Interaction t up to the contraction's input m[t] (and the residual sc into b_sc).
-  /// Layers after the first exchange the sender features h^t: their rows for local nodes
-  /// are computed here, the ghost rows come from the owners.
-  void compute_interaction(int t, FeatureExchange<T>* exchange) {
-    Layer& Ly = layers[t];
-    const int L = n_local, N = n_total;
-    const int d_in = Ly.I->node_feats.dim();
-    const int rows_in = t == 0 ? N : L;
-    Matrix xt = x[t].get(rows_in, d_in);
-    Matrix ht = h[t].get(N, d_in);
-    Ly.up.compute(Ly.W_up, Ints(), xt, Matrix(ht.data(), rows_in, d_in));
-    if (t > 0 && exchange != nullptr) {
-      exchange->forward(ht.data(), d_in);
-    }
-    Matrix A = b_A.get(N, Ly.tp.descriptor().dim_out());
+  /// h^t = linear_up(x^t) on the rows x^t has (layers after the first: the local rows; the
+  /// ghost rows come from their owners in the ExchangeSenders stage).
+  void compute_linear_up(const mace::Stage& s) {
+    Layer& Ly = layers[s.layer];
+    const Matrix in = value(s.in), out = value(s.out);
+    Ly.up.compute(Ly.W_up, Ints(), in, Matrix(out.data(), in.extent(0), out.extent(1)));
+  }
+
+  /// A^t = sum over each node's edges of TP(h_j, Y, R(r)).
+  void compute_convolution(const mace::Stage& s) {
+    Layer& Ly = layers[s.layer];
+    const Matrix ht = value(s.in);
+    Matrix A = value(s.out);
     if (Ly.table) {
       // The TP evaluates R(r) from the table edge by edge: no [edges x weight_numel] array.
       Ly.tp.compute(graph_index, ht, Y, *Ly.table, r, A);
@@ -375,33 +446,15 @@ struct MaceModel<ExecSpace, T>::Impl {
       Ly.mlp.compute(B, R);
       Ly.tp.compute(graph_index, ht, Y, R, A);
     }
-    const Matrix A_local(A.data(), L, A.extent(1));
-    const int d_t = Ly.I->target.dim();
-    Matrix mt = m[t].get(L, d_t);
-    const Matrix x_local(xt.data(), L, d_in);
-    if (Ly.I->residual) {
-      Ly.lin.compute(Ly.W_lin, Ints(), A_local, mt);
-      if (Ly.add_sc) {
-        Ly.skip.compute(Ly.W_skip, species_local, x_local, b_sc.get(L, Ly.I->hidden.dim()));
-      }
-    } else {
-      Matrix mpre = b_mpre.get(L, d_t);
-      Ly.lin.compute(Ly.W_lin, Ints(), A_local, mpre);
-      Ly.skip.compute(Ly.W_skip, species_local, mpre, mt);
-    }
   }
 
-  /// x^{t+1} = products.t.linear(SC_t(m'; z)) (+ sc).
-  void compute_product(int t) {
-    Layer& Ly = layers[t];
-    const int L = n_local, d_h = Ly.I->hidden.dim();
-    Matrix s = b_prod.get(L, d_h);
-    Ly.sc.compute(species_local, m[t].get(L, Ly.I->target.dim()), s);
-    Matrix xn = x[t + 1].get(L, d_h);
-    Ly.prod.compute(Ly.W_prod, Ints(), s, xn);
-    if (Ly.add_sc) {
-      add("fastmlip::mace::residual", xn.data(), b_sc.get(L, d_h).data(), static_cast<std::size_t>(L) * d_h);
-    }
+  /// x^{t+1} = products.t.linear(SC_t(m; z)).
+  void compute_product(const mace::Stage& s) {
+    Layer& Ly = layers[s.layer];
+    Matrix out = value(s.out);
+    Matrix prod = b_prod.get(n_local, out.extent(1));
+    Ly.sc.compute(species_local, value(s.in), prod);
+    Ly.prod.compute(Ly.W_prod, Ints(), prod, out);
   }
 
   /// The readout gate's functor: pre-activations z, the rows it writes (or scales, in reverse).
@@ -417,10 +470,11 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   /// e^t_i = readout_t(x^{t+1}_i)[head]. The non-linear readout is linear_2(mask_head(cst *
   /// silu(linear_1(x)))): with heads, only the selected head's block of hidden units is kept.
-  void compute_readout(int t) {
+  void compute_readout(const mace::Stage& s) {
+    const int t = s.layer;
     Layer& Ly = layers[t];
     const int L = n_local, H = static_cast<int>(spec.heads.size()), head = spec.head;
-    const Matrix xn = x[t + 1].get(L, Ly.I->hidden.dim());
+    const Matrix xn = value(s.in);
     Matrix out = b_out.get(L, H);
     if (!Ly.R->nonlinear) {
       Ly.r1.compute(Ly.W_r1, Ints(), xn, out);
@@ -458,107 +512,133 @@ struct MaceModel<ExecSpace, T>::Impl {
   }
 
   void compute_zbl() {
-    if (!spec.zbl) {
-      return;
-    }
     Glue f = zbl_glue();
     f.m_energy = pair_energy;
     launch<typename Glue::TagZblEnergy>("fastmlip::mace::zbl_energy", n_local, f);
   }
 
-  // ---- reverse stages ------------------------------------------------------------------------
+  void compute_node_energy() {
+    Glue f;
+    f.m_species = species_all;
+    f.m_e0 = e0;
+    f.m_inter = inter_energy;
+    f.m_pair = pair_energy;
+    f.m_scale_shift = spec.scale_shift;
+    f.m_scale = spec.scale;
+    f.m_shift = spec.shift;
+    f.m_energy = node_energy;
+    launch<typename Glue::TagNodeEnergy>("fastmlip::mace::node_energy", n_local, f);
+  }
 
-  /// gx[t+1] += d(seed * e^t)/dx^{t+1}.
-  void reverse_readout(int t, T seed) {
+  void compute_stage(const mace::Stage& s, FeatureExchange<T>* exchange) {
+    using K = mace::StageKind;
+    switch (s.kind) {
+      case K::EdgeBasis:
+        return compute_edge_basis();
+      case K::Embedding:
+        return compute_embedding(s);
+      case K::Zbl:
+        return compute_zbl();
+      case K::LinearUp:
+        return compute_linear_up(s);
+      case K::ExchangeSenders:
+        if (exchange != nullptr) {
+          exchange->forward(value(s.in).data(), mace::slot_width(spec, s.in));
+        }
+        return;
+      case K::Convolution:
+        return compute_convolution(s);
+      case K::InteractionLinear: {
+        const Layer& Ly = layers[s.layer];
+        return Ly.lin.compute(Ly.W_lin, Ints(), local(value(s.in)), value(s.out));
+      }
+      case K::SkipTP: {
+        const Layer& Ly = layers[s.layer];
+        return Ly.skip.compute(Ly.W_skip, species_local, local(value(s.in)), value(s.out));
+      }
+      case K::Product:
+        return compute_product(s);
+      case K::AddResidual: {
+        const Matrix out = value(s.out);
+        return add("fastmlip::mace::residual", out.data(), value(s.in).data(), out.size());
+      }
+      case K::Readout:
+        return compute_readout(s);
+      case K::NodeEnergy:
+        return compute_node_energy();
+    }
+  }
+
+  // ---- reverse stages: d(seed * energy)/d(in) from d(seed * energy)/d(out) -----------------
+
+  void reverse_readout(const mace::Stage& s) {
+    const int t = s.layer;
     Layer& Ly = layers[t];
     const int L = n_local, H = static_cast<int>(spec.heads.size()), head = spec.head;
-    const int d_h = Ly.I->hidden.dim();
-    const Matrix xn = x[t + 1].get(L, d_h);
+    const Matrix xn = value(s.in);
     Matrix go = g_out.get(L, H);
     {
       Glue f;
       f.m_out = go;
       f.m_head = head;
-      f.m_seed = seed;
+      f.m_seed = energy_seed;
       launch<typename Glue::TagSeed>("fastmlip::mace::readout_seed", L, f);
     }
-    Matrix gxr = g_tmp.get(L, d_h);
+    Matrix gx_in = adjoint_target(s.in);
     if (!Ly.R->nonlinear) {
-      Ly.r1.reverse(Ly.W_r1, Ints(), xn, go, gxr);
+      Ly.r1.reverse(Ly.W_r1, Ints(), xn, go, gx_in);
     } else {
       const int M = Ly.R->linear_1.irreps_out.dim();
       const Matrix zt = z[t].get(L, M);
       Matrix ga = g_act.get(L, M);
       Ly.r2->reverse(Ly.W_r2, Ints(), b_act.get(L, M), go, ga);
       launch<typename Glue::TagGateReverse>("fastmlip::mace::readout_gate_reverse", L, gate_glue(Ly, zt, ga));
-      Ly.r1.reverse(Ly.W_r1, Ints(), xn, ga, gxr);
+      Ly.r1.reverse(Ly.W_r1, Ints(), xn, ga, gx_in);
     }
-    add("fastmlip::mace::readout_adjoint", gx[t + 1].get(L, d_h).data(), gxr.data(),
-        static_cast<std::size_t>(L) * d_h);
+    accumulate(s.in, gx_in);
   }
 
-  /// From gx[t+1] to the adjoint of the contraction's input, g_m.
-  void reverse_product(int t) {
-    Layer& Ly = layers[t];
-    const int L = n_local, d_h = Ly.I->hidden.dim(), d_t = Ly.I->target.dim();
-    const Matrix g = gx[t + 1].get(L, d_h);
-    Matrix gs = g_prod.get(L, d_h);
-    Ly.prod.reverse(Ly.W_prod, Ints(), b_prod.get(L, d_h), g, gs);
-    Ly.sc.reverse(species_local, m[t].get(L, d_t), gs, g_m.get(L, d_t));
+  void reverse_product(const mace::Stage& s) {
+    Layer& Ly = layers[s.layer];
+    const Matrix g = adjoint(s.out);
+    Matrix gs = g_prod.get(n_local, g.extent(1));
+    Ly.prod.reverse(Ly.W_prod, Ints(), b_prod.get(n_local, g.extent(1)), g, gs);
+    Matrix gm = adjoint_target(s.in);
+    Ly.sc.reverse(species_local, value(s.in), gs, gm);
+    accumulate(s.in, gm);
   }
 
-  /// From g_m to the edge adjoints (accumulated into g_Y, g_B) and, for t > 0, gx[t].
-  void reverse_interaction(int t, FeatureExchange<T>* exchange) {
-    Layer& Ly = layers[t];
-    const int L = n_local, N = n_total, E = num_edges;
-    const int d_in = Ly.I->node_feats.dim(), d_t = Ly.I->target.dim(), d_h = Ly.I->hidden.dim();
-    const int d_mid = Ly.tp.descriptor().dim_out(), wn = Ly.tp.descriptor().weight_numel;
-    Matrix gm = g_m.get(L, d_t);
-    if (!Ly.I->residual) {
-      Matrix gpre = g_mpre.get(L, d_t);
-      Ly.skip.reverse(Ly.W_skip, species_local, b_mpre.get(L, d_t), gm, gpre);
-      gm = gpre;
-    }
-    Matrix gA = g_A.get(N, d_mid);
-    Ly.lin.reverse(Ly.W_lin, Ints(), b_A.get(L, d_mid), gm, Matrix(gA.data(), L, d_mid));
-    Kokkos::deep_copy(ExecSpace(), Kokkos::subview(gA, Kokkos::pair<int, int>(L, N), Kokkos::ALL()), T(0));
-    Matrix gh = g_h.get(N, d_in), gYt = g_Yt.get(E, sh_width);
+  /// From dE/dA to dE/dh^t (every row; the ghosts' go to their owners in ExchangeSenders'
+  /// reverse) and the edge adjoints, accumulated over the layers into g_Y and g_B (or g_r).
+  void reverse_convolution(const mace::Stage& s) {
+    Layer& Ly = layers[s.layer];
+    const int E = num_edges;
+    const int wn = Ly.tp.descriptor().weight_numel;
+    const Matrix gA = adjoint(s.out);
+    Matrix gh = adjoint_target(s.in), gYt = g_Yt.get(E, sh_width);
     if (Ly.table) {
       // dE/dr straight from the TP's edge kernel, contracted with dR/dr there.
       Vector grt(g_rt.get(E, 1).data(), E), gr(g_r.get(E, 1).data(), E);
-      Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, *Ly.table, r, gA, gh, gYt, grt);
+      Ly.tp.reverse(graph_index, value(s.in), Y, *Ly.table, r, gA, gh, gYt, grt);
       add("fastmlip::mace::radial_adjoint", gr.data(), grt.data(), static_cast<std::size_t>(E));
     } else {
       // The radial MLP output is recomputed rather than kept per layer: it is the largest
       // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
       Matrix R = b_R.get(E, wn), gR = g_R.get(E, wn);
       Ly.mlp.compute(B, R);
-      Ly.tp.reverse(graph_index, h[t].get(N, d_in), Y, R, gA, gh, gYt, gR);
+      Ly.tp.reverse(graph_index, value(s.in), Y, R, gA, gh, gYt, gR);
       Matrix gBt = g_Bt.get(E, bessel.num_basis()), gB = g_B.get(E, bessel.num_basis());
       Ly.mlp.reverse(B, gR, gBt);
-      add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(),
-          static_cast<std::size_t>(E) * bessel.num_basis());
+      add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(), static_cast<std::size_t>(E) * bessel.num_basis());
     }
     add("fastmlip::mace::harmonics_adjoint", g_Y.get(E, sh_width).data(), gYt.data(),
         static_cast<std::size_t>(E) * sh_width);
-    if (t == 0) {
-      return;  // x^0 depends on the species only
-    }
-    if (exchange != nullptr) {
-      exchange->reverse(gh.data(), d_in);
-    }
-    Matrix g = gx[t].get(L, d_in);
-    const Matrix xt = x[t].get(L, d_in);
-    Ly.up.reverse(Ly.W_up, Ints(), xt, Matrix(gh.data(), L, d_in), g);
-    if (Ly.add_sc) {
-      Matrix gs = g_tmp.get(L, d_in);
-      Ly.skip.reverse(Ly.W_skip, species_local, xt, gx[t + 1].get(L, d_h), gs);
-      add("fastmlip::mace::skip_adjoint", g.data(), gs.data(), static_cast<std::size_t>(L) * d_in);
-    }
+    accumulate(s.in, gh);
   }
 
-  /// dE/dv from the accumulated edge adjoints: harmonics, radial basis and ZBL.
-  void reverse_edge_basis(T pair_seed, MaceResult<T>& result) {
+  /// dE/dv from the accumulated edge adjoints: harmonics, radial basis and ZBL (whose edge
+  /// gradient is formed here, in the same pass over the edges, rather than in a Zbl reverse).
+  void reverse_edge_basis(MaceResult<T>& result) {
     const int E = num_edges;
     Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> gv(g_v.get(E, 3).data(), E);
     harmonics.reverse(vectors, g_Y.get(E, sh_width), gv);
@@ -568,7 +648,7 @@ struct MaceModel<ExecSpace, T>::Impl {
       bessel.reverse(r, g_B.get(E, bessel.num_basis()), gr);
     }
     Glue f = zbl_glue();
-    f.m_pair_seed = static_cast<double>(pair_seed);
+    f.m_pair_seed = static_cast<double>(energy_seed);
     f.m_gr = gr;
     f.m_gv = gv;
     f.m_grad = Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace>(g_grad.get(E, 3).data(), E);
@@ -580,11 +660,70 @@ struct MaceModel<ExecSpace, T>::Impl {
                       Kokkos::View<const T*, ExecSpace>(f.m_grad.data(), result.edge_gradient.size()));
   }
 
+  void reverse_stage(const mace::Stage& s, FeatureExchange<T>* exchange, MaceResult<T>& result) {
+    using K = mace::StageKind;
+    const bool want_in = mace::reads_slot(s.kind) && plan.needs_adjoint(s.in);
+    switch (s.kind) {
+      case K::NodeEnergy:
+        // E_i = E0 + scale (ZBL_i + readouts_i) + shift: the readouts' and ZBL's seed.
+        energy_seed = static_cast<T>(spec.scale_shift ? spec.scale : 1.0);
+        return;
+      case K::Readout:
+        return reverse_readout(s);
+      case K::AddResidual:
+        if (want_in) {
+          Matrix g = adjoint_target(s.in);
+          Kokkos::deep_copy(ExecSpace(), g, adjoint(s.out));
+          accumulate(s.in, g);
+        }
+        return;
+      case K::Product:
+        return reverse_product(s);
+      case K::SkipTP:
+        if (want_in) {
+          const Layer& Ly = layers[s.layer];
+          Matrix g = adjoint_target(s.in);
+          Ly.skip.reverse(Ly.W_skip, species_local, local(value(s.in)), adjoint(s.out), local(g));
+          accumulate(s.in, g);
+        }
+        return;
+      case K::InteractionLinear: {
+        const Layer& Ly = layers[s.layer];
+        Matrix gA = adjoint_target(s.in);
+        Ly.lin.reverse(Ly.W_lin, Ints(), local(value(s.in)), adjoint(s.out), local(gA));
+        // The ghost rows' messages are never read: their adjoint is zero.
+        Kokkos::deep_copy(ExecSpace(), Kokkos::subview(gA, Kokkos::pair<int, int>(n_local, n_total), Kokkos::ALL()),
+                          T(0));
+        return accumulate(s.in, gA);
+      }
+      case K::Convolution:
+        return reverse_convolution(s);
+      case K::ExchangeSenders:
+        if (exchange != nullptr) {
+          exchange->reverse(adjoint(s.in).data(), mace::slot_width(spec, s.in));
+        }
+        return;
+      case K::LinearUp:
+        if (want_in) {
+          const Layer& Ly = layers[s.layer];
+          const Matrix in = value(s.in), gh = adjoint(s.out);
+          Matrix g = adjoint_target(s.in);
+          Ly.up.reverse(Ly.W_up, Ints(), in, Matrix(gh.data(), in.extent(0), gh.extent(1)), g);
+          accumulate(s.in, g);
+        }
+        return;
+      case K::Zbl:        // its edge gradient is formed in EdgeBasis' reverse
+      case K::Embedding:  // x^0 depends on the species only
+        return;
+      case K::EdgeBasis:
+        return reverse_edge_basis(result);
+    }
+  }
+
   // ---- driver ------------------------------------------------------------------------------
 
   void compute(const MaceGraph<T>& g, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result) {
     validate(g, exchange);
-    const int T_ = spec.num_interactions;
     n_local = g.n_local;
     n_total = g.n_total;
     num_edges = g.num_edges();
@@ -601,27 +740,10 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
     Kokkos::deep_copy(pair_energy, 0.0);
     center_start = g.center_start;
-
-    compute_embedding();
     vectors = g.vectors;
-    compute_edge_basis();
-    compute_zbl();
-    for (int t = 0; t < T_; ++t) {
-      compute_interaction(t, exchange);
-      compute_product(t);
-      compute_readout(t);
-    }
-    {
-      Glue f;
-      f.m_species = species_all;
-      f.m_e0 = e0;
-      f.m_inter = inter_energy;
-      f.m_pair = pair_energy;
-      f.m_scale_shift = spec.scale_shift;
-      f.m_scale = spec.scale;
-      f.m_shift = spec.shift;
-      f.m_energy = node_energy;
-      launch<typename Glue::TagNodeEnergy>("fastmlip::mace::node_energy", n_local, f);
+
+    for (const mace::Stage& s : plan.stages) {
+      compute_stage(s, exchange);
     }
     // The results leave the execution space here; the total is summed in node order on the host.
     result.node_energy.resize(n_local);
@@ -636,20 +758,17 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (!gradients) {
       return;
     }
-    const T seed = static_cast<T>(spec.scale_shift ? spec.scale : 1.0);
-    Kokkos::deep_copy(gx[T_].get(n_local, spec.interactions[T_ - 1].hidden.dim()), T(0));
+    // Every convolution adds into the edge adjoints.
     Kokkos::deep_copy(g_Y.get(num_edges, sh_width), T(0));
     if (tabulated) {
       Kokkos::deep_copy(g_r.get(num_edges, 1), T(0));
     } else {
       Kokkos::deep_copy(g_B.get(num_edges, bessel.num_basis()), T(0));
     }
-    for (int t = T_ - 1; t >= 0; --t) {
-      reverse_readout(t, seed);
-      reverse_product(t);
-      reverse_interaction(t, exchange);
+    adjoints_started.clear();
+    for (auto s = plan.stages.rbegin(); s != plan.stages.rend(); ++s) {
+      reverse_stage(*s, exchange, result);
     }
-    reverse_edge_basis(seed, result);
   }
 };
 
