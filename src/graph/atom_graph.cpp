@@ -19,8 +19,8 @@ std::vector<int> center_offsets(int n_local, const std::vector<int>& center) {
 }
 
 template void check_graph(const AtomGraph<float, Kokkos::HostSpace>&, int, const std::string&,
-                          const std::string&);
+                          const std::string&, const LengthFloor*);
 template void check_graph(const AtomGraph<double, Kokkos::HostSpace>&, int, const std::string&,
-                          const std::string&);
+                          const std::string&, const LengthFloor*);
 
 }  // namespace fastmlip::graph

@@ -69,9 +69,15 @@ std::vector<int> center_offsets(int n_local, const std::vector<int>& center);
 /// described). Throws InputError starting with `who` ("MaceModel::compute") that names the node
 /// or edge and its nodes: a species outside 0..num_species-1 (`species_note` is appended, e.g.
 /// which file's species), a centre not local or out of order, a neighbor out of range, CSR
-/// offsets that do not match the centres, a zero-length or non-finite edge vector.
+/// offsets that do not match the centres, a zero-length or non-finite edge vector, and, with a
+/// `floor`, an edge shorter than floor->length (the message gives floor->what, e.g. "below the
+/// radial tables' start (0.05 A); ...").
+struct LengthFloor {
+  double length = 0;  ///< A
+  std::string what;   ///< appended to the message, after the edge's distance
+};
 template <class T, class MemorySpace>
 void check_graph(const AtomGraph<T, MemorySpace>& g, int num_species, const std::string& who,
-                 const std::string& species_note);
+                 const std::string& species_note, const LengthFloor* floor = nullptr);
 
 }  // namespace fastmlip::graph

@@ -36,13 +36,9 @@ class SphericalHarmonicsKokkos {
   /// sh(e, :) = Y(vectors(e, :)).
   void compute(Vectors vectors, Matrix sh) const {
     check("compute", vectors.extent(0), sh.extent(0), sh.extent(1));
-    Functor f;
-    f.m_lmax = m_lmax;
-    f.m_vectors = vectors;
+    Functor f = bind(vectors);
     f.m_sh = sh;
-    Kokkos::parallel_for("fastmlip::spherical_harmonics::compute",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagCompute>(0, vectors.extent(0)),
-                         f);
+    launch<typename Functor::TagCompute>("fastmlip::spherical_harmonics::compute", f);
   }
 
   /// grad_vectors(e, k) = sum_i grad_sh(e, i) d Y_i / d v_k at vectors(e, :) (overwritten).
@@ -53,14 +49,10 @@ class SphericalHarmonicsKokkos {
                        std::to_string(grad_vectors.extent(0)) + " rows, vectors " +
                        std::to_string(vectors.extent(0)));
     }
-    Functor f;
-    f.m_lmax = m_lmax;
-    f.m_vectors = vectors;
+    Functor f = bind(vectors);
     f.m_grad_sh = grad_sh;
     f.m_grad_vectors = grad_vectors;
-    Kokkos::parallel_for("fastmlip::spherical_harmonics::reverse",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, vectors.extent(0)),
-                         f);
+    launch<typename Functor::TagReverse>("fastmlip::spherical_harmonics::reverse", f);
   }
 
  private:
@@ -70,6 +62,18 @@ class SphericalHarmonicsKokkos {
                        std::to_string(rows) + " x " + std::to_string(cols) + ", need " + std::to_string(n) +
                        " x " + std::to_string(dim()) + " (edges x (lmax + 1)^2)");
     }
+  }
+  /// The functor with what both stages read.
+  Functor bind(const Vectors& vectors) const {
+    Functor f;
+    f.m_lmax = m_lmax;
+    f.m_vectors = vectors;
+    return f;
+  }
+  /// One thread per edge.
+  template <class Tag>
+  static void launch(const char* label, const Functor& f) {
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Tag>(0, f.m_vectors.extent(0)), f);
   }
   int m_lmax;
 };

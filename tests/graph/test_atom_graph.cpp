@@ -506,6 +506,26 @@ TEST(CheckGraph, AcceptsAValidGraphAndNamesWhatIsWrong) {
   }
 }
 
+// A length floor (MACE's radial tables): the first edge shorter than it is named with the
+// caller's reason; an edge exactly at the floor passes; a zero or non-finite edge keeps its own message.
+TEST(CheckGraph, LengthFloorNamesTheFirstShortEdge) {
+  OwnedGraph g;  // lengths 1, 1, 1, 2, sqrt(3)
+  const LengthFloor floor{1.5, "below the floor"};
+  const auto check = [&](const OwnedGraph& o) {
+    return error_of([&] { check_graph(o.view(), 2, "Who::compute", "", &floor); });
+  };
+  EXPECT_EQ(check(g), "Who::compute: edge 0 joins nodes 0 and 1 at distance 1.000000 A, below the floor");
+  g.vectors = {1.5, 0, 0, 0, 2, 0, -3, 0, 0, 0, 0, 2, 1, 1, 0.5};  // edge 4: 1.5 exactly
+  EXPECT_EQ(check(g), "(no error)");
+  g.vectors[13] = 0.9;  // edge 4: sqrt(1 + 0.81 + 0.25) = 1.435
+  EXPECT_NE(check(g).find("edge 4 joins nodes 2 and 3 at distance 1.43"), std::string::npos) << check(g);
+  g.vectors[3] = 0;
+  g.vectors[4] = 0;  // edge 1: zero length, before edge 4
+  EXPECT_NE(check(g).find("edge 1 joins nodes 0 and 3 at distance 0.000000; coincident atoms"), std::string::npos)
+      << check(g);
+  EXPECT_EQ(OwnedGraph{}.error(), "(no error)");  // no floor: only zero lengths are refused
+}
+
 TEST(CheckGraph, NullArraysAreRefused) {
   OwnedGraph g;
   const auto v = g.view();

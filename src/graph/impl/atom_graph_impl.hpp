@@ -19,6 +19,7 @@ struct CheckGraphFunctor {
   struct TagEdges {};
   AtomGraph<T, MemorySpace> m_graph;
   int m_num_species = 0;
+  double m_floor_sq = 0;  // edges must be longer than this (squared), and non-zero
 
   KOKKOS_INLINE_FUNCTION bool node_ok(int n) const {
     const int s = m_graph.species(n);
@@ -41,7 +42,7 @@ struct CheckGraphFunctor {
     const double x = m_graph.vectors(e, 0), y = m_graph.vectors(e, 1), z = m_graph.vectors(e, 2);
     const double d2 = x * x + y * y + z * z;
     // !(d2 > 0) also catches NaN; an infinite length is as meaningless.
-    return d2 > 0 && d2 <= 1.7976931348623157e308;
+    return d2 > 0 && d2 >= m_floor_sq && d2 <= 1.7976931348623157e308;
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagNodes, int n, int& first) const {
     if (n < first && !node_ok(n)) {
@@ -69,7 +70,7 @@ namespace fastmlip::graph {
 
 template <class T, class MemorySpace>
 void check_graph(const AtomGraph<T, MemorySpace>& g, int num_species, const std::string& who,
-                 const std::string& species_note) {
+                 const std::string& species_note, const LengthFloor* floor) {
   using ExecSpace = typename MemorySpace::execution_space;
   using Functor = impl::CheckGraphFunctor<T, MemorySpace>;
   using impl::host_value;
@@ -93,7 +94,7 @@ void check_graph(const AtomGraph<T, MemorySpace>& g, int num_species, const std:
   if (null(g.species) || null(g.center) || null(g.neighbor) || null(g.center_start) || null(g.vectors)) {
     throw InputError(fn + "a graph array is null (species, center, neighbor, center_start or vectors)");
   }
-  Functor f{g, num_species};
+  Functor f{g, num_species, floor != nullptr ? floor->length * floor->length : 0.0};
   int bad = INT_MAX;
   Kokkos::parallel_reduce("fastmlip::graph::check_nodes",
                           Kokkos::RangePolicy<ExecSpace, typename Functor::TagNodes>(0, g.n_total), f,
@@ -137,8 +138,12 @@ void check_graph(const AtomGraph<T, MemorySpace>& g, int num_species, const std:
                                                  Kokkos::subview(g.vectors, e, Kokkos::ALL()));
     const double d2 = static_cast<double>(v(0)) * v(0) + static_cast<double>(v(1)) * v(1) +
                       static_cast<double>(v(2)) * v(2);
-    throw InputError(fn + edge + " joins nodes " + std::to_string(c) + " and " + std::to_string(n) +
-                     " at distance " + std::to_string(std::sqrt(d2)) +
+    const std::string joins =
+        fn + edge + " joins nodes " + std::to_string(c) + " and " + std::to_string(n) + " at distance ";
+    if (floor != nullptr && d2 > 0 && std::isfinite(d2)) {
+      throw InputError(joins + std::to_string(std::sqrt(d2)) + " A, " + floor->what);
+    }
+    throw InputError(joins + std::to_string(std::sqrt(d2)) +
                      "; coincident atoms, a self-edge without an image shift, or a non-finite position");
   }
   const int first = host_value(g.center_start, 0), last = host_value(g.center_start, g.n_local);

@@ -24,7 +24,6 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <optional>
 #include <stdexcept>
@@ -284,43 +283,18 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   void validate(const MaceGraph<T>& g, const FeatureExchange<T>* exchange) const {
     const std::string fn = "MaceModel::compute";
+    // With radial tables, edges shorter than the tables' start are refused in the same pass.
+    const graph::LengthFloor table_start{
+        MaceOptions::kRadialTableStart, "below the radial tables' start (" +
+                                            std::to_string(MaceOptions::kRadialTableStart) +
+                                            " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms"};
     graph::check_graph(g, spec.num_elements, fn,
-                       "the model (" + spec.source + ") has species 0.." + std::to_string(spec.num_elements - 1));
+                       "the model (" + spec.source + ") has species 0.." + std::to_string(spec.num_elements - 1),
+                       tabulated ? &table_start : nullptr);
     if (exchange == nullptr && g.n_total != g.n_local && spec.num_interactions > 1) {
       throw InputError(fn + ": the graph has " + std::to_string(g.n_total - g.n_local) +
                        " ghost nodes but no FeatureExchange; ghosts need their owners' features after each layer");
     }
-    if (!tabulated) {
-      return;
-    }
-    // The first edge shorter than the tables' start, found where the graph lives.
-    const double start_sq = MaceOptions::kRadialTableStart * MaceOptions::kRadialTableStart;
-    const auto v = g.vectors;
-    int first = INT_MAX;
-    Kokkos::parallel_reduce(
-        "fastmlip::mace::check_table_start", Kokkos::RangePolicy<ExecSpace>(0, g.num_edges()),
-        KOKKOS_LAMBDA(int e, int& lowest) {
-          const double d2 = static_cast<double>(v(e, 0)) * v(e, 0) + static_cast<double>(v(e, 1)) * v(e, 1) +
-                            static_cast<double>(v(e, 2)) * v(e, 2);
-          if (d2 < start_sq && e < lowest) {
-            lowest = e;
-          }
-        },
-        Kokkos::Min<int>(first));
-    if (first == INT_MAX) {
-      return;
-    }
-    auto h =
-        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(v, first, Kokkos::ALL()));
-    const double d = std::sqrt(static_cast<double>(h(0)) * h(0) + static_cast<double>(h(1)) * h(1) +
-                               static_cast<double>(h(2)) * h(2));
-    int ends[2];
-    Kokkos::deep_copy(ends[0], Kokkos::subview(g.center, first));
-    Kokkos::deep_copy(ends[1], Kokkos::subview(g.neighbor, first));
-    throw InputError(fn + ": edge " + std::to_string(first) + " joins nodes " + std::to_string(ends[0]) +
-                     " and " + std::to_string(ends[1]) + " at distance " + std::to_string(d) +
-                     " A, below the radial tables' start (" + std::to_string(MaceOptions::kRadialTableStart) +
-                     " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms");
   }
 
   // ---- where each stage's values live ------------------------------------------------------
