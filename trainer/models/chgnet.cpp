@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "models/chgnet/chgnet_layout.hpp"
 #include "models/chgnet/chgnet_model.hpp"
+#include "models/chgnet/chgnet_stages.hpp"
 #include "models/chgnet_ops.hpp"
 
 namespace fastmlip::trainer {
@@ -117,6 +118,7 @@ struct ChgnetTorchModel<T>::Impl {
   int n_conv = 0, n_elements = 0;
   bool gmlp_norm = true, readout_ln = true;
   std::vector<std::string> readout;  // the readout MLP's Linear layers, in order
+  std::vector<models::chgnet::Stage> stages;  // the core's block list of this model
   c10::intrusive_ptr<ChgnetBesselOp<T>> rbf_ag, rbf_bg;
   c10::intrusive_ptr<ChgnetFourierOp<T>> fourier;
   std::vector<std::pair<std::string, torch::Tensor>> named;
@@ -171,6 +173,7 @@ struct ChgnetTorchModel<T>::Impl {
     n_elements = core.num_elements();
     auto hp = [](const std::string& key) { return "/hyperparameters/" + key; };
     n_conv = f.meta<int>(hp("n_conv"));
+    stages = models::chgnet::stage_list(n_conv);
     const auto* gn = io::detail::find_meta(f.metadata, hp("gMLP_norm"));
     gmlp_norm = gn != nullptr && !gn->is_null();
     const auto* rn = io::detail::find_meta(f.metadata, hp("readout_norm"));
@@ -345,52 +348,71 @@ struct ChgnetTorchModel<T>::Impl {
     if (r.numel() > 0 && !(r.detach().min().item<double>() > 0)) {
       throw InputError("ChgnetTorchModel::forward: an edge has zero length (coincident atoms)");
     }
-    // Bases (core kernels) and embeddings.
-    const auto B =
-        apply_kernel(rbf_ag, {r, at("bond_basis_expansion.rbf_expansion_ag.frequencies") / r_atom});
-    const auto us = u.index_select(0, bt.short_edge), rs = r.index_select(0, bt.short_edge);
-    const auto Bb =
-        apply_kernel(rbf_bg, {rs, at("bond_basis_expansion.rbf_expansion_bg.frequencies") / r_bond});
-    const auto ua = us.index_select(0, bt.angle_a) / rs.index_select(0, bt.angle_a).unsqueeze(1);
-    const auto ub = us.index_select(0, bt.angle_b) / rs.index_select(0, bt.angle_b).unsqueeze(1);
-    // chgnet's clamp: theta = acos(0.999999 cos) keeps acos' derivative finite at 0 and pi.
-    const auto theta = torch::acos((ua * ub).sum(1) * (1 - 1e-6));
-    const auto F = apply_kernel(fourier, {theta, at("angle_basis_expansion.fourier_expansion.frequencies")});
-
-    auto x = at("atom_embedding.embedding.weight").index_select(0, bt.species);
-    auto b = linear(B, "bond_embedding");
-    const auto w = linear(B, "bond_weights_ag");
-    const auto wb = linear(Bb, "bond_weights_bg");
-    const auto wab = wb.index_select(0, bt.angle_a) * wb.index_select(0, bt.angle_b);
-    auto g = linear(F, "angle_embedding");
-    const int K = n_conv - 1;
-    const auto S = bt.short_edge.size(0);
-    for (int k = 0; k < K; ++k) {
-      x = atom_conv(k, x, b, w, bt);
-      const std::string L = "bond_conv_layers." + std::to_string(k);
-      const auto y =
-          gated(L + ".twoBody_bond", angle_input(b.index_select(0, bt.short_edge), g, x, bt)) * wab;
-      const auto H = torch::zeros({S, y.size(1)}, real()).index_add(0, bt.angle_a, y);
-      // A bond's update sums the angles at both of its ends; long edges get O^b(0).
-      const auto upd =
-          torch::zeros_like(b).index_add(0, bt.short_edge, H + H.index_select(0, bt.short_reverse));
-      b = b + linear(upd, L + ".mlp_out.layers.1");
-      if (k + 1 < K) {
-        g = g + gated("angle_layers." + std::to_string(k) + ".twoBody_bond",
-                      angle_input(b.index_select(0, bt.short_edge), g, x, bt));
-      }
-    }
+    // The model's blocks (models/chgnet/chgnet_stages.hpp), each on the core kernels as
+    // autograd functions.
     ChgnetOutput out;
-    out.magmom = linear(x, "site_wise").squeeze(1).abs();
-    x = atom_conv(K, x, b, w, bt);
-    auto h = readout_ln ? layer_norm(x, "readout_norm") : x;
-    for (std::size_t l = 0; l < readout.size(); ++l) {
-      h = linear(h, readout[l]);
-      if (l + 1 < readout.size()) {
-        h = torch::silu(h);
+    torch::Tensor B, us, rs, Bb, F, x, b, w, wab, g;
+    for (const auto& s : stages) {
+      using K = models::chgnet::StageKind;
+      const std::string k = std::to_string(s.layer);
+      switch (s.kind) {
+        case K::Basis: {
+          B = apply_kernel(rbf_ag, {r, at("bond_basis_expansion.rbf_expansion_ag.frequencies") / r_atom});
+          us = u.index_select(0, bt.short_edge);
+          rs = r.index_select(0, bt.short_edge);
+          Bb = apply_kernel(rbf_bg, {rs, at("bond_basis_expansion.rbf_expansion_bg.frequencies") / r_bond});
+          const auto ua = us.index_select(0, bt.angle_a) / rs.index_select(0, bt.angle_a).unsqueeze(1);
+          const auto ub = us.index_select(0, bt.angle_b) / rs.index_select(0, bt.angle_b).unsqueeze(1);
+          // chgnet's clamp: theta = acos(0.999999 cos) keeps acos' derivative finite at 0 and pi.
+          const auto theta = torch::acos((ua * ub).sum(1) * (1 - 1e-6));
+          F = apply_kernel(fourier, {theta, at("angle_basis_expansion.fourier_expansion.frequencies")});
+          break;
+        }
+        case K::Embedding: {
+          x = at("atom_embedding.embedding.weight").index_select(0, bt.species);
+          b = linear(B, "bond_embedding");
+          w = linear(B, "bond_weights_ag");
+          const auto wb = linear(Bb, "bond_weights_bg");
+          wab = wb.index_select(0, bt.angle_a) * wb.index_select(0, bt.angle_b);
+          g = linear(F, "angle_embedding");
+          break;
+        }
+        case K::AtomConv:
+          x = atom_conv(s.layer, x, b, w, bt);
+          break;
+        case K::ExchangeAtoms:
+          break;  // a batch has no ghost nodes: every graph is whole
+        case K::BondConv: {
+          const std::string L = "bond_conv_layers." + k;
+          const auto y =
+              gated(L + ".twoBody_bond", angle_input(b.index_select(0, bt.short_edge), g, x, bt)) * wab;
+          const auto H = torch::zeros({bt.short_edge.size(0), y.size(1)}, real()).index_add(0, bt.angle_a, y);
+          // A bond's update sums the angles at both of its ends; long edges get O^b(0).
+          const auto upd =
+              torch::zeros_like(b).index_add(0, bt.short_edge, H + H.index_select(0, bt.short_reverse));
+          b = b + linear(upd, L + ".mlp_out.layers.1");
+          break;
+        }
+        case K::AngleUpdate:
+          g = g + gated("angle_layers." + k + ".twoBody_bond", angle_input(b.index_select(0, bt.short_edge), g, x, bt));
+          break;
+        case K::Magmom:
+          out.magmom = linear(x, "site_wise").squeeze(1).abs();
+          break;
+        case K::Readout: {
+          auto h = readout_ln ? layer_norm(x, "readout_norm") : x;
+          for (std::size_t l = 0; l < readout.size(); ++l) {
+            h = linear(h, readout[l]);
+            if (l + 1 < readout.size()) {
+              h = torch::silu(h);
+            }
+          }
+          out.site_energy =
+              h.squeeze(1) + at("composition_model.fc.weight").squeeze(0).index_select(0, bt.species);
+          break;
+        }
       }
     }
-    out.site_energy = h.squeeze(1) + at("composition_model.fc.weight").squeeze(0).index_select(0, bt.species);
     out.energy = torch::zeros({G}, real()).index_add(0, bt.batch, out.site_energy);
     if (direct) {
       if (o.forces) {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// \file The trainer's CHGNet (Deng et al., Nat. Mach. Intell. 2023; the chgnet package 0.3.x,
-/// model/model.py and layers.py) as a LibTorch model: the computation of the core's
-/// ChgnetModel (src/models/chgnet/chgnet_model.cpp, whose file comment gives the equations) on a
-/// batch of graphs, with autograd in place of the hand-written reverse pass, so that forces
+/// model/model.py and layers.py) as a LibTorch model: the core's block list of the model
+/// (src/models/chgnet/chgnet_stages.hpp), the one ChgnetModel runs (chgnet_model.cpp's file
+/// comment gives the equations), on a batch of graphs, with autograd in place of the hand-written reverse pass, so that forces
 /// come from autograd with create_graph and a force loss back-propagates to every weight.
 ///
 /// Notation as in chgnet_model.cpp: x^k atom features, b^k bond features (one row per directed

@@ -5,8 +5,9 @@
 /// autograd function (kernel_ops.hpp), so forces come from autograd with create_graph and the
 /// force loss back-propagates to every weight (kernel_function.hpp: the double backward).
 ///
-/// The computation is the plugin's MaceModel's (src/models/mace/mace_model.cpp, the paper's
-/// eqs. 8-11 and 13, docs/mace-potential.md "What the model computes"), on a batch of graphs:
+/// The computation is the plugin's MaceModel's: both run the core's stage list of the model
+/// (src/models/mace/mace_stages.hpp; the paper's eqs. 8-11 and 13, docs/mace-potential.md "What
+/// the model computes"), here on a batch of graphs:
 ///
 ///   x^0_i = W_emb[z_i] / sqrt(E);   Y_e = SH(u_e);   B_e = Bessel(|u_e|) f_p(|u_e| / r_max)
 ///   per layer t:   h = linear_up(x^t);   A_i = sum_{e: j->i} TP(h_j, Y_e, MLP_t(B_e))

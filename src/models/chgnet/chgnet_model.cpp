@@ -52,6 +52,7 @@
 #include "kernels/dense.hpp"
 #include "kernels/gated_mlp.hpp"
 #include "kernels/layer_norm.hpp"
+#include "models/chgnet/chgnet_stages.hpp"
 
 namespace fastmlip::models {
 
@@ -104,6 +105,7 @@ struct ChgnetModel<T>::Impl {
   LayerNorm<T> readout_norm;
   bool gmlp_norm = true, readout_ln = true;
   std::vector<Dense<T>> readout;
+  std::vector<chgnet::Stage> stages;  // the model's blocks, in order (chgnet_stages.hpp)
 
   // ---- loading ----------------------------------------------------------------------------
   const io::PotentialFile* file = nullptr;
@@ -264,6 +266,7 @@ struct ChgnetModel<T>::Impl {
       in = readout.back().out;
     }
     if (readout.empty() || readout.back().out != 1) fail("the readout MLP (mlp.layers.*) must end in one output");
+    stages = chgnet::stage_list(n_conv);
     file = nullptr;
   }
 
@@ -615,17 +618,23 @@ struct ChgnetModel<T>::Impl {
     }
   }
 
-  /// Readout: site energies and dE/dx^{n_conv} (local rows).
-  void compute_readout(const ChgnetGraph<T>& gr, bool gradients, ChgnetResult& result, std::vector<T>& gx) {
+  /// Readout: site energies. Keeps the MLP's pre-activations and the LayerNorm's normalised
+  /// rows for reverse_readout.
+  std::vector<std::vector<T>> ro_z;  // [layer][NL][out]
+  std::vector<T> ro_yhat, ro_inv;    // [NL][Fa], [NL]
+  void compute_readout(const ChgnetGraph<T>& gr, ChgnetResult& result) {
     result.site_energy.assign(NL, 0.0);
     const int L = static_cast<int>(readout.size());
-    std::vector<std::vector<T>> z(L);  // pre-activations
-    std::vector<T> yhat(static_cast<std::size_t>(NL) * Fa), inv(NL), h(static_cast<std::size_t>(NL) * Fa);
+    auto& z = ro_z;
+    z.assign(L, {});
+    ro_yhat.assign(static_cast<std::size_t>(NL) * Fa, T(0));
+    ro_inv.assign(NL, T(0));
+    std::vector<T> h(static_cast<std::size_t>(NL) * Fa);
     std::copy_n(x[n_conv].data(), static_cast<std::size_t>(NL) * Fa, h.data());
     if (readout_ln) {
       for (int i = 0; i < NL; ++i) {
-        readout_norm.compute_row(h.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
-                             &inv[i]);
+        readout_norm.compute_row(h.data() + static_cast<std::size_t>(i) * Fa,
+                                 ro_yhat.data() + static_cast<std::size_t>(i) * Fa, &ro_inv[i]);
       }
     }
     std::vector<std::vector<T>> act(L + 1);
@@ -642,7 +651,12 @@ struct ChgnetModel<T>::Impl {
       result.site_energy[i] = static_cast<double>(act[L][i]) + atom_ref[gr.species(i)];
       result.energy += result.site_energy[i];
     }
-    if (!gradients) return;
+  }
+
+  /// dE/dx^{n_conv} (local rows) from the readout.
+  void reverse_readout(std::vector<T>& gx) {
+    const int L = static_cast<int>(readout.size());
+    const auto& z = ro_z;
     std::vector<T> gcur(NL, T(1)), gprev;
     for (int l = L - 1; l >= 0; --l) {
       if (l + 1 < L) {
@@ -657,8 +671,8 @@ struct ChgnetModel<T>::Impl {
     }
     if (readout_ln) {
       for (int i = 0; i < NL; ++i) {
-        readout_norm.reverse_row(gcur.data() + static_cast<std::size_t>(i) * Fa, yhat.data() + static_cast<std::size_t>(i) * Fa,
-                              inv[i]);
+        readout_norm.reverse_row(gcur.data() + static_cast<std::size_t>(i) * Fa,
+                                 ro_yhat.data() + static_cast<std::size_t>(i) * Fa, ro_inv[i]);
       }
     }
     gx.assign(static_cast<std::size_t>(N) * Fa, T(0));
@@ -874,32 +888,72 @@ struct ChgnetModel<T>::Impl {
     }
   }
 
+  // ---- driver: the stage list (chgnet_stages.hpp), forward, then backwards ----------------
+
+  void compute_stage(const chgnet::Stage& s, const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange, bool gradients,
+                     ChgnetResult& result) {
+    using K = chgnet::StageKind;
+    switch (s.kind) {
+      case K::Basis:
+        compute_basis(gr);
+        size_tiles();
+        plan_keep(gradients);
+        return;
+      case K::Embedding:
+        return compute_embedding(gr);
+      case K::AtomConv:
+        return compute_atom_conv(s.layer, gr);
+      case K::ExchangeAtoms:
+        if (exchange) exchange->forward(x[s.layer].data(), Fa);
+        return;
+      case K::BondConv:
+        return compute_bond_conv(s.layer, exchange);
+      case K::AngleUpdate:
+        return compute_angle_update(s.layer);
+      case K::Magmom:
+        result.magmom.assign(NL, 0.0);
+        for (int i = 0; i < NL; ++i) {
+          T m = 0;
+          site_wise.compute(x[s.layer].data() + static_cast<std::size_t>(i) * Fa, 1, Fa, &m, 1);
+          result.magmom[i] = std::abs(static_cast<double>(m));
+        }
+        return;
+      case K::Readout:
+        return compute_readout(gr, result);
+    }
+  }
+
+  void reverse_stage(const chgnet::Stage& s, const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange,
+                     ChgnetResult& result) {
+    using K = chgnet::StageKind;
+    switch (s.kind) {
+      case K::Readout:
+        return reverse_readout(gxs[n_conv]);
+      case K::AtomConv:
+        return reverse_atom_conv(s.layer, gr, s.layer > 0);  // x^0 depends on the species only
+      case K::ExchangeAtoms:
+        if (exchange) exchange->reverse(gxs[s.layer].data(), Fa);
+        return;
+      case K::BondConv:
+        return reverse_bond_conv(s.layer, exchange);
+      case K::AngleUpdate:
+        return reverse_angle_update(s.layer);
+      case K::Magmom:     // not differentiated
+      case K::Embedding:  // the embeddings' adjoints go through the bases in reverse_basis
+        return;
+      case K::Basis:
+        return reverse_basis(gr, result);
+    }
+  }
+
   void compute(const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result) {
     validate(gr, exchange);
-    compute_basis(gr);
-    compute_embedding(gr);
-    size_tiles();
-    plan_keep(gradients);
-    const int K = n_conv - 1;  // AtomConv/BondConv pairs before the final AtomConv
-    for (int k = 0; k < K; ++k) {
-      if (k > 0 && exchange) exchange->forward(x[k].data(), Fa);
-      compute_atom_conv(k, gr);
-      compute_bond_conv(k, exchange);
-      if (k + 1 < K) compute_angle_update(k);
-    }
-    result.magmom.assign(NL, 0.0);
-    for (int i = 0; i < NL; ++i) {
-      T m = 0;
-      site_wise.compute(x[K].data() + static_cast<std::size_t>(i) * Fa, 1, Fa, &m, 1);
-      result.magmom[i] = std::abs(static_cast<double>(m));
-    }
-    if (exchange) exchange->forward(x[K].data(), Fa);
-    compute_atom_conv(K, gr);
-    gxs.assign(n_conv + 1, {});
-    compute_readout(gr, gradients, result, gxs[n_conv]);
+    for (const chgnet::Stage& s : stages) compute_stage(s, gr, exchange, gradients, result);
     result.edge_gradient.clear();
     if (!gradients) return;
 
+    const int K = n_conv - 1;
+    gxs.assign(n_conv + 1, {});
     for (int k = 1; k < n_conv; ++k) gxs[k].assign(static_cast<std::size_t>(N) * Fa, T(0));
     gbs.assign(n_conv, std::vector<T>(static_cast<std::size_t>(S) * Fb, T(0)));
     // dE/dg^k for k >= 1 (g^0's goes into g_an directly).
@@ -908,14 +962,7 @@ struct ChgnetModel<T>::Impl {
     g_r.assign(E, 0.0);
     g_theta.assign(A, 0.0);
     gw_bg.assign(static_cast<std::size_t>(S) * Fb, T(0));
-    reverse_atom_conv(K, gr, true);
-    for (int k = K - 1; k >= 0; --k) {
-      if (k + 1 < K) reverse_angle_update(k);
-      reverse_bond_conv(k, exchange);
-      if (exchange) exchange->reverse(gxs[k + 1].data(), Fa);
-      reverse_atom_conv(k, gr, k > 0);
-    }
-    reverse_basis(gr, result);
+    for (auto s = stages.rbegin(); s != stages.rend(); ++s) reverse_stage(*s, gr, exchange, result);
   }
 };
 

@@ -38,9 +38,10 @@ namespace fastmlip::models {
 
 /// The caller's communication for CHGNet: node rows (atom features, as FeatureExchange) and
 /// slot rows (the half bond updates H of short edges). Call order of one compute() with
-/// n_conv = 4: forward_slots before each of the 3 BondConvs' bond updates, forward(x^k) before
-/// AtomConvs 1..3; with gradients, afterwards the mirror image with reverse / reverse_slots.
-/// The sequence depends only on the model and `gradients`, never on the graph.
+/// n_conv = 4 (the stage list, chgnet_stages.hpp): after each of AtomConvs 0..2, forward(x^k)
+/// and then forward_slots in the following BondConv; with gradients, afterwards the mirror
+/// image with reverse / reverse_slots. The sequence depends only on the model and `gradients`,
+/// never on the graph.
 template <class T>
 class ChgnetExchange : public FeatureExchange<T> {
  public:
