@@ -3,7 +3,7 @@
 /// \file The edge index the fused message-passing kernels read: edges sorted by receiver
 /// (so a receiver's incoming edges are one contiguous row and its sum needs no atomics), plus
 /// the transpose by sender (so gradients with respect to sender features are gathered per
-/// sender, again without atomics). Sums run in a fixed order: results are reproducible bit
+/// sender, again without atomics), built on the index's execution space. Sums run in a fixed order: results are reproducible bit
 /// for bit.
 #include <Kokkos_Core.hpp>
 #include <string>
@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "graph/atom_graph.hpp"
+#include "kernels/impl/edge_index_impl.hpp"
 
 namespace fastmlip::kernels {
 
@@ -26,30 +27,25 @@ struct EdgeIndex {
 
   /// From a checked graph::AtomGraph in ExecSpace's memory (graph::check_graph): its centre and
   /// neighbor views are used as they are, its CSR offsets extended over the ghosts (which
-  /// receive nothing); only the transpose by sender is built. Host-accessible memory only, for
-  /// now: the transpose is built by a host loop.
+  /// receive nothing); only the transpose by sender is built, on ExecSpace.
   template <class T>
   static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g) {
-    static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible,
-                  "EdgeIndex::from_graph: the transpose is built on the host");
     EdgeIndex out;
-    const int N = g.n_total, L = g.n_local, E = g.num_edges();
+    const int N = g.n_total, E = g.num_edges();
     out.num_nodes = N;
     out.num_edges = E;
     out.sender = g.neighbor;
     out.receiver = g.center;
-    Kokkos::View<int*, ExecSpace> rptr(
+    Transpose f;
+    f.m_center_start = g.center_start;
+    f.m_num_local = g.n_local;
+    f.m_num_edges = E;
+    f.m_receiver_ptr = Kokkos::View<int*, ExecSpace>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::receiver_ptr"), N + 1);
-    Kokkos::View<int*, ExecSpace> sptr("fastmlip::edge_index::sender_ptr", N + 1);
-    Kokkos::View<int*, ExecSpace> sedges(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"), E);
-    for (int n = 0; n <= N; ++n) {
-      rptr(n) = n <= L ? g.center_start(n) : E;
-    }
-    transpose(N, E, g.neighbor, sptr, sedges);
-    out.receiver_ptr = rptr;
-    out.sender_ptr = sptr;
-    out.sender_edges = sedges;
+    Kokkos::parallel_for("fastmlip::edge_index::receiver_ptr",
+                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagReceiverPtr>(0, N + 1), f);
+    out.receiver_ptr = f.m_receiver_ptr;
+    out.transpose(g.neighbor);
     return out;
   }
 
@@ -65,15 +61,11 @@ struct EdgeIndex {
     g.num_edges = static_cast<int>(sender.size());
     const int E = g.num_edges;
     Kokkos::View<int*, ExecSpace> rptr("fastmlip::edge_index::receiver_ptr", num_nodes + 1);
-    Kokkos::View<int*, ExecSpace> sptr("fastmlip::edge_index::sender_ptr", num_nodes + 1);
     Kokkos::View<int*, ExecSpace> snd("fastmlip::edge_index::sender", E);
     Kokkos::View<int*, ExecSpace> rcv("fastmlip::edge_index::receiver", E);
-    Kokkos::View<int*, ExecSpace> sedges("fastmlip::edge_index::sender_edges", E);
     auto h_rptr = Kokkos::create_mirror_view(rptr);
-    auto h_sptr = Kokkos::create_mirror_view(sptr);
     auto h_s = Kokkos::create_mirror_view(snd);
     auto h_r = Kokkos::create_mirror_view(rcv);
-    auto h_se = Kokkos::create_mirror_view(sedges);
     std::vector<int> count_r(num_nodes + 1, 0);
     for (int e = 0; e < E; ++e) {
       if (sender[e] < 0 || sender[e] >= num_nodes || receiver[e] < 0 || receiver[e] >= num_nodes) {
@@ -94,37 +86,39 @@ struct EdgeIndex {
     for (int n = 0; n <= num_nodes; ++n) {
       h_rptr(n) = count_r[n];
     }
-    Kokkos::deep_copy(h_sptr, 0);
-    transpose(num_nodes, E, h_s, h_sptr, h_se);
     Kokkos::deep_copy(rptr, h_rptr);
-    Kokkos::deep_copy(sptr, h_sptr);
     Kokkos::deep_copy(snd, h_s);
     Kokkos::deep_copy(rcv, h_r);
-    Kokkos::deep_copy(sedges, h_se);
     g.receiver_ptr = rptr;
-    g.sender_ptr = sptr;
     g.sender = snd;
     g.receiver = rcv;
-    g.sender_edges = sedges;
+    g.transpose(snd);
     return g;
   }
 
  private:
-  /// The transpose by sender of E edges, on the host: sptr [num_nodes + 1], zero on entry,
-  /// gets the offsets, sedges [E] the edge ids grouped by sender in ascending order (so that
-  /// the gradient kernels sum in a fixed order).
-  template <class Senders, class Ptr, class Ids>
-  static void transpose(int num_nodes, int E, const Senders& sender, const Ptr& sptr, const Ids& sedges) {
-    for (int e = 0; e < E; ++e) {
-      ++sptr(sender(e) + 1);
-    }
-    for (int n = 0; n < num_nodes; ++n) {
-      sptr(n + 1) += sptr(n);
-    }
-    std::vector<int> fill(sptr.data(), sptr.data() + num_nodes);
-    for (int e = 0; e < E; ++e) {
-      sedges(fill[sender(e)]++) = e;
-    }
+  using Transpose = impl::EdgeTransposeFunctor<ExecSpace>;
+
+  /// sender_ptr and sender_edges from `sender` (num_nodes and num_edges set): the edge ids
+  /// grouped by sender in ascending order (so that the gradient kernels sum in a fixed order),
+  /// built on ExecSpace (impl/edge_index_impl.hpp).
+  void transpose(const Kokkos::View<const int*, ExecSpace>& sender_of_edge) {
+    Transpose f;
+    f.m_sender = sender_of_edge;
+    f.m_sender_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::sender_ptr", num_nodes + 1);
+    f.m_cursor = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::cursor", num_nodes);
+    f.m_sender_edges = Kokkos::View<int*, ExecSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"), num_edges);
+    using Range = Kokkos::RangePolicy<ExecSpace, typename Transpose::TagCount>;
+    Kokkos::parallel_for("fastmlip::edge_index::count_senders", Range(0, num_edges), f);
+    Kokkos::parallel_scan("fastmlip::edge_index::sender_offsets",
+                          Kokkos::RangePolicy<ExecSpace, typename Transpose::TagScan>(0, num_nodes + 1), f);
+    Kokkos::parallel_for("fastmlip::edge_index::fill_senders",
+                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagFill>(0, num_edges), f);
+    Kokkos::parallel_for("fastmlip::edge_index::sort_senders",
+                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagSort>(0, num_nodes), f);
+    sender_ptr = f.m_sender_ptr;
+    sender_edges = f.m_sender_edges;
   }
 };
 

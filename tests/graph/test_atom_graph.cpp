@@ -571,6 +571,46 @@ TYPED_TEST(GraphBuilderTest, EdgeIndexFromTheGraphEqualsTheOneFromArrays) {
   for (int e = 0; e < a.num_edges; ++e) {
     EXPECT_EQ(a.sender_edges(e), b.sender_edges(e)) << e;
   }
+  // Both are the transpose a serial stable loop gives: each sender's edges, ascending.
+  std::vector<int> naive_ptr{0}, naive_edges;
+  for (int n = 0; n < g.n_total; ++n) {
+    for (int e = 0; e < g.num_edges(); ++e) {
+      if (snd[e] == n) {
+        naive_edges.push_back(e);
+      }
+    }
+    naive_ptr.push_back(static_cast<int>(naive_edges.size()));
+  }
+  for (int n = 0; n <= a.num_nodes; ++n) {
+    EXPECT_EQ(a.sender_ptr(n), naive_ptr[n]) << n;
+    EXPECT_EQ(a.receiver_ptr(n), n <= g.n_local ? g.center_start(n) : g.num_edges()) << n;
+  }
+  for (int e = 0; e < a.num_edges; ++e) {
+    EXPECT_EQ(a.sender_edges(e), naive_edges[e]) << e;
+  }
+}
+
+// On a device the fill stage's atomics place a sender's edges in any order; the sort stage
+// puts them back in ascending order. Here the ranges are scrambled by hand, as a device might
+// leave them (the host backend fills them in order).
+TEST(EdgeTranspose, SortStageOrdersScrambledRanges) {
+  using F = kernels::impl::EdgeTransposeFunctor<Exec>;
+  F f;
+  f.m_sender_ptr = Kokkos::View<int*, Exec>("ptr", 5);
+  f.m_sender_edges = Kokkos::View<int*, Exec>("edges", 11);
+  const int ptr[] = {0, 4, 4, 5, 11};  // ranges of 4, 0, 1 and 6 edges
+  const int scrambled[] = {9, 2, 7, 0, 5, 10, 1, 8, 3, 6, 4};
+  for (int k = 0; k < 5; ++k) {
+    f.m_sender_ptr(k) = ptr[k];
+  }
+  for (int k = 0; k < 11; ++k) {
+    f.m_sender_edges(k) = scrambled[k];
+  }
+  Kokkos::parallel_for("test::sort", Kokkos::RangePolicy<Exec, F::TagSort>(0, 4), f);
+  const int expected[] = {0, 2, 7, 9, 5, 1, 3, 4, 6, 8, 10};
+  for (int k = 0; k < 11; ++k) {
+    EXPECT_EQ(f.m_sender_edges(k), expected[k]) << k;
+  }
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "graph/impl/atom_graph_impl.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/edge_index.hpp"
 #include "kernels/linear_kokkos.hpp"
@@ -49,14 +50,14 @@ namespace fastmlip::models {
 
 template <class ExecSpace, class T>
 struct MaceModel<ExecSpace, T>::Impl {
-  // Every stage runs on ExecSpace over views in its memory: the kernels, and the elementwise
-  // glue between them (impl/mace_glue_impl.hpp: embedding, edge lengths, residual and adjoint
-  // sums, the readout gate, ZBL, node energies, dE/dv). Two things still read the views on the
-  // host, so they must be host-accessible: the edge index's transpose by sender
-  // (EdgeIndex::from_graph) and the FeatureExchange, which hands node rows to the caller's host
-  // communication. The results are copied out into MaceResult's host vectors at the end.
-  static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible,
-                "MaceModel: ExecSpace's memory must be host-accessible (a host space, or CUDA UVM)");
+  // Every stage runs on ExecSpace over views in its memory: the kernels, the elementwise glue
+  // between them (impl/mace_glue_impl.hpp: embedding, edge lengths, residual and adjoint sums,
+  // the readout gate, ZBL, node energies, dE/dv), the graph check and the edge index's transpose.
+  // Host memory is touched only at the edges of a call: the caller's FeatureExchange gets host
+  // rows (staged through a host copy where ExecSpace's memory is not the host's), and the
+  // results are copied out into MaceResult's host vectors at the end.
+  static constexpr bool kHostMemory =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "MaceModel: T must be float or double");
 
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -281,7 +282,9 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   // ---- input checks ------------------------------------------------------------------------
 
-  void validate(const MaceGraph<T>& g, const FeatureExchange<T>* exchange) const {
+  using Graph = typename MaceModel<ExecSpace, T>::Graph;
+
+  void validate(const Graph& g, const FeatureExchange<T>* exchange) const {
     const std::string fn = "MaceModel::compute";
     // With radial tables, edges shorter than the tables' start are refused in the same pass.
     const graph::LengthFloor table_start{
@@ -368,6 +371,26 @@ struct MaceModel<ExecSpace, T>::Impl {
       Kokkos::deep_copy(ExecSpace(), a, contribution);
     } else {
       add("fastmlip::mace::adjoint_sum", a.data(), contribution.data(), a.size());
+    }
+  }
+
+  /// The caller's communication (LAMMPS' comm) works on node rows in host memory: it gets the
+  /// rows themselves where ExecSpace's memory is the host's, else a host copy, copied back.
+  void exchange_rows(FeatureExchange<T>& exchange, const Matrix& rows, bool forward) {
+    const int width = static_cast<int>(rows.extent(1));
+    const auto run = [&](T* data) {
+      if (forward) {
+        exchange.forward(data, width);
+      } else {
+        exchange.reverse(data, width);
+      }
+    };
+    if constexpr (kHostMemory) {
+      run(rows.data());
+    } else {
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rows);
+      run(host.data());
+      Kokkos::deep_copy(rows, host);
     }
   }
 
@@ -517,7 +540,7 @@ struct MaceModel<ExecSpace, T>::Impl {
         return compute_linear_up(s);
       case K::ExchangeSenders:
         if (exchange != nullptr) {
-          exchange->forward(value(s.in).data(), mace::slot_width(spec, s.in));
+          exchange_rows(*exchange, value(s.in), true);
         }
         return;
       case K::Convolution:
@@ -674,7 +697,7 @@ struct MaceModel<ExecSpace, T>::Impl {
         return reverse_convolution(s);
       case K::ExchangeSenders:
         if (exchange != nullptr) {
-          exchange->reverse(adjoint(s.in).data(), mace::slot_width(spec, s.in));
+          exchange_rows(*exchange, adjoint(s.in), false);
         }
         return;
       case K::LinearUp:
@@ -696,7 +719,7 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   // ---- driver ------------------------------------------------------------------------------
 
-  void compute(const MaceGraph<T>& g, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result) {
+  void compute(const Graph& g, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result) {
     validate(g, exchange);
     n_local = g.n_local;
     n_total = g.n_total;
@@ -787,7 +810,7 @@ const std::vector<MaceRadialTableInfo>& MaceModel<ExecSpace, T>::radial_tables()
   return m_impl->tables;
 }
 template <class ExecSpace, class T>
-void MaceModel<ExecSpace, T>::compute(const MaceGraph<T>& graph, FeatureExchange<T>* exchange, bool gradients,
+void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients,
                                       MaceResult<T>& result) {
   m_impl->compute(graph, exchange, gradients, result);
 }

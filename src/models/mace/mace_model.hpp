@@ -75,6 +75,9 @@ struct MaceResult {
 template <class ExecSpace, class T>
 class MaceModel {
  public:
+  /// The graph in ExecSpace's memory: MaceGraph<T> on the host spaces.
+  using Graph = graph::AtomGraph<T, typename ExecSpace::memory_space>;
+
   /// Builds the model from a potential file (model kind "mace"); throws InputError naming the
   /// file and the offending tensor or hyperparameter on any inconsistency (a missing or
   /// mis-shaped tensor, a missing key, irreps that do not chain), UnsupportedError listing
@@ -105,7 +108,7 @@ class MaceModel {
   /// model keeps its work buffers between calls (they grow with the largest graph seen), so one
   /// model serves one compute() at a time. Per-node readout energies are formed in T and summed
   /// in double.
-  void compute(const MaceGraph<T>& graph, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result);
+  void compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result);
 
  private:
   struct Impl;
