@@ -310,45 +310,33 @@ struct MaceModel<ExecSpace, T>::Impl {
     return all ? n_total : n_local;
   }
 
-  /// The values the reverse pass reads again are kept per layer: x^t (the linears' reverse
-  /// stages take it for its shape), h^t (the convolution's reverse) and m^t (the contraction's).
-  /// The others share one scratch buffer per kind across the layers.
-  Buffer& value_buffer(const mace::Slot& s) {
+  /// Where a slot's values and its adjoint live. The values the reverse pass reads again are
+  /// kept per layer: x^t (the linears' reverse stages take it for its shape), h^t (the
+  /// convolution's reverse) and m^t (the contraction's). The others, and the adjoints but x^t's,
+  /// share one buffer per kind across the layers.
+  struct Storage {
+    Buffer& value;
+    Buffer& adjoint;
+  };
+  Storage storage(const mace::Slot& s) {
     switch (s.value) {
       case mace::Value::Features:
-        return x.at(s.layer);
+        return {x.at(s.layer), gx.at(s.layer)};
       case mace::Value::Senders:
-        return h.at(s.layer);
+        return {h.at(s.layer), g_h};
       case mace::Value::ProductInput:
-        return m.at(s.layer);
+        return {m.at(s.layer), g_m};
       case mace::Value::Messages:
-        return b_A;
+        return {b_A, g_A};
       case mace::Value::LinearOut:
-        return b_mpre;
+        return {b_mpre, g_mpre};
       case mace::Value::SelfConnection:
-        return b_sc;
+        return {b_sc, g_sc};
     }
     throw std::logic_error("MaceModel: unknown slot");
   }
-  Buffer& adjoint_buffer(const mace::Slot& s) {
-    switch (s.value) {
-      case mace::Value::Features:
-        return gx.at(s.layer);
-      case mace::Value::Senders:
-        return g_h;
-      case mace::Value::ProductInput:
-        return g_m;
-      case mace::Value::Messages:
-        return g_A;
-      case mace::Value::LinearOut:
-        return g_mpre;
-      case mace::Value::SelfConnection:
-        return g_sc;
-    }
-    throw std::logic_error("MaceModel: unknown slot");
-  }
-  Matrix value(const mace::Slot& s) { return value_buffer(s).get(rows(s), mace::slot_width(spec, s)); }
-  Matrix adjoint(const mace::Slot& s) { return adjoint_buffer(s).get(rows(s), mace::slot_width(spec, s)); }
+  Matrix value(const mace::Slot& s) { return storage(s).value.get(rows(s), mace::slot_width(spec, s)); }
+  Matrix adjoint(const mace::Slot& s) { return storage(s).adjoint.get(rows(s), mace::slot_width(spec, s)); }
   /// The first n_local rows of a slot's values or adjoint.
   Matrix local(const Matrix& a) const { return Matrix(a.data(), n_local, a.extent(1)); }
 
