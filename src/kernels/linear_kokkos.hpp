@@ -20,6 +20,7 @@ template <class ExecSpace, class T>
 class LinearKokkos {
   static_assert(is_kernel_scalar_v<T>, "LinearKokkos: T must be float, double or a Dual of them");
   using Functor = impl::LinearFunctor<ExecSpace, T>;
+  using Group = impl::LinearGroupFunctor<ExecSpace>;
   /// Host spaces compute the weight gradient as GEMMs (impl/linear_gemm.hpp).
   static constexpr bool kHost =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
@@ -118,48 +119,36 @@ class LinearKokkos {
     f.m_x = x;
     return f;
   }
-  /// Tiles of at most kTile nodes that share a weight set, and the node order they index.
-  void set_tiles(Functor& f, const Sets& set, int nodes) const {
-    std::vector<int> order;
-    std::vector<int> bounds{0};  // group boundaries in `order`
-    if (m_lin.num_sets > 1) {
-      std::vector<int> count(m_lin.num_sets + 1, 0);
-      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), set);
-      for (int n = 0; n < nodes; ++n) {
-        ++count[h(n) + 1];
-      }
-      for (int g = 0; g < m_lin.num_sets; ++g) {
-        count[g + 1] += count[g];
-      }
-      bounds.assign(count.begin() + 1, count.end());
-      bounds.insert(bounds.begin(), 0);
-      order.resize(nodes);
-      for (int n = 0; n < nodes; ++n) {
-        order[count[h(n)]++] = n;
-      }
-    } else {
-      bounds.push_back(nodes);
-    }
-    std::vector<int> tiles;
-    for (std::size_t g = 0; g + 1 < bounds.size(); ++g) {
-      for (int b = bounds[g]; b < bounds[g + 1]; b += Functor::kTile) {
-        tiles.insert(tiles.end(), {static_cast<int>(g), b, std::min(b + Functor::kTile, bounds[g + 1])});
-      }
-    }
-    Kokkos::View<int* [3], ExecSpace> t("fastmlip::linear::tiles", tiles.size() / 3);
-    auto ht = Kokkos::create_mirror_view(t);
-    for (std::size_t k = 0; k < tiles.size(); ++k) {
-      ht.data()[k] = tiles[k];
-    }
-    Kokkos::deep_copy(t, ht);
-    f.m_tiles = t;
-    f.m_order = order.empty() ? Kokkos::View<const int*, ExecSpace>() : impl::upload<ExecSpace>(order, "fastmlip::linear::order");
-  }
-
+  /// The forward and reverse stages' tiles (impl::LinearFunctor::tile_bounds): with several
+  /// weight sets, the nodes grouped by set on ExecSpace (impl::LinearGroupFunctor), and a league
+  /// of ceil(nodes / kTile) + sets teams, an upper bound of the tiles (the extra ones idle).
   template <class Tag>
   void launch(const char* label, Functor& f, const Sets& set, int nodes) const {
-    set_tiles(f, set, nodes);
-    Kokkos::TeamPolicy<ExecSpace, Tag> policy(static_cast<int>(f.m_tiles.extent(0)), Kokkos::AUTO);
+    static_assert(Group::kTile == Functor::kTile, "LinearKokkos: the grouping cuts the functor's tiles");
+    f.m_num_nodes = nodes;
+    int league = (nodes + Functor::kTile - 1) / Functor::kTile;
+    if (m_lin.num_sets > 1) {
+      const int sets = m_lin.num_sets;
+      Group g;
+      g.m_set = set;
+      g.m_sets = sets;
+      g.m_count = Kokkos::View<int*, ExecSpace>("fastmlip::linear::set_count", sets);
+      g.m_group_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::linear::set_ptr", sets + 1);
+      g.m_tile_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::linear::tile_ptr", sets + 1);
+      g.m_nodes = Kokkos::View<int*, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::linear::order"),
+                                                nodes);
+      Kokkos::parallel_for("fastmlip::linear::count_sets", Kokkos::RangePolicy<ExecSpace, typename Group::TagCount>(0, nodes),
+                           g);
+      Kokkos::parallel_for("fastmlip::linear::set_offsets", Kokkos::RangePolicy<ExecSpace, typename Group::TagOffsets>(0, 1),
+                           g);
+      Kokkos::parallel_for("fastmlip::linear::group_by_set", Kokkos::RangePolicy<ExecSpace, typename Group::TagFill>(0, nodes),
+                           g);
+      f.m_group_ptr = g.m_group_ptr;
+      f.m_group_nodes = g.m_nodes;
+      f.m_tile_ptr = g.m_tile_ptr;
+      league += sets;
+    }
+    Kokkos::TeamPolicy<ExecSpace, Tag> policy(league, Kokkos::AUTO);
     policy.set_scratch_size(0, Kokkos::PerTeam(f.tile_shmem_bytes()));
     Kokkos::parallel_for(label, policy, f);
   }

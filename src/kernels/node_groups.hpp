@@ -4,6 +4,7 @@
 /// per-element weight gradients then sum their nodes in a fixed order, with no atomics, so
 /// training is reproducible bit for bit.
 #include <Kokkos_Core.hpp>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -13,14 +14,35 @@ namespace fastmlip::kernels {
 
 /// Throws InputError naming the first node whose label is outside 0..groups-1: kernels index
 /// weights by these labels, so a bad one would otherwise be an out-of-bounds read.
+namespace impl {
+
+/// The first node whose label is outside 0..groups-1 (INT_MAX if none), found where the labels
+/// live.
+template <class ExecSpace>
+struct FirstBadLabel {
+  Kokkos::View<const int*, ExecSpace> m_label;
+  int m_groups = 0;
+  KOKKOS_INLINE_FUNCTION void operator()(int n, int& first) const {
+    if (n < first && (m_label(n) < 0 || m_label(n) >= m_groups)) {
+      first = n;
+    }
+  }
+};
+
+}  // namespace impl
+
+/// Throws InputError naming the first node whose label is outside 0..groups-1. One reduction
+/// on ExecSpace; only the offending label is brought to the host, to be named.
 template <class ExecSpace>
 void check_labels(Kokkos::View<const int*, ExecSpace> label, int groups, const std::string& who) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), label);
-  for (std::size_t n = 0; n < h.extent(0); ++n) {
-    if (h(n) < 0 || h(n) >= groups) {
-      throw InputError(who + ": node " + std::to_string(n) + " has element index " + std::to_string(h(n)) +
-                       "; the weights cover 0.." + std::to_string(groups - 1));
-    }
+  int bad = INT_MAX;
+  Kokkos::parallel_reduce("fastmlip::check_labels", Kokkos::RangePolicy<ExecSpace>(0, label.extent(0)),
+                          impl::FirstBadLabel<ExecSpace>{label, groups}, Kokkos::Min<int>(bad));
+  if (bad != INT_MAX) {
+    int value = 0;
+    Kokkos::deep_copy(value, Kokkos::subview(label, bad));
+    throw InputError(who + ": node " + std::to_string(bad) + " has element index " + std::to_string(value) +
+                     "; the weights cover 0.." + std::to_string(groups - 1));
   }
 }
 

@@ -313,6 +313,54 @@ TYPED_TEST(RadialMLPTyped, ManyEdgesMatchTheReferenceAcrossChunks) {
   }
 }
 
+// The forward and reverse stages cut the nodes of each weight set into tiles, on the execution
+// space: sets of every size (none, fewer than a tile, many tiles and a remainder), in scrambled
+// node order, each node's row as the reference computes it.
+TYPED_TEST(LinearTyped, ManyNodesOfSeveralSetsMatchTheReference) {
+  using T = TypeParam;
+  const auto lin = EquivariantLinear::element_skip(Irreps::parse("3x0e+2x1o"), 5, Irreps::parse("4x0e+1x1o"));
+  LinearKokkos<Exec, T> k(lin);
+  for (int N : {0, 1, 15, 16, 17, 333}) {
+    test::Uniform u(N + 7);
+    std::vector<double> W(lin.num_sets * lin.weight_numel), x(N * lin.irreps_in.dim()), g(N * lin.irreps_out.dim());
+    for (auto* v : {&W, &x, &g}) {
+      for (double& a : *v) {
+        a = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+    }
+    std::vector<int> species(N);
+    for (int n = 0; n < N; ++n) {
+      // Set 3 stays empty; set 4 has a single node; sets 0-2 the rest, scrambled.
+      species[n] = n == N / 2 ? 4 : static_cast<int>(u(0, 3));
+    }
+    Kokkos::View<int*, Exec> set("set", N);
+    std::copy(species.begin(), species.end(), set.data());
+    const auto Wv = matrix<T>(W, lin.num_sets, lin.weight_numel);
+    auto out = matrix<T>(std::vector<double>(g.size(), 777.0), N, lin.irreps_out.dim());
+    auto gx = matrix<T>(std::vector<double>(x.size(), 777.0), N, lin.irreps_in.dim());
+    k.compute(Wv, set, matrix<T>(x, N, lin.irreps_in.dim()), out);
+    k.reverse(Wv, set, matrix<T>(x, N, lin.irreps_in.dim()), matrix<T>(g, N, lin.irreps_out.dim()), gx);
+    std::vector<double> ref(g.size());
+    reference::compute_linear(lin, N, species.data(), W.data(), x.data(), ref.data());
+    const double tol = std::is_same_v<T, double> ? 1e-13 : 2e-6;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_NEAR(out.data()[i], ref[i], tol * (1 + std::abs(ref[i]))) << "N " << N << " @" << i;
+    }
+    // The reverse stage is the transpose: sum(gx * x) = sum(g * out).
+    double lhs = 0, rhs = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      lhs += static_cast<double>(gx.data()[i]) * x[i];
+    }
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      rhs += g[i] * ref[i];
+    }
+    EXPECT_NEAR(lhs, rhs, 100 * tol * (1 + std::abs(rhs))) << "N " << N;
+    for (std::size_t i = 0; i < gx.size(); ++i) {
+      ASSERT_NE(gx.data()[i], T(777)) << "N " << N << ": a row the reverse stage left unwritten";
+    }
+  }
+}
+
 TEST(LinearAndMLP, BadInputIsAClearError) {
   const auto lin = EquivariantLinear::element_skip(Irreps::parse("2x0e"), 2, Irreps::parse("2x0e"));
   EXPECT_THROW(lin.weights_from_e3nn(std::vector<double>(3)), InputError);
@@ -321,7 +369,16 @@ TEST(LinearAndMLP, BadInputIsAClearError) {
   set(1) = 5;  // element outside the weights
   auto W = matrix<double>(std::vector<double>(lin.num_sets * lin.weight_numel), lin.num_sets, lin.weight_numel);
   Kokkos::View<double**, Kokkos::LayoutRight, Exec> x("x", 2, 2), out("o", 2, 2);
-  EXPECT_THROW(k.compute(W, set, x, out), InputError);
+  try {
+    k.compute(W, set, x, out);
+    ADD_FAILURE() << "a label outside the weights was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("LinearKokkos::compute: node 1 has element index 5; the weights cover 0..1"),
+              std::string::npos)
+        << e.what();
+  }
+  set(0) = -1;
+  EXPECT_THROW(k.reverse(W, set, x, out, x), InputError);
   RadialMLP mlp;
   mlp.widths = {3, 4};
   mlp.weights = {std::vector<double>(11)};

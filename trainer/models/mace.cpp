@@ -152,7 +152,7 @@ struct MaceTorchModel<T>::Impl {
 
   io::PotentialFile file;
   models::mace::MaceSpec spec;
-  models::mace::StageGraph plan{{}};  // the core's stage list of this model
+  std::vector<models::mace::Stage> stages;  // the core's stage list of this model
   std::vector<std::pair<std::string, torch::Tensor>> named;
   std::vector<Param> params;
   std::vector<Layer> layers;
@@ -184,7 +184,7 @@ struct MaceTorchModel<T>::Impl {
     models::MaceOptions opt;
     opt.head = head;
     spec = models::mace::load_mace_spec(file, opt);
-    plan = models::mace::StageGraph(models::mace::stage_list(spec));
+    stages = models::mace::stage_list(spec);
     const int E = spec.num_elements, C = spec.embedding_irreps.dim();
     sh = c10::make_intrusive<SphericalHarmonicsOp<T>>(spec.max_ell);
     bessel = c10::make_intrusive<BesselOp<T>>(spec.bessel);
@@ -351,7 +351,7 @@ struct MaceTorchModel<T>::Impl {
     torch::Tensor Y, B, pair;
     auto inter = torch::zeros({N}, real());
     torch::Tensor node_energy;
-    for (const auto& s : plan.stages) {
+    for (const auto& s : stages) {
       using K = models::mace::StageKind;
       Layer* L = s.layer >= 0 ? &layers.at(s.layer) : nullptr;
       const auto linear = [&](const std::shared_ptr<const LinearKernels<T>>& k, const torch::Tensor& in,

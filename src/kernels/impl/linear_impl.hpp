@@ -34,14 +34,36 @@ struct LinearFunctor {
   Kokkos::View<const int*, ExecSpace> m_group_ptr, m_group_nodes;
   ConstMatrix m_x, m_grad_out;
   Matrix m_out, m_grad_x, m_grad_W;
-  /// Tiles: [tiles][3] = weight set, first and one-past-last position in m_order, which lists
-  /// the nodes grouped by set (empty: identity order, one set).
-  Kokkos::View<const int* [3], ExecSpace> m_tiles;
-  Kokkos::View<const int*, ExecSpace> m_order;
+  /// Tiles of the forward and reverse stages: with one weight set, tile t is nodes
+  /// [t kTile, (t+1) kTile); with several, the nodes grouped by set (m_group_ptr, m_group_nodes,
+  /// LinearGroupFunctor) and each set's run cut into tiles, m_tile_ptr(s) the first of set s.
+  Kokkos::View<const int*, ExecSpace> m_tile_ptr;
+  int m_num_nodes = 0;
   int m_max_mul = 0;  ///< largest mul_in or mul_out of any instruction (scratch rows)
 
   KOKKOS_INLINE_FUNCTION int set_of(int n) const { return m_set.extent(0) ? m_set(n) : 0; }
-  KOKKOS_INLINE_FUNCTION int node_at(int pos) const { return m_order.extent(0) ? m_order(pos) : pos; }
+  KOKKOS_INLINE_FUNCTION int node_at(int pos) const { return m_group_nodes.extent(0) ? m_group_nodes(pos) : pos; }
+  /// Tile t's weight set and positions [b, e) in the node order; false for a tile past the
+  /// last (the launch's league is an upper bound of the tiles with several sets).
+  KOKKOS_INLINE_FUNCTION bool tile_bounds(int t, int& s, int& b, int& e) const {
+    if (m_tile_ptr.extent(0) == 0) {
+      s = 0;
+      b = t * kTile;
+      e = b + kTile < m_num_nodes ? b + kTile : m_num_nodes;
+      return b < e;
+    }
+    const int sets = static_cast<int>(m_tile_ptr.extent(0)) - 1;
+    if (t >= m_tile_ptr(sets)) {
+      return false;
+    }
+    s = 0;
+    while (t >= m_tile_ptr(s + 1)) {
+      ++s;
+    }
+    b = m_group_ptr(s) + (t - m_tile_ptr(s)) * kTile;
+    e = b + kTile < m_group_ptr(s + 1) ? b + kTile : m_group_ptr(s + 1);
+    return true;
+  }
 
   std::size_t tile_shmem_bytes() const { return sizeof(T) * static_cast<std::size_t>(m_max_mul) * kRows + 64; }
 
@@ -49,8 +71,11 @@ struct LinearFunctor {
   /// Reverse (the transpose): grad_x[n, i + u d + m] = sum_paths pw sum_v W[u, v] g[n, o + v d + m].
   template <bool Reverse, class Member>
   KOKKOS_INLINE_FUNCTION void tile(const Member& team) const {
-    const int s = m_tiles(team.league_rank(), 0), b = m_tiles(team.league_rank(), 1);
-    const int count = m_tiles(team.league_rank(), 2) - b;
+    int s = 0, b = 0, e = 0;
+    if (!tile_bounds(team.league_rank(), s, b, e)) {
+      return;  // the whole team: past the last tile
+    }
+    const int count = e - b;
     const ConstMatrix in = Reverse ? m_grad_out : m_x;
     const Matrix out = Reverse ? m_grad_x : m_out;
     const int width = static_cast<int>(out.extent(1));
@@ -118,6 +143,37 @@ struct LinearFunctor {
       }
     }
     m_grad_W(s, k) = static_cast<T>(I.path_weight) * acc;
+  }
+};
+
+/// The nodes grouped by weight set for the tiles of LinearFunctor, on the execution space:
+/// count each set's nodes (atomics), offsets and tile offsets (one thread: a few dozen sets),
+/// then each node into its set's run (atomics). The order within a run is whatever the atomics
+/// give: each node's output is computed from its own row alone, so it does not change a bit.
+template <class ExecSpace>
+struct LinearGroupFunctor {
+  struct TagCount {};
+  struct TagOffsets {};
+  struct TagFill {};
+  static constexpr int kTile = 16;  ///< LinearFunctor's nodes per tile
+
+  Kokkos::View<const int*, ExecSpace> m_set;
+  Kokkos::View<int*, ExecSpace> m_count, m_group_ptr, m_tile_ptr, m_nodes;
+  int m_sets = 0;
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagCount, int n) const { Kokkos::atomic_increment(&m_count(m_set(n))); }
+  KOKKOS_INLINE_FUNCTION void operator()(TagOffsets, int) const {
+    m_group_ptr(0) = 0;
+    m_tile_ptr(0) = 0;
+    for (int g = 0; g < m_sets; ++g) {
+      m_group_ptr(g + 1) = m_group_ptr(g) + m_count(g);
+      m_tile_ptr(g + 1) = m_tile_ptr(g) + (m_count(g) + kTile - 1) / kTile;
+      m_count(g) = 0;  // the fill's cursors
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagFill, int n) const {
+    const int g = m_set(n);
+    m_nodes(m_group_ptr(g) + Kokkos::atomic_fetch_add(&m_count(g), 1)) = n;
   }
 };
 

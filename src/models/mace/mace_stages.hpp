@@ -23,7 +23,7 @@
 ///   SkipTP            x^t          -> s^t       residual blocks with a self-connection
 ///                     l^t          -> m^t       non-residual blocks (MACE-MP's first layer)
 ///   Product           m^t          -> x^{t+1}   products.t.linear(SC_t(m; z))
-///   AddResidual       s^t          += x^{t+1}
+///   AddResidual       s^t          -> x^{t+1}   x^{t+1} += s^t
 ///   Readout           x^{t+1}      -> energy    readout_t(x^{t+1})[head], summed per node
 ///
 /// around them EdgeBasis (Y, B from the edge vectors), Embedding (x^0) and Zbl first, and
@@ -81,7 +81,7 @@ bool writes_slot(StageKind kind);
 /// The stages of `spec`'s model, in evaluation order.
 std::vector<Stage> stage_list(const MaceSpec& spec);
 
-/// Stage list queries both executors use.
+/// The stage list with what a hand-written reverse pass needs to know of it (MaceModel's).
 struct StageGraph {
   explicit StageGraph(std::vector<Stage> stages);
   std::vector<Stage> stages;
