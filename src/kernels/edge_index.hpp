@@ -3,8 +3,8 @@
 /// \file The edge index the fused message-passing kernels read: edges sorted by receiver
 /// (so a receiver's incoming edges are one contiguous row and its sum needs no atomics), plus
 /// the transpose by sender (so gradients with respect to sender features are gathered per
-/// sender, again without atomics), built on the index's execution space. Sums run in a fixed order: results are reproducible bit
-/// for bit.
+/// sender, again without atomics), built on the index's execution space. Sums run in a fixed
+/// order: results are reproducible bit for bit.
 #include <Kokkos_Core.hpp>
 #include <string>
 #include <vector>
