@@ -978,4 +978,13 @@ void write_potential_file(const std::string& path, const PotentialFile& file) {
   });
 }
 
+int species_index(const std::vector<PotentialSpecies>& species, int z) {
+  for (std::size_t k = 0; k < species.size(); ++k) {
+    if (species[k].z == z) {
+      return static_cast<int>(k);
+    }
+  }
+  return -1;
+}
+
 }  // namespace fastmlip::io

@@ -183,6 +183,9 @@ struct PotentialSpecies {
   std::string symbol;  ///< element symbol, consistent with z
 };
 
+/// The index of atomic number `z` in a model's species list (its order), or -1 without it.
+int species_index(const std::vector<PotentialSpecies>& species, int z);
+
 /// A potential in memory: tensors by name plus metadata. Built by a converter or the trainer
 /// and written with write_potential_file, or read with read_potential_file.
 class PotentialFile {

@@ -32,11 +32,6 @@ template <class T>
 std::vector<T> cast(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
 }
-double max_abs(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s = std::max(s, std::abs(x));
-  return s;
-}
 template <class T>
 void expect_close(const std::vector<T>& got, const std::vector<T>& want, double tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;

@@ -363,7 +363,7 @@ TEST(TrainerOptions, ComplexYamlKeyIsAFileErrorNotAYamlException) {
 // back. Such keys are refused where they are parsed. Corpus:
 // tests/fuzz/corpus/options/regression-backslash-in-dict-key.bin.
 TEST(TrainerOptions, DictKeyWithBackslashQuoteOrControlCharacterIsRefused) {
-  for (const std::string key : {std::string("a\\b"), std::string("a\x15" "b"), std::string("a\"b"), std::string("a'b")}) {
+  for (const std::string& key : {std::string("a\\b"), std::string("a\x15" "b"), std::string("a\"b"), std::string("a'b")}) {
     const std::string quoted = key.find('"') == std::string::npos ? "\"" + key + "\"" : "'" + key + "'";
     EXPECT_THROW(parse_flat_dict("{" + quoted + ": 1.0}"), InputError) << key;
   }

@@ -513,13 +513,7 @@ const std::vector<io::PotentialSpecies>& MaceTorchModel<T>::species() const {
 }
 template <class T>
 int MaceTorchModel<T>::species_index(int atomic_number) const {
-  const auto& s = m_impl->spec.species;
-  for (std::size_t k = 0; k < s.size(); ++k) {
-    if (s[k].z == atomic_number) {
-      return static_cast<int>(k);
-    }
-  }
-  return -1;
+  return io::species_index(m_impl->spec.species, atomic_number);
 }
 template <class T>
 io::PotentialFile MaceTorchModel<T>::to_potential_file() const {

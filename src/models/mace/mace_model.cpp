@@ -781,13 +781,7 @@ const std::vector<io::PotentialSpecies>& MaceModel<ExecSpace, T>::species() cons
 }
 template <class ExecSpace, class T>
 int MaceModel<ExecSpace, T>::species_index(int atomic_number) const {
-  const auto& s = m_impl->spec.species;
-  for (std::size_t k = 0; k < s.size(); ++k) {
-    if (s[k].z == atomic_number) {
-      return static_cast<int>(k);
-    }
-  }
-  return -1;
+  return io::species_index(m_impl->spec.species, atomic_number);
 }
 template <class ExecSpace, class T>
 int MaceModel<ExecSpace, T>::max_exchange_width() const {
