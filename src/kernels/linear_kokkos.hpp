@@ -135,14 +135,14 @@ class LinearKokkos {
       g.m_count = Kokkos::View<int*, ExecSpace>("fastmlip::linear::set_count", sets);
       g.m_group_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::linear::set_ptr", sets + 1);
       g.m_tile_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::linear::tile_ptr", sets + 1);
-      g.m_nodes = Kokkos::View<int*, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::linear::order"),
-                                                nodes);
-      Kokkos::parallel_for("fastmlip::linear::count_sets", Kokkos::RangePolicy<ExecSpace, typename Group::TagCount>(0, nodes),
-                           g);
-      Kokkos::parallel_for("fastmlip::linear::set_offsets", Kokkos::RangePolicy<ExecSpace, typename Group::TagOffsets>(0, 1),
-                           g);
-      Kokkos::parallel_for("fastmlip::linear::group_by_set", Kokkos::RangePolicy<ExecSpace, typename Group::TagFill>(0, nodes),
-                           g);
+      g.m_nodes = Kokkos::View<int*, ExecSpace>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::linear::order"), nodes);
+      using Count = Kokkos::RangePolicy<ExecSpace, typename Group::TagCount>;
+      using Offsets = Kokkos::RangePolicy<ExecSpace, typename Group::TagOffsets>;
+      using Fill = Kokkos::RangePolicy<ExecSpace, typename Group::TagFill>;
+      Kokkos::parallel_for("fastmlip::linear::count_sets", Count(0, nodes), g);
+      Kokkos::parallel_for("fastmlip::linear::set_offsets", Offsets(0, 1), g);
+      Kokkos::parallel_for("fastmlip::linear::group_by_set", Fill(0, nodes), g);
       f.m_group_ptr = g.m_group_ptr;
       f.m_group_nodes = g.m_nodes;
       f.m_tile_ptr = g.m_tile_ptr;

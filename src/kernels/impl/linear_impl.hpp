@@ -42,7 +42,9 @@ struct LinearFunctor {
   int m_max_mul = 0;  ///< largest mul_in or mul_out of any instruction (scratch rows)
 
   KOKKOS_INLINE_FUNCTION int set_of(int n) const { return m_set.extent(0) ? m_set(n) : 0; }
-  KOKKOS_INLINE_FUNCTION int node_at(int pos) const { return m_group_nodes.extent(0) ? m_group_nodes(pos) : pos; }
+  KOKKOS_INLINE_FUNCTION int node_at(int pos) const {
+    return m_group_nodes.extent(0) ? m_group_nodes(pos) : pos;
+  }
   /// Tile t's weight set and positions [b, e) in the node order; false for a tile past the
   /// last (the launch's league is an upper bound of the tiles with several sets).
   KOKKOS_INLINE_FUNCTION bool tile_bounds(int t, int& s, int& b, int& e) const {
@@ -161,7 +163,9 @@ struct LinearGroupFunctor {
   Kokkos::View<int*, ExecSpace> m_count, m_group_ptr, m_tile_ptr, m_nodes;
   int m_sets = 0;
 
-  KOKKOS_INLINE_FUNCTION void operator()(TagCount, int n) const { Kokkos::atomic_increment(&m_count(m_set(n))); }
+  KOKKOS_INLINE_FUNCTION void operator()(TagCount, int n) const {
+    Kokkos::atomic_increment(&m_count(m_set(n)));
+  }
   KOKKOS_INLINE_FUNCTION void operator()(TagOffsets, int) const {
     m_group_ptr(0) = 0;
     m_tile_ptr(0) = 0;

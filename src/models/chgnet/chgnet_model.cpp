@@ -890,8 +890,8 @@ struct ChgnetModel<T>::Impl {
 
   // ---- driver: the stage list (chgnet_stages.hpp), forward, then backwards ----------------
 
-  void compute_stage(const chgnet::Stage& s, const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange, bool gradients,
-                     ChgnetResult& result) {
+  void compute_stage(const chgnet::Stage& s, const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange,
+                     bool gradients, ChgnetResult& result) {
     using K = chgnet::StageKind;
     switch (s.kind) {
       case K::Basis:

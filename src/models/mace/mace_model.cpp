@@ -288,9 +288,9 @@ struct MaceModel<ExecSpace, T>::Impl {
     const std::string fn = "MaceModel::compute";
     // With radial tables, edges shorter than the tables' start are refused in the same pass.
     const graph::LengthFloor table_start{
-        MaceOptions::kRadialTableStart, "below the radial tables' start (" +
-                                            std::to_string(MaceOptions::kRadialTableStart) +
-                                            " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms"};
+        MaceOptions::kRadialTableStart,
+        "below the radial tables' start (" + std::to_string(MaceOptions::kRadialTableStart) +
+            " A); evaluate the radial MLP exactly (radial_spacing 0) for such close atoms"};
     graph::check_graph(g, spec.num_elements, fn,
                        "the model (" + spec.source + ") has species 0.." + std::to_string(spec.num_elements - 1),
                        tabulated ? &table_start : nullptr);
