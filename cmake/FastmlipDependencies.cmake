@@ -2,7 +2,14 @@
 # Finds the third-party packages. All come from Debian bookworm (scripts/install-deps.sh);
 # a user's own builds work too when their CMake configs are on CMAKE_PREFIX_PATH.
 find_package(Threads REQUIRED)
-find_package(MPI REQUIRED COMPONENTS C)
+# MPI is needed by the plugin, the LibTorch trainer and the examples, and by the multi-rank
+# tests when it is there. A build of the core, its kernels and their tests alone (the CUDA
+# kernels on a bare GPU machine, scripts/gpu-check.sh) needs none.
+if(FASTMLIP_BUILD_PLUGIN OR FASTMLIP_ENABLE_TORCH OR FASTMLIP_BUILD_EXAMPLES)
+  find_package(MPI REQUIRED COMPONENTS C)
+else()
+  find_package(MPI COMPONENTS C)
+endif()
 # We use MPI's C API only. OpenMPI's deprecated C++ bindings, pulled in by mpi.h otherwise,
 # need libmpi_cxx at link time and are not exported by liblammps (plugin load would fail).
 add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The GPU check: the first thing to run whenever a GPU machine is lent. On a bare machine (nvcc,
+# CMake, ninja, a Python with CUDA PyTorch; no internet, no Debian packages) it
+#   1. records the machine (GPU, driver, nvcc, compilers, Python packages);
+#   2. builds the C++ libraries the CUDA preset needs from .gpu-deps/ (scripts/gpu-deps.sh);
+#   3. configures the CUDA preset and builds the CUDA kernels' tests and benchmark;
+#   4. runs every GPU test (fastmlip_cuda_tests), then again under compute-sanitizer memcheck,
+#      and profiles the channelwise TP's kernels with Nsight Compute (into log.txt);
+#   5. runs the CUDA kernel benchmark, and the peers (e3nn, mace-torch) at the same shapes on the
+#      same GPU (benchmarks/kernels/peers_gpu.py, with the wheels in .whl/), and tabulates both.
+# Everything worth keeping lands in OUT (default $OUT, else ./gpu-check-out), at most 8 files:
+# summary.md (each step's status and time, the table), log.txt, env.txt, cuda_tests.xml,
+# bench_cuda.json, peers_gpu.jsonl. A step that fails is recorded and the next one still runs.
+#   scripts/gpu-check.sh [OUT]        FASTMLIP_GPU_CHECK_BUDGET=seconds (default 540)
+# From the device tool: carry [".gpu-deps", ".whl"] and run `bash scripts/gpu-check.sh`.
+set -uo pipefail
+self=$(realpath "${BASH_SOURCE[0]}")
+repo=$(cd "$(dirname "$self")/.." && pwd)
+if [ "${1:-}" = "--step" ]; then
+  out=$FASTMLIP_GPU_CHECK_OUT
+else
+  out=$(realpath -m "${1:-${OUT:-$repo/gpu-check-out}}")
+  mkdir -p "$out"
+  export FASTMLIP_GPU_CHECK_OUT=$out
+fi
+budget=${FASTMLIP_GPU_CHECK_BUDGET:-540}
+t_start=$(date +%s)
+jobs=$(nproc)
+deps="$repo/.gpu-deps"
+prefix=${FASTMLIP_GPU_DEPS_PREFIX:-/tmp/fastmlip-gpu-deps}
+build=${FASTMLIP_GPU_BUILD:-/tmp/fastmlip-build-cuda}
+log="$out/log.txt"
+summary="$out/summary.md"
+
+left() { echo $((budget - ($(date +%s) - t_start))); }
+# step NAME MAX_SECONDS FUNCTION: runs FUNCTION (below) with its output in log.txt, capped by
+# the time left in the budget, and records the outcome in summary.md.
+step() {
+  local name=$1 max=$2
+  shift 2
+  local t0 rc cap
+  cap=$(left)
+  if [ "$cap" -gt "$max" ]; then cap=$max; fi
+  if [ "$cap" -lt 5 ]; then
+    echo "| $name | skipped: time budget spent | 0 |" >> "$summary"
+    return 1
+  fi
+  echo "===== $name (at most ${cap}s) =====" >> "$log"
+  t0=$(date +%s)
+  # Each step runs in a fresh bash (this script with --step), so that timeout can stop it.
+  timeout --kill-after=5 "$cap" bash "$self" --step "$@" >> "$log" 2>&1
+  rc=$?
+  local dt=$(($(date +%s) - t0)) status=ok
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status="timed out"; elif [ $rc -ne 0 ]; then status="failed ($rc)"; fi
+  echo "| $name | $status | $dt |" >> "$summary"
+  echo "===== $name: $status in ${dt}s =====" >> "$log"
+  return $rc
+}
+
+machine() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
+  nvidia-smi
+  echo "nvcc: $(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  "${NVCC:-nvcc}" --version || /usr/local/cuda/bin/nvcc --version
+  cmake --version | head -1
+  ninja --version
+  c++ --version | head -1
+  nproc
+  free -g | head -2
+  python3 - <<'PY'
+import importlib, torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")
+for m in ("e3nn", "numpy", "mpi4py"):
+    try:
+        print(m, importlib.import_module(m).__version__)
+    except Exception as e:
+        print(m, "missing:", e)
+PY
+  for h in zlib.h mpi.h yaml-cpp/yaml.h nlohmann/json.hpp gtest/gtest.h benchmark/benchmark.h Kokkos_Core.hpp; do
+    if [ -e "/usr/include/$h" ] || [ -e "/usr/local/include/$h" ]; then echo "header $h: yes"; else echo "header $h: no"; fi
+  done
+  command -v mpicc mpiexec compute-sanitizer ncu || true
+}
+
+# The carried sources, built in parallel into one prefix (Release, static, position-independent
+# so that they link into anything). CMAKE_POLICY_VERSION_MINIMUM lets CMake 4 configure the
+# older projects' cmake_minimum_required.
+build_deps() {
+  set -e
+  mkdir -p "$prefix" /tmp/fastmlip-gpu-deps-src
+  cd /tmp/fastmlip-gpu-deps-src
+  for t in "$deps"/*.tar.gz; do tar xzf "$t"; done
+  cp -r include share "$prefix/"  # nlohmann_json: headers and config only
+  local common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_PREFIX_PATH="$prefix"
+    -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_SHARED_LIBS=OFF
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+  one() {
+    local name=$1
+    shift
+    cmake -S "$name" -B "$name-build" "${common[@]}" "$@" > "$name.log" 2>&1 &&
+      cmake --build "$name-build" -j "$jobs" >> "$name.log" 2>&1 &&
+      cmake --install "$name-build" >> "$name.log" 2>&1 || { cat "$name.log"; echo "gpu-deps: $name failed"; return 1; }
+    echo "gpu-deps: $name installed"
+  }
+  local pids=()
+  one kokkos -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON & pids+=($!)
+  one googletest -DINSTALL_GTEST=ON -DBUILD_GMOCK=ON & pids+=($!)
+  one benchmark -DBENCHMARK_ENABLE_TESTING=OFF -DBENCHMARK_ENABLE_GTEST_TESTS=OFF -DBENCHMARK_ENABLE_WERROR=OFF & pids+=($!)
+  one yaml-cpp -DYAML_CPP_BUILD_TESTS=OFF -DYAML_CPP_BUILD_TOOLS=OFF & pids+=($!)
+  if [ ! -e /usr/include/zlib.h ]; then
+    one zlib & pids+=($!)
+  fi
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+
+configure() {
+  local nvcc
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  cd "$repo" && cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DKokkos_DIR="$prefix/lib/cmake/Kokkos" \
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DFASTMLIP_BUILD_BENCHMARKS=ON -DZLIB_ROOT="$prefix"
+}
+
+compile() {
+  cmake --build "$build" -j "$jobs" --target fastmlip_cuda_tests fastmlip-bench-cuda
+}
+
+cuda_tests() {
+  "$build/tests/bin/fastmlip_cuda_tests" --gtest_output="xml:$out/cuda_tests.xml"
+}
+
+# Every device access of the tests checked; the odd sizes make out-of-bounds reads likely.
+sanitizer() {
+  "$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)" --tool memcheck --error-exitcode 1 --print-limit 20 "$build/tests/bin/fastmlip_cuda_tests" \
+    --gtest_brief=1
+}
+
+bench() {
+  "$build/bin/fastmlip-bench-cuda" --benchmark_repetitions=5 --benchmark_min_time=0.1 --benchmark_report_aggregates_only=true \
+    --benchmark_format=console --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json
+}
+
+# Nsight Compute on the MP-medium forward and reverse at 5000 nodes (one launch of each kernel):
+# DRAM bandwidth and SM throughput against the device's peaks, the numbers that say whether
+# the kernels are memory-bound as benchmarks/kernels/CUDA-NOTES.md predicts.
+profile() {
+  local ncu dtype rc=0
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for dtype in float double; do
+    "$ncu" --clock-control none --kernel-name regex:tp_ --launch-count 3 \
+      --metrics gpu__time_duration.sum,dram__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+      "$build/bin/fastmlip-bench-cuda" --benchmark_filter="BM_CudaChannelwiseTP/$dtype/medium_fwd_bwd/5000" \
+      --benchmark_min_time=0.01 --benchmark_repetitions=1 || rc=1
+  done
+  return $rc
+}
+
+peers() {
+  if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fastmlip-peers \
+      "$repo"/.whl/*.whl || return 1
+    export PYTHONPATH=/tmp/fastmlip-peers${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/kernels/peers_gpu.py" --repeats 20 > "$out/peers_gpu.jsonl"
+}
+
+table() {
+  python3 "$repo/benchmarks/kernels/gpu_table.py" "$out/bench_cuda.json" "$out/peers_gpu.jsonl"
+}
+
+if [ "${1:-}" = "--step" ]; then
+  "$2"
+  exit $?
+fi
+
+: > "$log"
+{
+  echo "# GPU check, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  echo "commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo
+  echo "| step | status | seconds |"
+  echo "|---|---|---|"
+} > "$summary"
+step machine 60 machine
+cp "$log" "$out/env.txt"
+built=0
+if [ -d "$deps" ]; then
+  step deps 240 build_deps && step configure 120 configure && step build 420 compile && built=1
+else
+  echo "| deps | missing: run scripts/gpu-deps.sh and carry .gpu-deps | 0 |" >> "$summary"
+fi
+if [ $built = 1 ]; then
+  step cuda_tests 120 cuda_tests
+  step bench 150 bench
+fi
+step peers 200 peers
+if [ $built = 1 ]; then
+  step memcheck 120 sanitizer
+  step profile 60 profile
+fi
+{
+  echo
+  table 2>&1 || echo "(no table: $?)"
+  echo
+  echo "Tests: $(grep -o 'tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$out/cuda_tests.xml" 2>/dev/null | head -1)"
+  grep -h -A3 "<failure" "$out/cuda_tests.xml" 2>/dev/null | head -40
+  echo "Total $(($(date +%s) - t_start)) s"
+} >> "$summary"
+cat "$summary"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Packs what a bare GPU machine lacks for scripts/gpu-check.sh into .gpu-deps/ (git-ignored;
+# carried with the tree, about 6 MB): the sources of the C++ libraries the CUDA preset finds
+# here as Debian packages, at Debian bookworm's versions, and nlohmann_json's headers.
+#   scripts/gpu-deps.sh
+# Sources: Kokkos, Google Benchmark, yaml-cpp and zlib from git clones (their tags), named by
+# FASTMLIP_GIT_KOKKOS, _BENCHMARK, _YAML_CPP, _ZLIB (default: /work/.mirror/<owner>+<name>/repo);
+# GoogleTest from Debian's googletest package (/usr/src/googletest).
+# The peers' Python wheels go to .whl/ (see benchmarks/README.md, "GPU check").
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out="$repo/.gpu-deps"
+mirror=${FASTMLIP_MIRROR:-/work/.mirror}
+kokkos=${FASTMLIP_GIT_KOKKOS:-$mirror/kokkos+kokkos/repo}
+bench=${FASTMLIP_GIT_BENCHMARK:-$mirror/google+benchmark/repo}
+yaml=${FASTMLIP_GIT_YAML_CPP:-$mirror/jbeder+yaml-cpp/repo}
+zlib=${FASTMLIP_GIT_ZLIB:-$mirror/madler+zlib/repo}
+
+tmp=$(mktemp -d "$repo/.gpu-deps.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+pack() {  # name git-dir tag
+  if ! git -C "$2" rev-parse -q --verify "$3^{commit}" > /dev/null; then
+    echo "gpu-deps: $2 has no tag $3 (clone $1 there, or set FASTMLIP_GIT_*)" >&2
+    exit 1
+  fi
+  git -C "$2" archive --prefix="$1/" "$3" | gzip -9 > "$tmp/$1.tar.gz"
+}
+pack kokkos "$kokkos" 3.4.01          # Debian bookworm's Kokkos 3.4
+pack benchmark "$bench" v1.7.1        # libbenchmark-dev 1.7.1
+pack yaml-cpp "$yaml" yaml-cpp-0.7.0  # libyaml-cpp-dev 0.7.0
+pack zlib "$zlib" v1.2.13             # zlib1g-dev 1.2.13 (built there only if zlib.h is missing)
+tar czf "$tmp/googletest.tar.gz" -C /usr/src googletest
+# nlohmann_json is header-only: its installed headers and CMake config, as a prefix.
+mkdir -p "$tmp/json/include" "$tmp/json/share/cmake"
+cp -r /usr/include/nlohmann "$tmp/json/include/"
+cp -r /usr/share/cmake/nlohmann_json "$tmp/json/share/cmake/"
+tar czf "$tmp/nlohmann_json.tar.gz" -C "$tmp/json" include share
+rm -rf "$tmp/json"
+rm -rf "$out"
+mv "$tmp" "$out"
+trap - EXIT
+du -sh "$out"
+ls -l "$out"
