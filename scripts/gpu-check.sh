@@ -104,7 +104,8 @@ build_deps() {
     echo "gpu-deps: $name installed"
   }
   local pids=()
-  one kokkos -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON & pids+=($!)
+  # Kokkos 3.4 predates GCC 13, whose headers no longer pull in <cstdint> by the way.
+  one kokkos -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON "-DCMAKE_CXX_FLAGS=-include cstdint" & pids+=($!)
   one googletest -DINSTALL_GTEST=ON -DBUILD_GMOCK=ON & pids+=($!)
   one benchmark -DBENCHMARK_ENABLE_TESTING=OFF -DBENCHMARK_ENABLE_GTEST_TESTS=OFF -DBENCHMARK_ENABLE_WERROR=OFF & pids+=($!)
   one yaml-cpp -DYAML_CPP_BUILD_TESTS=OFF -DYAML_CPP_BUILD_TOOLS=OFF & pids+=($!)
