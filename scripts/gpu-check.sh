@@ -117,11 +117,14 @@ build_deps() {
   return $rc
 }
 
+# Kokkos 3.4's headers (Debian's version, carried) use uint32_t without <cstdint>, which GCC 13's
+# standard headers no longer include by the way: every translation unit pre-includes it.
 configure() {
   local nvcc
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   cd "$repo" && cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DKokkos_DIR="$prefix/lib/cmake/Kokkos" \
-    -DCMAKE_CUDA_COMPILER="$nvcc" -DFASTMLIP_BUILD_BENCHMARKS=ON -DZLIB_ROOT="$prefix"
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DFASTMLIP_BUILD_BENCHMARKS=ON -DZLIB_ROOT="$prefix" \
+    "-DCMAKE_CXX_FLAGS=-include cstdint" "-DCMAKE_CUDA_FLAGS=--pre-include=cstdint"
 }
 
 compile() {
