@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,15 +42,22 @@ Irreps interaction_target() { return Irreps::parse("128x0e+128x1o+128x2e+128x3o"
 // A device array filled with uniform(-1, 1) values made on the host from a fixed seed.
 template <class T>
 struct DeviceArray {
+  // Random values for the first 2^20 entries, made on the host; the rest repeats them,
+  // doubling on the device: the large cases hold gigabytes, which a host generator would take
+  // tens of seconds to fill at each of the benchmark's repetitions.
   DeviceArray(std::size_t n, unsigned seed) : size(n) {
     FASTMLIP_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T)));
-    std::vector<T> h(n);
+    std::vector<T> h(std::min<std::size_t>(n, std::size_t(1) << 20));
     std::mt19937_64 g(seed);
     std::uniform_real_distribution<double> d(-1, 1);
     for (T& v : h) {
       v = static_cast<T>(d(g));
     }
-    FASTMLIP_CUDA_CHECK(cudaMemcpy(ptr, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    FASTMLIP_CUDA_CHECK(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    for (std::size_t done = h.size(); done < n; done *= 2) {
+      FASTMLIP_CUDA_CHECK(
+          cudaMemcpy(ptr + done, ptr, std::min(done, n - done) * sizeof(T), cudaMemcpyDeviceToDevice));
+    }
   }
   explicit DeviceArray(const std::vector<T>& h) : size(h.size()) {
     FASTMLIP_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(size, 1) * sizeof(T)));
