@@ -48,7 +48,8 @@ SUPPORTED = (
     "cuEquivariance, not TorchScript-compiled); interaction blocks RealAgnosticInteractionBlock "
     "and RealAgnosticResidualInteractionBlock; 1 to 3 interactions; hidden irreps Cx0e, "
     "Cx0e+Cx1o or Cx0e+Cx1o+Cx2e (max_L 0 to 2); correlation 1 to 3; spherical harmonics "
-    "max_ell 1 to 3; a Bessel radial basis with a polynomial cutoff and no distance transform; "
+    "max_ell 1 to 3; a Bessel radial basis with a polynomial cutoff, without a distance transform "
+    "or with the Agnesi one; "
     "a radial MLP with SiLU; LinearReadoutBlock and NonLinearReadoutBlock with a SiLU gate; "
     "optional ZBL pair repulsion; one or more heads"
 )
@@ -86,6 +87,7 @@ ALLOWED_MODULE_CLASSES = {
     "mace.modules.radial.BesselBasis",
     "mace.modules.radial.PolynomialCutoff",
     "mace.modules.radial.ZBLBasis",
+    "mace.modules.radial.AgnesiTransform",
     "mace.modules.blocks.AtomicEnergiesBlock",
     "mace.modules.blocks.ScaleShiftBlock",
     "mace.modules.blocks.RealAgnosticInteractionBlock",
@@ -125,6 +127,9 @@ _ALLOWED_TENSORS = [
     rf"node_embedding\.linear\.{_E3NN_LINEAR}",
     r"radial_embedding\.bessel_fn\.(bessel_weights|r_max|prefactor)",
     r"radial_embedding\.cutoff_fn\.(p|r_max)",
+    # AgnesiTransform: a, q, p (buffers, or parameters when trainable) and the covalent radii
+    # by atomic number (ase.data.covalent_radii as the model holds them).
+    r"radial_embedding\.distance_transform\.(a|q|p|covalent_radii)",
     r"atomic_energies_fn\.atomic_energies",
     r"scale_shift\.(scale|shift)",
     r"pair_repulsion_fn\.(c|a_exp|a_prefactor|p|covalent_radii|r_max)",
@@ -194,7 +199,7 @@ _CLASS_ATTRIBUTES = {
                              "shared_weights": _any},
     "Contraction": {"num_features": _any, "coupling_irreps": _any, "correlation": _any},
     "RadialEmbeddingBlock": {"out_dim": _any, "apply_cutoff": _is(True)},
-    "BesselBasis": {}, "PolynomialCutoff": {}, "ZBLBasis": {},
+    "BesselBasis": {}, "PolynomialCutoff": {}, "ZBLBasis": {}, "AgnesiTransform": {},
     "LinearNodeEmbeddingBlock": {}, "AtomicEnergiesBlock": {}, "ScaleShiftBlock": {},
     "LinearReadoutBlock": {},
     "NonLinearReadoutBlock": {"hidden_irreps": _any, "num_heads": _any},
@@ -499,7 +504,7 @@ def _inspect_structure(model, cls):
     import torch
     from e3nn import o3
     from mace.modules.blocks import AtomicEnergiesBlock, RadialEmbeddingBlock
-    from mace.modules.radial import BesselBasis, PolynomialCutoff, ZBLBasis
+    from mace.modules.radial import AgnesiTransform, BesselBasis, PolynomialCutoff, ZBLBasis
 
     float_dtypes = {v.dtype for v in model.state_dict().values() if v.is_floating_point()}
     if float_dtypes - {torch.float32, torch.float64} or len(float_dtypes) != 1:
@@ -519,13 +524,21 @@ def _inspect_structure(model, cls):
     if len(set(heads)) != len(heads):
         raise ValueError(f"mace_to_fastmlip: the model's head names {heads} repeat")
 
-    # Radial embedding: Bessel x polynomial envelope, nothing else.
+    # Radial embedding: Bessel x polynomial envelope, the Bessel part optionally at an
+    # Agnesi-transformed distance (its constants and radii are tensors, written as they are).
     radial = model.radial_embedding
     _check(isinstance(radial, RadialEmbeddingBlock), "radial_embedding")
     if not isinstance(radial.bessel_fn, BesselBasis):
         _refuse(f"the radial basis is {type(radial.bessel_fn).__name__}")
+    distance_transform = "None"
     if hasattr(radial, "distance_transform"):
-        _refuse(f"the radial basis has a {type(radial.distance_transform).__name__} distance transform")
+        if not isinstance(radial.distance_transform, AgnesiTransform):
+            _refuse(f"the radial basis has a {type(radial.distance_transform).__name__} distance transform")
+        distance_transform = "Agnesi"
+        radii = radial.distance_transform.covalent_radii
+        for z in atomic_numbers:
+            _check(z < radii.numel() and float(radii[z]) > 0,
+                   f"the Agnesi transform has a positive covalent radius for Z = {z}")
     _check(isinstance(radial.cutoff_fn, PolynomialCutoff), "cutoff_fn")
     r_max = _finite(float(model.r_max), "r_max")
     _check(float(radial.bessel_fn.r_max) == r_max and float(radial.cutoff_fn.r_max) == r_max,
@@ -609,7 +622,7 @@ def _inspect_structure(model, cls):
         "num_bessel": num_bessel,
         "num_polynomial_cutoff": p,
         "radial_type": "bessel",
-        "distance_transform": "None",
+        "distance_transform": distance_transform,
         "max_ell": max_ell,
         "num_interactions": num_interactions,
         "heads": heads,

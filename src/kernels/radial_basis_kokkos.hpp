@@ -59,6 +59,36 @@ class RadialBesselKokkos {
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, r.extent(0)), f);
   }
 
+  /// out(e, n) = c sin(w_n x(e)) / x(e) f_p(r(e) / r_max): the basis at a transformed distance
+  /// x (distance_transform.hpp), the envelope at the distance r.
+  void compute_at(ConstVector x, ConstVector r, Matrix out) const {
+    check_rows("compute_at", r, out.extent(0), out.extent(1));
+    check_rows("compute_at", x, out.extent(0), out.extent(1));
+    auto f = m_f;
+    f.m_x = x;
+    f.m_r = r;
+    f.m_out = out;
+    Kokkos::parallel_for("fastmlip::radial_bessel::compute_at",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagComputeAt>(0, r.extent(0)), f);
+  }
+
+  /// grad_r(e) = sum_n grad_out(e, n) dR_n/dr for compute_at's basis, x = x(r) with slope
+  /// dxdr(e): the whole derivative with respect to the distance.
+  void reverse_at(ConstVector x, ConstVector dxdr, ConstVector r, ConstMatrix grad_out, Vector grad_r) const {
+    check_rows("reverse_at", r, grad_out.extent(0), grad_out.extent(1));
+    check_rows("reverse_at", x, grad_out.extent(0), grad_out.extent(1));
+    check_rows("reverse_at", dxdr, grad_out.extent(0), grad_out.extent(1));
+    check_rows("reverse_at", r, grad_r.extent(0), num_basis());
+    auto f = m_f;
+    f.m_x = x;
+    f.m_dxdr = dxdr;
+    f.m_r = r;
+    f.m_grad_out = grad_out;
+    f.m_grad_r = grad_r;
+    Kokkos::parallel_for("fastmlip::radial_bessel::reverse_at",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseAt>(0, r.extent(0)), f);
+  }
+
   /// grad_w(n) = sum_e grad_out(e, n) dR_n/dw_n: for learnable frequencies (CHGNet).
   void reverse_frequencies(ConstVector r, ConstMatrix grad_out, Vector grad_w) const {
     check_rows("reverse_frequencies", r, grad_out.extent(0), grad_out.extent(1));

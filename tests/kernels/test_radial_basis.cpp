@@ -9,6 +9,7 @@
 
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
+#include "kernels/distance_transform.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/reference/radial_basis_ref.hpp"
 
@@ -126,6 +127,89 @@ TYPED_TEST(RadialBasis, ReverseMatchesReferenceAndFiniteDifferences) {
       }
     }
   }
+}
+
+// The basis at an Agnesi-transformed distance (MPA-0, OMAT-0, MP-0b3): compute_at against the
+// reference, and reverse_at -- the whole d/dr through x(r) and the envelope -- against finite
+// differences of the reference composed with the transform, for two element pairs.
+TYPED_TEST(RadialBasis, TransformedDistanceMatchesReferenceAndFiniteDifferences) {
+  using T = TypeParam;
+  const auto p = RadialBesselParams::mace(8, 6.0, 5);
+  const RadialBesselKokkos<Exec, T> k(p);
+  const double a = 1.0805, q = 0.9183, pp = 4.5791;
+  auto transform = [&](double r, double r0, double& x, double& dxdr) {
+    impl::agnesi_transform(r, r0, a, q, pp, x, dxdr);
+  };
+  for (double r0 : {0.66, 1.39}) {  // (C + C) / 2 and (Ni + Au) / 2 in ase's covalent radii
+    for (int E : test::test_sizes()) {
+      const auto rd = lengths(E, p.r_max, 300 + E);
+      const auto gd = lengths(E * p.num_basis(), 1.0, 400 + E);
+      std::vector<double> xd(E), sd(E);
+      for (int e = 0; e < E; ++e) {
+        transform(rd[e], r0, xd[e], sd[e]);
+        ASSERT_GT(xd[e], 0.0);
+        ASSERT_LE(xd[e], 1.0);
+        ASSERT_LT(sd[e], 0.0) << "x must fall with r";
+      }
+      auto r = to_view<T>(rd), x = to_view<T>(xd), dxdr = to_view<T>(sd);
+      Kokkos::View<T**, Kokkos::LayoutRight, Exec> out("out", E, p.num_basis()), g("g", E, p.num_basis());
+      Kokkos::deep_copy(out, T(777));
+      k.compute_at(x, r, out);
+      std::vector<T> xt(x.data(), x.data() + E), rt(r.data(), r.data() + E),
+          ref(static_cast<std::size_t>(E) * p.num_basis());
+      reference::compute_radial_bessel_at(p, E, xt.data(), rt.data(), ref.data());
+      for (int i = 0; i < E * p.num_basis(); ++i) {
+        ASSERT_NEAR(out.data()[i], ref[i], Tolerance<T>::kernel * p.c() / std::max(1e-3, xd[i / p.num_basis()]))
+            << "entry " << i;
+        g.data()[i] = static_cast<T>(gd[i] - 0.5);
+      }
+      Kokkos::View<T*, Exec> grad_r("grad_r", E);
+      Kokkos::deep_copy(grad_r, T(777));
+      k.reverse_at(x, dxdr, r, g, grad_r);
+      std::vector<T> st(dxdr.data(), dxdr.data() + E), gt(g.data(), g.data() + E * p.num_basis()), gref(E);
+      reference::reverse_radial_bessel_at(p, E, xt.data(), st.data(), rt.data(), gt.data(), gref.data());
+      auto loss = [&](double rr, int e) {
+        double xx, dd;
+        transform(rr, r0, xx, dd);
+        std::vector<double> o(p.num_basis());
+        reference::compute_radial_bessel_at(p, 1, &xx, &rr, o.data());
+        double sum = 0;
+        for (int n = 0; n < p.num_basis(); ++n) {
+          sum += o[n] * static_cast<double>(gt[e * p.num_basis() + n]);
+        }
+        return sum;
+      };
+      const double h = 1e-6;
+      for (int e = 0; e < E; e += std::max(1, E / 50)) {
+        const double re = static_cast<double>(rt[e]);
+        const double fd = (loss(re + h, e) - loss(re - h, e)) / (2 * h);
+        const double scale = std::max(1.0, std::abs(fd));
+        EXPECT_NEAR(gref[e], fd, 1e-6 * scale) << "reference, edge " << e << " r " << re;
+        EXPECT_NEAR(grad_r(e), gref[e], (std::is_same_v<T, float> ? 2e-3 : 1e-9) * scale) << "edge " << e;
+      }
+    }
+  }
+}
+
+TEST(DistanceTransform, ValidateNamesTheBadValue) {
+  DistanceTransformParams t;
+  t.kind = DistanceTransformKind::Agnesi;
+  t.a = 1.0805;
+  t.q = 0.9183;
+  t.p = 4.5791;
+  t.covalent_radii = {0.76, 1.24};
+  EXPECT_NO_THROW(t.validate(2));
+  EXPECT_THROW(t.validate(3), InputError);
+  t.covalent_radii[1] = 0.0;
+  try {
+    t.validate(2);
+    FAIL() << "a zero radius must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("element 1"), std::string::npos) << e.what();
+  }
+  t.covalent_radii[1] = 1.24;
+  t.p = 0.5;  // p < q: x would not fall with r
+  EXPECT_THROW(t.validate(2), InputError);
 }
 
 TEST(RadialBasisEnvelope, IsSmoothAtTheCutoffAndOneAtZero) {

@@ -167,5 +167,22 @@ TYPED_TEST(MaceParity, MatchesMaceTorchOnEveryFixture) {
   EXPECT_GT(checked, 0) << "index.json lists no committed model";
 }
 
+// A model with the Agnesi distance transform (MPA-0 / OMAT-0 style) has R depending on the
+// pair of elements, so radial tables would be silently wrong for it: they are refused, by name.
+TEST(MaceParity, RadialSplineIsRefusedForTheAgnesiTransform) {
+  const std::string path = fixture_dir() + "/ssmace_2int_L1_corr2_ell3_zbl_agnesi.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  models::MaceOptions opt;
+  EXPECT_NO_THROW((models::MaceModel<Exec, double>(io::read_potential_file(path), opt)));
+  opt.radial_spacing = 0.005;
+  try {
+    models::MaceModel<Exec, double> m(io::read_potential_file(path), opt);
+    ADD_FAILURE() << "radial tables were built for a model with a distance transform";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("Agnesi"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("radial spline"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace fastmlip::test

@@ -354,6 +354,22 @@ TEST(PairMaceBadInput, RadialKeyword) {
   expect_lammps_error([&] { style("radial table"); }, {"'exact' or 'spline"}, "unknown radial mode");
 }
 
+// An MPA-0 / OMAT-0-style model (Agnesi distance transform) runs exactly; with radial tables,
+// which cannot hold its pair-dependent radial functions, pair_coeff stops and says why.
+TEST(PairMaceBadInput, RadialSplineWithTheAgnesiTransform) {
+  const std::string pot =
+      std::string(FASTMLIP_SOURCE_DIR) + "/tests/reference/data/mace/ssmace_2int_L1_corr2_ell3_zbl_agnesi.safetensors";
+  auto run = [&](const std::string& args) {
+    Lammps lmp;
+    lmp.commands(std::string("units metal\natom_style atomic\n") + kTwoAtoms);
+    lmp.command("pair_style fastmlip/mace " + args);
+    lmp.command("pair_coeff * * " + pot + " Ni Cu");
+    lmp.command("run 0");
+  };
+  EXPECT_NO_THROW(run(""));
+  expect_lammps_error([&] { run("radial spline 0.005"); }, {"Agnesi", "radial spline"}, "spline with Agnesi");
+}
+
 // `radial spline 0.005` through LAMMPS on the shipped potential: the energy within 1e-8
 // eV/atom and every force within 1e-5 eV/A of the exact model's (the error it reports at
 // pair_coeff is ~1e-9 relative in R), on 1 rank or several.

@@ -184,6 +184,13 @@ struct MaceTorchModel<T>::Impl {
     models::MaceOptions opt;
     opt.head = head;
     spec = models::mace::load_mace_spec(file, opt);
+    if (spec.distance_transform.active()) {
+      // The pair styles evaluate it (MaceModel); the trainer's autograd wrappers do not yet.
+      throw UnsupportedError(spec.source + ": the model's radial basis uses the " +
+                             spec.distance_transform.name() +
+                             " distance transform (MPA-0, OMAT-0, MP-0b3), which train-potential cannot "
+                             "fine-tune yet; the LAMMPS pair styles evaluate such models");
+    }
     stages = models::mace::stage_list(spec);
     const int E = spec.num_elements, C = spec.embedding_irreps.dim();
     sh = c10::make_intrusive<SphericalHarmonicsOp<T>>(spec.max_ell);

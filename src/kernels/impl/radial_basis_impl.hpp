@@ -15,9 +15,12 @@ struct RadialBesselFunctor {
   struct TagCompute {};
   struct TagReverse {};
   struct TagReverseFrequencies {};
+  struct TagComputeAt {};  // the basis at a transformed distance x, the envelope at r
+  struct TagReverseAt {};
   using team_member = typename Kokkos::TeamPolicy<ExecSpace, TagReverseFrequencies>::member_type;
 
   Kokkos::View<const T*, ExecSpace> m_r;
+  Kokkos::View<const T*, ExecSpace> m_x, m_dxdr;
   Kokkos::View<const T*, ExecSpace> m_w;
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> m_out;
   Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace> m_grad_out;
@@ -76,6 +79,31 @@ struct RadialBesselFunctor {
       }
     }
     m_grad_r(e) = m_c / r * acc;
+  }
+
+  // R_n = c sin(w_n x) / x f(r), with x = x(r) (distance_transform.hpp). Direct sines: the
+  // transformed models' frequencies are harmonic too, but this path favours the plain form.
+  KOKKOS_INLINE_FUNCTION void operator()(TagComputeAt, int e) const {
+    const T x = m_x(e);
+    T f, df;
+    polynomial_envelope(m_r(e), m_inv_rmax, m_p, f, df);
+    const T scale = m_c * f / x;
+    for (int n = 0; n < m_num_basis; ++n) {
+      m_out(e, n) = scale * kmath::sin(m_w(n) * x);
+    }
+  }
+
+  // dR_n/dr = (c/x) [(w_n cos(w_n x) f - sin(w_n x) f / x) dx/dr + sin(w_n x) df/dr]
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseAt, int e) const {
+    const T x = m_x(e), dxdr = m_dxdr(e);
+    T f, df;
+    polynomial_envelope(m_r(e), m_inv_rmax, m_p, f, df);
+    T acc = 0;
+    for (int n = 0; n < m_num_basis; ++n) {
+      const T wx = m_w(n) * x, s = kmath::sin(wx);
+      acc += m_grad_out(e, n) * ((m_w(n) * kmath::cos(wx) * f - s * f / x) * dxdr + s * df);
+    }
+    m_grad_r(e) = m_c / x * acc;
   }
 
   // One team per frequency; a team reduction over edges keeps the sum's order fixed for a

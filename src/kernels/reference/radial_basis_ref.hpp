@@ -76,6 +76,41 @@ void reverse_radial_bessel(const RadialBesselParams& p, std::size_t num_edges, c
   }
 }
 
+/// out[e*N + n] = c sin(w_n x[e]) / x[e] f(r[e]): the basis at a transformed distance x, the
+/// envelope at r (distance_transform.hpp).
+template <class T>
+void compute_radial_bessel_at(const RadialBesselParams& p, std::size_t num_edges, const T* x, const T* r, T* out) {
+  const int N = p.num_basis();
+  for (std::size_t e = 0; e < num_edges; ++e) {
+    const double xe = x[e];
+    const double f = envelope(p, r[e]);
+    for (int n = 0; n < N; ++n) {
+      out[e * N + n] = static_cast<T>(p.c() * std::sin(p.frequencies[n] * xe) / xe * f);
+    }
+  }
+}
+
+/// grad_r[e] = sum_n grad_out[e,n] dR_n/dr for compute_radial_bessel_at, x = x(r), dxdr[e] = dx/dr.
+template <class T>
+void reverse_radial_bessel_at(const RadialBesselParams& p, std::size_t num_edges, const T* x, const T* dxdr,
+                              const T* r, const T* grad_out, T* grad_r) {
+  const int N = p.num_basis();
+  for (std::size_t e = 0; e < num_edges; ++e) {
+    const double xe = x[e];
+    const double f = envelope(p, r[e]);
+    const double df = envelope_derivative(p, r[e]);
+    double g = 0.0;
+    for (int n = 0; n < N; ++n) {
+      const double w = p.frequencies[n];
+      const double s = std::sin(w * xe), c = std::cos(w * xe);
+      const double bessel = p.c() * s / xe;
+      const double dbessel_dx = p.c() * (w * c / xe - s / (xe * xe));
+      g += grad_out[e * N + n] * (dbessel_dx * dxdr[e] * f + bessel * df);
+    }
+    grad_r[e] = static_cast<T>(g);
+  }
+}
+
 /// out[a*W + j] = A_j(theta[a]), W = 1 + 2K.
 template <class T>
 void compute_fourier(const FourierParams& p, std::size_t num_angles, const T* theta, T* out) {

@@ -169,6 +169,10 @@ struct MaceModel<ExecSpace, T>::Impl {
   // ZBL's constants, and the atomic number and covalent radius of each model species.
   impl::ZblConstants zbl_constants;
   Kokkos::View<const double*, ExecSpace> zbl_z, zbl_rcov;
+  // The Agnesi distance transform's covalent radius of each model species (empty without one),
+  // and the transformed lengths x and dx/dr of the current graph's edges.
+  Kokkos::View<const double*, ExecSpace> transform_rcov;
+  Vector x_edge, dxdr_edge;
 
   using Glue = impl::MaceGlueFunctor<ExecSpace, T>;
   template <class Tag>
@@ -187,7 +191,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   // sender features linear_up(x[t]) of every row; m[t]: the contraction's input; z[t]: the
   // non-linear readout's pre-activation. The rest are scratch reused by every layer.
   std::vector<Buffer> x, h, m, z, gx;
-  Buffer b_Y, b_B, b_r, b_R, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
+  Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_R, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
   Buffer g_out, g_act, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt;
   Buffer g_sc, g_contribution;  // the self-connection's adjoint; a contribution to a summed adjoint
   Buffer g_v, g_grad;           // [E][3]: dE/dv through the harmonics, and dE/dv
@@ -259,6 +263,23 @@ struct MaceModel<ExecSpace, T>::Impl {
       Kokkos::deep_copy(rcov, h_rcov);
       zbl_z = z;
       zbl_rcov = rcov;
+    }
+    if (spec.distance_transform.active()) {
+      if (tabulated) {
+        // The transform's r0 depends on the edge's two elements, so R is not a function of r
+        // alone and one table per layer cannot hold it.
+        throw InputError(spec.source + ": the model's radial basis uses the " + spec.distance_transform.name() +
+                         " distance transform, whose radial functions depend on each pair of elements; "
+                         "'radial spline' tables do not apply: evaluate the radial MLP exactly (leave out "
+                         "'radial spline', or radial_spacing 0)");
+      }
+      Kokkos::View<double*, ExecSpace> v("fastmlip::mace::transform_rcov", spec.num_elements);
+      auto hv = Kokkos::create_mirror_view(v);
+      for (int k = 0; k < spec.num_elements; ++k) {
+        hv(k) = spec.distance_transform.covalent_radii.at(k);
+      }
+      Kokkos::deep_copy(v, hv);
+      transform_rcov = v;
     }
     layers.reserve(n_layers);
     for (int t = 0; t < n_layers; ++t) {
@@ -404,10 +425,26 @@ struct MaceModel<ExecSpace, T>::Impl {
     launch<typename Glue::TagEdgeLength>("fastmlip::mace::edge_length", E, f);
     Y = b_Y.get(E, sh_width);
     harmonics.compute(vectors, Y);
-    if (!tabulated) {
-      B = b_B.get(E, bessel.num_basis());
-      bessel.compute(r, B);
+    if (tabulated) {
+      return;
     }
+    B = b_B.get(E, bessel.num_basis());
+    if (!spec.distance_transform.active()) {
+      bessel.compute(r, B);
+      return;
+    }
+    // B = Bessel(x) f_p(r / r_max), x = Agnesi(r; r0 of the edge's two elements).
+    x_edge = Vector(b_x.get(E, 1).data(), E);
+    dxdr_edge = Vector(b_dxdr.get(E, 1).data(), E);
+    Glue t = zbl_glue();
+    t.m_transform_rcov = transform_rcov;
+    t.m_agnesi_a = spec.distance_transform.a;
+    t.m_agnesi_q = spec.distance_transform.q;
+    t.m_agnesi_p = spec.distance_transform.p;
+    t.m_x = x_edge;
+    t.m_dxdr = dxdr_edge;
+    launch<typename Glue::TagAgnesi>("fastmlip::mace::agnesi", E, t);
+    bessel.compute_at(x_edge, r, B);
   }
 
   /// h^t = linear_up(x^t) on the rows x^t has (layers after the first: the local rows; the
@@ -629,7 +666,9 @@ struct MaceModel<ExecSpace, T>::Impl {
     harmonics.reverse(vectors, g_Y.get(E, sh_width), gv);
     // With tables, the layers have accumulated dE/dr into g_r already.
     Vector gr(g_r.get(E, 1).data(), E);
-    if (!tabulated) {
+    if (!tabulated && spec.distance_transform.active()) {
+      bessel.reverse_at(x_edge, dxdr_edge, r, g_B.get(E, bessel.num_basis()), gr);
+    } else if (!tabulated) {
       bessel.reverse(r, g_B.get(E, bessel.num_basis()), gr);
     }
     Glue f = zbl_glue();

@@ -304,6 +304,31 @@ void read_zbl(const Reader& r, const MaceSpec& spec, ZblSpec& z) {
   }
 }
 
+// AgnesiTransform's buffers (or parameters, when trained): a, q, p, and the covalent radii by
+// atomic number, of which each model element's is kept.
+void read_agnesi(const Reader& r, MaceSpec& spec) {
+  const std::string p = "radial_embedding.distance_transform.";
+  auto& t = spec.distance_transform;
+  t.kind = kernels::DistanceTransformKind::Agnesi;
+  t.a = r.number(p + "a");
+  t.q = r.number(p + "q");
+  t.p = r.number(p + "p");
+  const auto radii = r.tensor(p + "covalent_radii", {kAnyExtent});
+  t.covalent_radii.clear();
+  for (const auto& s : spec.species) {
+    if (s.z >= static_cast<int>(radii.size()) || !(radii[s.z] > 0)) {
+      r.fail("tensor '" + p + "covalent_radii' has no positive radius for " + s.symbol + " (Z = " +
+             std::to_string(s.z) + ")");
+    }
+    t.covalent_radii.push_back(radii[s.z]);
+  }
+  try {
+    t.validate(spec.num_elements);
+  } catch (const InputError& e) {
+    r.fail(std::string("tensors '") + p + "*': " + e.what());
+  }
+}
+
 MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
   const Reader r(file);
   MaceSpec spec;
@@ -327,8 +352,11 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
   }
   if (r.has_hp("distance_transform") && !r.hp_json("distance_transform").is_null() &&
       r.hp<std::string>("distance_transform") != "None") {
-    r.unsupported("hyperparameter 'distance_transform' = '" + r.hp<std::string>("distance_transform") +
-                  "'; supported: None");
+    const auto which = r.hp<std::string>("distance_transform");
+    if (which != "Agnesi") {
+      r.unsupported("hyperparameter 'distance_transform' = '" + which + "'; supported: None, Agnesi");
+    }
+    read_agnesi(r, spec);
   }
 
   spec.r_max = r.hp<double>("r_max");

@@ -16,6 +16,7 @@
 #include "io/potential_file.hpp"
 #include "kernels/channelwise_tp.hpp"
 #include "kernels/linear.hpp"
+#include "kernels/distance_transform.hpp"
 #include "kernels/radial_basis.hpp"
 #include "kernels/radial_mlp.hpp"
 #include "kernels/symmetric_contraction.hpp"
@@ -97,6 +98,8 @@ struct MaceSpec {
   double embedding_path_weight = 1;
 
   kernels::RadialBesselParams bessel;
+  /// The radial basis's distance transform (none, or Agnesi: MPA-0, OMAT-0, MP-0b3).
+  kernels::DistanceTransformParams distance_transform;
   std::vector<InteractionSpec> interactions;
   std::vector<ProductSpec> products;
   std::vector<ReadoutSpec> readouts;

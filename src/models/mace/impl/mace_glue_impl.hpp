@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "core/kokkos_compat.hpp"
+#include "kernels/distance_transform.hpp"
 #include "kernels/impl/radial_mlp_impl.hpp"
 
 namespace fastmlip::models::impl {
@@ -32,6 +33,7 @@ struct MaceGlueFunctor {
   struct TagZblEnergy {};     // energy(i) = sum of half the ZBL energy of i's edges, in edge order
   struct TagEdgeGradient {};  // grad(e, :) = dE/dv from the harmonics', radial and ZBL adjoints
   struct TagNodeEnergy {};    // node(i) = E0 + scale (readouts + ZBL) + shift
+  struct TagAgnesi {};        // x(e), dx/dr(e): the radial basis's Agnesi-transformed distance
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
@@ -55,6 +57,10 @@ struct MaceGlueFunctor {
   Kokkos::View<const T*, ExecSpace> m_gr;
   Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> m_gv;
   Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> m_grad;
+  // The distance transform: per-species covalent radii and Agnesi's a, q, p.
+  Kokkos::View<const double*, ExecSpace> m_transform_rcov;
+  double m_agnesi_a = 0, m_agnesi_q = 0, m_agnesi_p = 0;
+  Kokkos::View<T*, ExecSpace> m_x, m_dxdr;
   // Node energies.
   Kokkos::View<const double*, ExecSpace> m_e0, m_inter, m_pair;  // e0 by species
   bool m_scale_shift = false;
@@ -100,6 +106,14 @@ struct MaceGlueFunctor {
       d2 += static_cast<double>(m_vectors(e, k)) * m_vectors(e, k);
     }
     m_r(e) = static_cast<T>(kmath::sqrt(d2));
+  }
+  // In double whatever T is (the lengths are T's): the basis then sees x rounded once.
+  KOKKOS_INLINE_FUNCTION void operator()(TagAgnesi, int e) const {
+    const double r0 = 0.5 * (m_transform_rcov(m_species(m_center(e))) + m_transform_rcov(m_species(m_neighbor(e))));
+    double x, dxdr;
+    kernels::impl::agnesi_transform(static_cast<double>(m_r(e)), r0, m_agnesi_a, m_agnesi_q, m_agnesi_p, x, dxdr);
+    m_x(e) = static_cast<T>(x);
+    m_dxdr(e) = static_cast<T>(dxdr);
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagAdd, int k) const { m_a(k) += m_b(k); }
   KOKKOS_INLINE_FUNCTION void operator()(TagGate, int i) const {
