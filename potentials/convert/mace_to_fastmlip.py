@@ -46,7 +46,8 @@ EXIT_UNSUPPORTED = 2
 SUPPORTED = (
     "supported: model classes MACE and ScaleShiftMACE built from e3nn modules (not "
     "cuEquivariance, not TorchScript-compiled); interaction blocks RealAgnosticInteractionBlock "
-    "and RealAgnosticResidualInteractionBlock; 1 to 3 interactions; hidden irreps Cx0e, "
+    "and RealAgnosticResidualInteractionBlock and their Density variants; 1 to 3 interactions; "
+    "hidden irreps Cx0e, "
     "Cx0e+Cx1o or Cx0e+Cx1o+Cx2e (max_L 0 to 2); correlation 1 to 3; spherical harmonics "
     "max_ell 1 to 3; a Bessel radial basis with a polynomial cutoff, without a distance transform "
     "or with the Agnesi one; "
@@ -54,7 +55,12 @@ SUPPORTED = (
     "optional ZBL pair repulsion; one or more heads"
 )
 
-SUPPORTED_INTERACTIONS = ("RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock")
+SUPPORTED_INTERACTIONS = ("RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
+                          "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock")
+# The Density blocks (MACE-MPA-0, -OMAT-0, MATPES) divide each node's message by 1 + its learned
+# edge density, sum over its edges of tanh(density_fn(B_e)^2), instead of avg_num_neighbors.
+DENSITY_INTERACTIONS = ("RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock")
+RESIDUAL_INTERACTIONS = ("RealAgnosticResidualInteractionBlock", "RealAgnosticDensityResidualInteractionBlock")
 MAX_INTERACTIONS = 3
 MAX_HIDDEN_L = 2
 MAX_CORRELATION = 3
@@ -92,6 +98,8 @@ ALLOWED_MODULE_CLASSES = {
     "mace.modules.blocks.ScaleShiftBlock",
     "mace.modules.blocks.RealAgnosticInteractionBlock",
     "mace.modules.blocks.RealAgnosticResidualInteractionBlock",
+    "mace.modules.blocks.RealAgnosticDensityInteractionBlock",
+    "mace.modules.blocks.RealAgnosticDensityResidualInteractionBlock",
     "mace.modules.blocks.EquivariantProductBasisBlock",
     "mace.modules.symmetric_contraction.SymmetricContraction",
     "mace.modules.symmetric_contraction.Contraction",
@@ -136,6 +144,7 @@ _ALLOWED_TENSORS = [
     rf"interactions\.N\.(linear_up|linear)\.{_E3NN_LINEAR}",
     rf"interactions\.N\.(conv_tp|skip_tp)\.{_E3NN_TP}",
     r"interactions\.N\.conv_tp_weights\.layerN\.weight",
+    r"interactions\.N\.density_fn\.layer0\.weight",  # Density blocks: [num_bessel, 1]
     r"products\.N\.symmetric_contractions\.contractions\.N\.(U_matrix_N|weights_max|weights\.N)",
     # mace-torch >= 0.3.14: one boolean per contraction order saying that its U matrix is all
     # zeros (the weights of that order are then zero too). forward never reads them: it
@@ -187,6 +196,8 @@ _CLASS_ATTRIBUTES = {
     "ScaleShiftMACE": _MODEL_ATTRIBUTES,
     "RealAgnosticInteractionBlock": _INTERACTION_ATTRIBUTES,
     "RealAgnosticResidualInteractionBlock": _INTERACTION_ATTRIBUTES,
+    "RealAgnosticDensityInteractionBlock": _INTERACTION_ATTRIBUTES,
+    "RealAgnosticDensityResidualInteractionBlock": _INTERACTION_ATTRIBUTES,
     "EquivariantProductBasisBlock": {
         "use_sc": _any,  # read (written as products[t].use_sc)
         "use_agnostic_product": _is(False),
@@ -260,7 +271,14 @@ def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irrep
     cls = type(inter).__name__
     if cls not in SUPPORTED_INTERACTIONS:
         _refuse(f"interaction {t} is a {cls}")
-    residual = cls == "RealAgnosticResidualInteractionBlock"
+    residual = cls in RESIDUAL_INTERACTIONS
+    if cls in DENSITY_INTERACTIONS:
+        # density_fn: one e3nn FullyConnectedNet layer num_bessel -> 1 without activation.
+        dfn = inter.density_fn
+        _check(isinstance(dfn, nn.FullyConnectedNet) and [int(h) for h in dfn.hs] == [num_bessel, 1],
+               f"interaction {t} density_fn is FullyConnectedNet [{num_bessel}, 1]")
+        _check(dfn.layer0.act is None and dfn.layer0.var_in == 1 and dfn.layer0.var_out == 1,
+               f"interaction {t} density_fn is one plain linear layer")
     for name, kind in (("linear_up", o3.Linear), ("conv_tp", o3.TensorProduct), ("linear", o3.Linear),
                        ("skip_tp", o3.FullyConnectedTensorProduct)):
         module = getattr(inter, name)

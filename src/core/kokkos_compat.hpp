@@ -13,6 +13,7 @@ using Kokkos::exp;
 using Kokkos::pow;
 using Kokkos::sin;
 using Kokkos::sqrt;
+using Kokkos::tanh;
 #else
 // Kokkos 3.x keeps its device-callable math functions in Experimental.
 using Kokkos::Experimental::cos;
@@ -20,6 +21,7 @@ using Kokkos::Experimental::exp;
 using Kokkos::Experimental::pow;
 using Kokkos::Experimental::sin;
 using Kokkos::Experimental::sqrt;
+using Kokkos::Experimental::tanh;
 #endif
 // Dual numbers (math/dual.hpp), for the forward-over-reverse double backward.
 using fastmlip::cos;

@@ -38,10 +38,11 @@ struct DistanceTransformParams {
 
 namespace impl {
 
-/// x = T(r) and dx/dr for one edge; r0 = (R_u + R_v) / 2, r > 0.
+/// x = T(r) and dx/dr for one edge; r0 = (R_u + R_v) / 2, r > 0. The constants C are plain
+/// numbers (T may be a Dual, for the trainer's double backward: then dx/dr carries its tangent).
 /// std::pow is a device function under nvcc too; a Dual finds its own pow by argument lookup.
-template <class T>
-FASTMLIP_HOST_DEVICE inline void agnesi_transform(T r, T r0, T a, T q, T p, T& x, T& dxdr) {
+template <class T, class C>
+FASTMLIP_HOST_DEVICE inline void agnesi_transform(T r, T r0, C a, C q, C p, T& x, T& dxdr) {
   using std::pow;
   const T s = r / r0;
   const T sq = pow(s, q), sqp = pow(s, q - p);

@@ -450,10 +450,17 @@ TEST(MaceModel, LoaderRefusesInconsistentFiles) {
   EXPECT_NE(msg.find("interactions.0.skip_tp.weight"), std::string::npos) << msg;
 
   auto bad = pot;
-  bad.metadata["hyperparameters"]["interactions"][1]["class"] = "RealAgnosticDensityInteractionBlock";
+  bad.metadata["hyperparameters"]["interactions"][1]["class"] = "RealAgnosticAttResidualInteractionBlock";
   msg = load_error(bad);
   EXPECT_EQ(msg.rfind("UnsupportedError: " + path, 0), 0u) << msg;
   EXPECT_NE(msg.find("RealAgnosticResidualInteractionBlock"), std::string::npos) << msg;
+
+  // A Density block (supported) whose file lacks its density_fn: an InputError naming the tensor.
+  bad = pot;
+  bad.metadata["hyperparameters"]["interactions"][1]["class"] = "RealAgnosticDensityResidualInteractionBlock";
+  msg = load_error(bad);
+  EXPECT_EQ(msg.rfind("InputError: " + path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("interactions.1.density_fn.layer0.weight"), std::string::npos) << msg;
 
   bad = pot;
   bad.metadata["hyperparameters"]["readouts"][1]["gate"] = "tanh";

@@ -184,5 +184,20 @@ TEST(MaceParity, RadialSplineIsRefusedForTheAgnesiTransform) {
   }
 }
 
+// Likewise the Density blocks (MPA-0 / OMAT-0), whose normalisation reads the Bessel features.
+TEST(MaceParity, RadialSplineIsRefusedForTheDensityBlocks) {
+  const std::string path = fixture_dir() + "/ssmace_2int_L1_corr2_ell3_density_agnesi_zbl.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  models::MaceOptions opt;
+  opt.radial_spacing = 0.005;
+  try {
+    models::MaceModel<Exec, double> m(io::read_potential_file(path), opt);
+    ADD_FAILURE() << "radial tables were built for a model with Density blocks";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("Density block"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("radial spline"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace fastmlip::test

@@ -84,6 +84,8 @@ E0 = {CU: -3.7152, NI: -5.5517, AL: -3.0271}
 INTERACTION = {
     "RealAgnosticInteractionBlock": modules.RealAgnosticInteractionBlock,
     "RealAgnosticResidualInteractionBlock": modules.RealAgnosticResidualInteractionBlock,
+    "RealAgnosticDensityInteractionBlock": modules.RealAgnosticDensityInteractionBlock,
+    "RealAgnosticDensityResidualInteractionBlock": modules.RealAgnosticDensityResidualInteractionBlock,
 }
 
 # name, what it covers, and mace-torch constructor arguments (JSON-able; classes by name).
@@ -172,6 +174,22 @@ MODELS.append({
     "interaction_cls_first": "RealAgnosticInteractionBlock",
     "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [11.6, 9.7],
     "scale": 1.17, "shift": -0.21, "pair_repulsion": True, "distance_transform": "Agnesi",
+    "structures": "ternary",
+})
+# MACE-MPA-0 / OMAT-0 / MATPES's blocks: a Density block first (non-residual), then a
+# DensityResidual one, with the Agnesi transform and ZBL: their architecture at a reduced width.
+MODELS.append({
+    "name": "ssmace_2int_L1_corr2_ell3_density_agnesi_zbl",
+    "description": "ScaleShiftMACE as MACE-MPA-0 / OMAT-0 at reduced width: RealAgnosticDensityInteractionBlock "
+                   "then RealAgnosticDensityResidualInteractionBlock (messages divided by 1 + a learned edge "
+                   "density), the Agnesi distance transform and ZBL; hidden max_L 1, correlation 2, max_ell 3, "
+                   "3 elements",
+    "class": "ScaleShiftMACE", "seed": 111, "species": [NI, AL, CU], "r_max": 5.5, "num_bessel": 8,
+    "num_polynomial_cutoff": 5, "max_ell": 3, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "8x0e", "correlation": 2, "radial_MLP": [16, 16, 16],
+    "interaction_cls_first": "RealAgnosticDensityInteractionBlock",
+    "interaction_cls": "RealAgnosticDensityResidualInteractionBlock", "avg_num_neighbors": [20.5, 21.5],
+    "scale": 0.93, "shift": 0.11, "pair_repulsion": True, "distance_transform": "Agnesi",
     "structures": "ternary",
 })
 # The MACE-MP-0 architectures (mace-torch's mace_mp setup: ScaleShiftMACE, non-residual first
@@ -568,7 +586,9 @@ class FileMace:
         x = self._linear(f"{E}x0e", hp["interactions"][0]["node_feats_irreps"], "node_embedding.linear.weight")(onehot)
         for k, (I, P, R) in enumerate(zip(hp["interactions"], hp["products"], hp["readouts"])):
             pre = f"interactions.{k}."
-            residual = I["class"] == "RealAgnosticResidualInteractionBlock"
+            residual = I["class"] in ("RealAgnosticResidualInteractionBlock",
+                                      "RealAgnosticDensityResidualInteractionBlock")
+            density = I["class"].startswith("RealAgnosticDensity")
             sc = (self._fctp(I["node_feats_irreps"], f"{E}x0e", I["hidden_irreps"], pre + "skip_tp.weight")(x, onehot)
                   if residual else None)
             up = self._linear(I["node_feats_irreps"], I["node_feats_irreps"], pre + "linear_up.weight")(x)
@@ -588,7 +608,14 @@ class FileMace:
                 irrep_normalization="none", path_normalization="none", shared_weights=False, internal_weights=False)
             Y = o3.spherical_harmonics(o3.Irreps(I["edge_attrs_irreps"]), v, normalize=True, normalization="component")
             m = torch.zeros(n, o3.Irreps(I["irreps_mid"]).dim).index_add(0, receiver, tp(up[sender], Y, w))
-            m = self._linear(I["irreps_mid"], I["target_irreps"], pre + "linear.weight")(m) / I["avg_num_neighbors"]
+            m = self._linear(I["irreps_mid"], I["target_irreps"], pre + "linear.weight")(m)
+            if density:
+                # density_fn: one e3nn layer [num_bessel, 1] (x @ W / sqrt(fan_in)), no activation.
+                d = radial @ (t[pre + "density_fn.layer0.weight"] / math.sqrt(hp["num_bessel"]))
+                dens = torch.zeros(n, 1).index_add(0, receiver, torch.tanh(d ** 2))
+                m = m / (dens + 1)
+            else:
+                m = m / I["avg_num_neighbors"]
             if not residual:
                 m = self._fctp(I["target_irreps"], f"{E}x0e", I["target_irreps"], pre + "skip_tp.weight")(m, onehot)
             x = self._product(k, P, m, onehot)
@@ -733,15 +760,11 @@ def check_refusals():
         assert_refuses({"num_interactions": 4, "avg_num_neighbors": [9.0] * 4}, "4 interactions"),
     ]
     INTERACTION["RealAgnosticAttResidualInteractionBlock"] = modules.RealAgnosticAttResidualInteractionBlock
-    INTERACTION["RealAgnosticDensityResidualInteractionBlock"] = modules.RealAgnosticDensityResidualInteractionBlock
     try:
         messages.append(assert_refuses({"interaction_cls": "RealAgnosticAttResidualInteractionBlock"},
                                        "RealAgnosticAttResidualInteractionBlock"))
-        messages.append(assert_refuses({"interaction_cls": "RealAgnosticDensityResidualInteractionBlock"},
-                                       "RealAgnosticDensityResidualInteractionBlock"))
     finally:
         del INTERACTION["RealAgnosticAttResidualInteractionBlock"]
-        del INTERACTION["RealAgnosticDensityResidualInteractionBlock"]
 
     def tanh_gate(cfg):
         model = build_model(cfg, calibrate=False)

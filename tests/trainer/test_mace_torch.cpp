@@ -108,22 +108,6 @@ std::vector<double> json_values(const nlohmann::json& a) {
 
 // ---- parity -----------------------------------------------------------------------------------
 
-// A model the trainer cannot fine-tune yet (the Agnesi distance transform of MPA-0 / OMAT-0) is
-// an error that names what is missing and where such a model does run, never a wrong gradient.
-TEST(MaceTorch, RefusesTheAgnesiTransform) {
-  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell3_zbl_agnesi.safetensors";
-  if (!std::filesystem::exists(path)) {
-    GTEST_SKIP() << "no fixture " << path;
-  }
-  try {
-    MaceTorchModel<double> m(io::read_potential_file(path), "");
-    ADD_FAILURE() << "the trainer accepted a model with a distance transform";
-  } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("Agnesi"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("pair styles"), std::string::npos) << e.what();
-  }
-}
-
 TEST(MaceTorchParity, MatchesMaceModelAndMaceTorchOnEveryFixture) {
   if (!std::filesystem::exists(kFixtures + "/index.json")) {
     GTEST_SKIP() << "no mace-torch fixtures in " << kFixtures << "; parity NOT checked";
@@ -138,13 +122,6 @@ TEST(MaceTorchParity, MatchesMaceModelAndMaceTorchOnEveryFixture) {
     const std::string name = entry["name"].get<std::string>();
     const auto doc = read_json(kFixtures + "/" + entry["results"].get<std::string>());
     const auto pot = io::read_potential_file(kFixtures + "/" + entry["potential"].get<std::string>());
-    if (pot.metadata.value("hyperparameters", nlohmann::json::object()).value("distance_transform", "None") !=
-        "None") {
-      // The trainer refuses these models (MaceTorch.RefusesTheAgnesiTransform), by name.
-      EXPECT_THROW(MaceTorchModel<double>(pot, doc["results"][0]["head"].get<std::string>()), UnsupportedError)
-          << name;
-      continue;
-    }
     double worst_plugin = 0, worst_torch = 0, worst_batch = 0;
     // All structures of one head in one batch, against their single-graph results.
     std::map<std::string, std::vector<std::pair<MaceStructure, std::vector<double>>>> by_head;
@@ -268,11 +245,10 @@ torch::Tensor force_loss(const trainer::MaceOutput& out, const torch::Tensor& vf
          0.05 * out.energy.sum();
 }
 
-void check_gradients(int variant) {
+void check_gradients(const io::PotentialFile& pot, std::uint64_t seed) {
   torch::manual_seed(5);
-  const auto pot = trainer::make_mace_potential(small_config(variant));
   MaceTorchModel<double> model(pot);
-  const auto batch = small_batch(model.cutoff(), 100 + variant);
+  const auto batch = small_batch(model.cutoff(), seed);
   ASSERT_GT(batch.sender.size(0), 10) << "the test structures need edges";
   const auto vf = torch::randn({batch.positions.size(0), 3}, torch::kFloat64);
   const auto vw = torch::randn({batch.num_graphs, 3, 3}, torch::kFloat64);
@@ -316,8 +292,19 @@ void check_gradients(int variant) {
   EXPECT_GT(checked, 30);
 }
 
+void check_gradients(int variant) { check_gradients(trainer::make_mace_potential(small_config(variant)), 100 + variant); }
+
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesNonResidualFirstZblScaleShift) { check_gradients(0); }
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesResidualThreeLayersMaxL2) { check_gradients(1); }
+// MACE-MPA-0 / OMAT-0's blocks: the Density normalisation (its density_fn weights trained too)
+// and the Agnesi-transformed radial basis, first and second derivatives.
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesDensityBlocksAgnesi) {
+  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell3_density_agnesi_zbl.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  check_gradients(io::read_potential_file(path), 102);
+}
 
 TEST(MaceTorchGradients, ThirdDerivativesAreRefused) {
   const auto pot = trainer::make_mace_potential(small_config(0));
@@ -409,6 +396,28 @@ TEST(MaceTorchExport, FineTunedFixtureRoundTrips) {
   // Every tensor of the source file is saved, those of the other heads included.
   const auto saved = io::read_potential_file((dir / "ft").string());
   EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
+  std::filesystem::remove_all(dir);
+}
+
+// Fine-tuning MPA-0 / OMAT-0's architecture: the trained density_fn and every other weight are
+// saved, and the pair styles' model evaluates the saved file as the trainer does.
+TEST(MaceTorchExport, FineTunedDensityAgnesiFixtureRoundTrips) {
+  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell3_density_agnesi_zbl.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_ftd_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto pot = io::read_potential_file(path);
+  MaceTorchModel<double> model(pot, "Default");
+  perturb(model, 0.02);
+  check_round_trip(model, (dir / "ft").string(), "Default", 61);
+  const auto saved = io::read_potential_file((dir / "ft").string());
+  EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
+  EXPECT_NE(saved.get("interactions.1.density_fn.layer0.weight").as<double>(io::Conversion::widen),
+            pot.get("interactions.1.density_fn.layer0.weight").as<double>(io::Conversion::widen))
+      << "the density weights are trained";
   std::filesystem::remove_all(dir);
 }
 

@@ -331,6 +331,22 @@ TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
   fs::remove_all(dir);
 }
 
+// Fine-tuning MACE-MPA-0 / OMAT-0's architecture (Density blocks, Agnesi transform, ZBL; the
+// reduced-width fixture) from the command line for an epoch; the export runs in MaceModel.
+TEST(TrainPotential, FineTunesTheDensityAgnesiArchitecture) {
+  const std::string dir = temp_dir("mpa");
+  write_dataset(dir + "/data.xyz", 8);
+  const std::string foundation = kReferenceData + "/mace/ssmace_2int_L1_corr2_ell3_density_agnesi_zbl.safetensors";
+  const Result ft = run(dir, "--name mpa --train_file data.xyz --foundation_model '" + foundation +
+                                 "' --max_num_epochs 1 --batch_capacity 16 --work_dir ft");
+  ASSERT_EQ(ft.status, 0) << ft.out << ft.err;
+  EXPECT_NE(ft.out.find("epoch 1"), std::string::npos) << ft.out;
+  const auto pot = io::read_potential_file(dir + "/ft/mpa.safetensors");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/distance_transform"), "Agnesi");
+  EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

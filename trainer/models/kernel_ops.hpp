@@ -24,6 +24,7 @@
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/edge_index.hpp"
 #include "kernels/linear_kokkos.hpp"
+#include "kernels/distance_transform.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
 #include "kernels/symmetric_contraction_kokkos.hpp"
@@ -201,6 +202,68 @@ class BesselOp final : public KernelOp {
   kernels::RadialBesselKokkos<KernelExec, T> m_k;
   kernels::RadialBesselKokkos<KernelExec, Dual<T>> m_kd;
   std::int64_t m_n;
+};
+
+/// B = Bessel(x(r)) x polynomial envelope(r), x the Agnesi transform of r with the edge's
+/// r0 = (R_u + R_v) / 2 (mace-torch's radial_embedding with distance_transform "Agnesi";
+/// kernels/distance_transform.hpp). Inputs r [E] and r0 [E]; r0 is a constant of the species
+/// (its gradient is zero). The transform's a, q, p are fixed, as mace-torch's buffers are.
+template <class T>
+class AgnesiBesselOp final : public KernelOp {
+ public:
+  AgnesiBesselOp(const kernels::RadialBesselParams& p, const kernels::DistanceTransformParams& t)
+      : m_k(p), m_kd(p), m_n(p.num_basis()), m_t(t) {}
+  std::string name() const override { return "radial basis (Agnesi)"; }
+
+  torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
+    const auto E = in[0].size(0);
+    torch::Tensor x = ops_detail::zeros<T>({E}), s = ops_detail::zeros<T>({E});
+    transform<T>(in[0], in[1], x.data_ptr<T>(), s.data_ptr<T>());
+    torch::Tensor B = ops_detail::zeros<T>({E, m_n});
+    m_k.compute_at(ops_detail::vec<T>(x), ops_detail::vec<T>(in[0]), ops_detail::mat<T>(B));
+    return B;
+  }
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
+    const auto E = in[0].size(0);
+    torch::Tensor x = ops_detail::zeros<T>({E}), s = ops_detail::zeros<T>({E});
+    transform<T>(in[0], in[1], x.data_ptr<T>(), s.data_ptr<T>());
+    torch::Tensor gr = ops_detail::zeros<T>({E});
+    m_k.reverse_at(ops_detail::vec<T>(x), ops_detail::vec<T>(s), ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g),
+                   ops_detail::vec<T>(gr));
+    return {gr, ops_detail::zeros<T>({E})};
+  }
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
+    const auto E = in[0].size(0);
+    auto r = ops_detail::pack<T>(in[0], tangent[0]);
+    auto gd = ops_detail::pack<T>(g, torch::Tensor());
+    std::vector<Dual<T>> x(static_cast<std::size_t>(E)), s(static_cast<std::size_t>(E));
+    const auto r0 = in[1].contiguous();
+    for (std::int64_t e = 0; e < E; ++e) {
+      kernels::impl::agnesi_transform(r[e], Dual<T>(r0.data_ptr<T>()[e]), m_t.a, m_t.q, m_t.p, x[e], s[e]);
+    }
+    std::vector<Dual<T>> B(static_cast<std::size_t>(E * m_n)), gr(static_cast<std::size_t>(E));
+    const ops_detail::Vec<Dual<T>> rv(r.data(), E), xv(x.data(), E), sv(s.data(), E);
+    m_kd.compute_at(xv, rv, ops_detail::dmat<T>(B, E, m_n));
+    m_kd.reverse_at(xv, sv, rv, ops_detail::dmat<T>(gd, E, m_n), ops_detail::Vec<Dual<T>>(gr.data(), E));
+    return {ops_detail::tangents<T>(B, {E, m_n}),
+            {ops_detail::tangents<T>(gr, {E}), ops_detail::zeros<T>({E})}};
+  }
+
+ private:
+  template <class S>
+  void transform(const torch::Tensor& r, const torch::Tensor& r0, S* x, S* s) const {
+    const auto rc = r.contiguous(), r0c = r0.contiguous();
+    for (std::int64_t e = 0; e < rc.numel(); ++e) {
+      kernels::impl::agnesi_transform(rc.data_ptr<T>()[e], r0c.data_ptr<T>()[e], m_t.a, m_t.q, m_t.p, x[e], s[e]);
+    }
+  }
+  kernels::RadialBesselKokkos<KernelExec, T> m_k;
+  kernels::RadialBesselKokkos<KernelExec, Dual<T>> m_kd;
+  std::int64_t m_n;
+  kernels::DistanceTransformParams m_t;
 };
 
 // ---- radial MLP -----------------------------------------------------------------------------

@@ -145,6 +145,7 @@ struct MaceTorchModel<T>::Impl {
     std::shared_ptr<SymmetricContractionKernels<T>> sc;
     kernels::RadialMLP mlp_shape;
     torch::Tensor W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
+    torch::Tensor W_density;  // Density blocks: density_fn.layer0.weight [num_bessel, 1]
     std::vector<torch::Tensor> W_mlp, W_sc;
     torch::Tensor head_mask;  // non-linear readout: 1 on the selected head's hidden units
     std::string tag;
@@ -159,6 +160,8 @@ struct MaceTorchModel<T>::Impl {
   torch::Tensor W_emb;  // [E, C]
   c10::intrusive_ptr<SphericalHarmonicsOp<T>> sh;
   c10::intrusive_ptr<BesselOp<T>> bessel;
+  c10::intrusive_ptr<AgnesiBesselOp<T>> agnesi;  // with the Agnesi distance transform
+  torch::Tensor rcov;                            // [E] its covalent radius per species
   torch::Tensor e0;  // [E]
 
   static torch::TensorOptions real() { return torch::TensorOptions().dtype(torch_dtype<T>()); }
@@ -184,17 +187,15 @@ struct MaceTorchModel<T>::Impl {
     models::MaceOptions opt;
     opt.head = head;
     spec = models::mace::load_mace_spec(file, opt);
-    if (spec.distance_transform.active()) {
-      // The pair styles evaluate it (MaceModel); the trainer's autograd wrappers do not yet.
-      throw UnsupportedError(spec.source + ": the model's radial basis uses the " +
-                             spec.distance_transform.name() +
-                             " distance transform (MPA-0, OMAT-0, MP-0b3), which train-potential cannot "
-                             "fine-tune yet; the LAMMPS pair styles evaluate such models");
-    }
     stages = models::mace::stage_list(spec);
     const int E = spec.num_elements, C = spec.embedding_irreps.dim();
     sh = c10::make_intrusive<SphericalHarmonicsOp<T>>(spec.max_ell);
     bessel = c10::make_intrusive<BesselOp<T>>(spec.bessel);
+    if (spec.distance_transform.active()) {
+      agnesi = c10::make_intrusive<AgnesiBesselOp<T>>(spec.bessel, spec.distance_transform);
+      rcov = torch::tensor(spec.distance_transform.covalent_radii, torch::TensorOptions().dtype(torch::kFloat64))
+                 .to(torch_dtype<T>());
+    }
     e0 = torch::tensor(spec.e0, torch::TensorOptions().dtype(torch::kFloat64)).to(torch_dtype<T>());
     W_emb = add_param("node_embedding.linear.weight", {E, C});
     for (int t = 0; t < spec.num_interactions; ++t) {
@@ -220,6 +221,9 @@ struct MaceTorchModel<T>::Impl {
                                     {L.I->mlp.widths[k], L.I->mlp.widths[k + 1]}));
       }
       L.W_lin = add_param(pi + "linear.weight", {1, L.I->linear.weight_numel});
+      if (L.I->density) {
+        L.W_density = add_param(pi + "density_fn.layer0.weight", {spec.bessel.num_basis(), 1});
+      }
       // Our element-major layout of the skip weights, as indices into mace-torch's flat vector.
       std::vector<double> iota(static_cast<std::size_t>(L.I->skip.weight_numel) * L.I->skip.num_sets);
       std::iota(iota.begin(), iota.end(), 0.0);
@@ -369,7 +373,13 @@ struct MaceTorchModel<T>::Impl {
       switch (s.kind) {
         case K::EdgeBasis:
           Y = apply_kernel(sh, {u});
-          B = apply_kernel(bessel, {r});
+          if (agnesi) {
+            const auto rs = rcov.index_select(0, b.species);
+            const auto r0 = (0.5 * (rs.index_select(0, b.sender) + rs.index_select(0, b.receiver))).contiguous();
+            B = apply_kernel(agnesi, {r, r0});
+          } else {
+            B = apply_kernel(bessel, {r});
+          }
           break;
         case K::Embedding:
           value(s.out) = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
@@ -392,7 +402,16 @@ struct MaceTorchModel<T>::Impl {
           break;
         }
         case K::InteractionLinear:
-          value(s.out) = linear(L->lin, value(s.in), L->W_lin, false, "linear") / L->I->avg_num_neighbors;
+          if (L->I->density) {
+            // Density blocks: divided by 1 + sum over the node's edges of tanh(d_e^2), d_e the
+            // density_fn of the edge's radial features (e3nn's x @ W / sqrt(fan_in)).
+            const auto d = B.matmul(L->W_density) / std::sqrt(static_cast<double>(spec.bessel.num_basis()));
+            const auto u = linear(L->lin, value(s.in), L->W_lin, false, "linear");
+            const auto dens = torch::zeros({u.size(0), 1}, real()).index_add(0, b.receiver, torch::tanh(d * d));
+            value(s.out) = u / (dens + 1.0);
+          } else {
+            value(s.out) = linear(L->lin, value(s.in), L->W_lin, false, "linear") / L->I->avg_num_neighbors;
+          }
           break;
         case K::SkipTP:
           value(s.out) = linear(L->skip, value(s.in), L->W_skip, true, "skip_tp");

@@ -6,6 +6,7 @@
 //   h^t     = linear_up(x^t)                                          (every sender row)
 //   A_i     = sum_{j->i} TP(h^t_j, Y(v_ji), MLP_t(B(|v_ji|)))         (eq. 8-9; fused scatter)
 //   m_i     = linear(A_i) / avg_num_neighbors                          (mace-torch's division)
+//             Density blocks: linear(A_i) / (1 + sum_{e->i} tanh((B_e . w_density)^2))
 //   residual block:      sc_i = skip_tp(x^t_i, z_i),   m'_i = m_i
 //   non-residual block:  m'_i = skip_tp(m_i, z_i)                      (MACE-MP's first layer)
 //   x^{t+1}_i = products.t.linear(SC_t(m'_i; z_i)) [+ sc_i if residual and use_sc]   (eq. 10-11)
@@ -102,6 +103,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table;
     kernels::SymmetricContractionKokkos<ExecSpace, T> sc;
     Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
+    Matrix W_density;  // [num_bessel][1] for the Density blocks, else empty
 
     Layer(const mace::MaceSpec& s, int t, const MaceOptions& options, std::vector<MaceRadialTableInfo>& tables)
         : I(&s.interactions[t]),
@@ -121,6 +123,9 @@ struct MaceModel<ExecSpace, T>::Impl {
           W_prod(weights(P->w_linear, 1)),
           W_r1(weights(R->w_linear_1, 1)) {
       sc.set_weights(P->W, s.num_elements);
+      if (I->density) {
+        W_density = weights(I->w_density, static_cast<int>(I->w_density.size()));
+      }
       if (options.radial_spacing != 0.0) {
         const auto tab = kernels::RadialTable::build(s.bessel, I->mlp, options.radial_spacing,
                                                      MaceOptions::kRadialTableStart);
@@ -193,6 +198,8 @@ struct MaceModel<ExecSpace, T>::Impl {
   std::vector<Buffer> x, h, m, z, gx;
   Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_R, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
   Buffer g_out, g_act, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt;
+  std::vector<Buffer> density;  // [n_local] per Density layer: 1 + this is the message's divisor
+  Buffer g_u;                   // the Density layers' linear-output adjoint
   Buffer g_sc, g_contribution;  // the self-connection's adjoint; a contribution to a summed adjoint
   Buffer g_v, g_grad;           // [E][3]: dE/dv through the harmonics, and dE/dv
   T energy_seed = T(1);         // d(node energy)/d(readout and ZBL energies): the scale
@@ -264,6 +271,15 @@ struct MaceModel<ExecSpace, T>::Impl {
       zbl_z = z;
       zbl_rcov = rcov;
     }
+    for (int t = 0; t < n_layers && tabulated; ++t) {
+      if (spec.interactions[t].density) {
+        // The density is a function of the Bessel features, which the tables skip.
+        throw InputError(spec.source + ": interaction " + std::to_string(t) +
+                         " is a Density block, whose message normalisation reads the radial basis that "
+                         "'radial spline' tables replace; evaluate the radial MLP exactly (leave out "
+                         "'radial spline', or radial_spacing 0)");
+      }
+    }
     if (spec.distance_transform.active()) {
       if (tabulated) {
         // The transform's r0 depends on the edge's two elements, so R is not a function of r
@@ -293,6 +309,7 @@ struct MaceModel<ExecSpace, T>::Impl {
       }
     }
     x.resize(n_layers + 1);
+    density.resize(n_layers);
     h.resize(n_layers);
     m.resize(n_layers);
     z.resize(n_layers);
@@ -533,6 +550,16 @@ struct MaceModel<ExecSpace, T>::Impl {
     return f;
   }
 
+  /// The Density normalisation's functor for layer t: the basis, the weights, the densities.
+  Glue density_glue(const Layer& Ly, int t) {
+    Glue f;
+    f.m_center_start = center_start;
+    f.m_basis = B;
+    f.m_w_density = Kokkos::View<const T*, ExecSpace>(Ly.W_density.data(), Ly.W_density.extent(0));
+    f.m_density = Vector(density[t].get(n_local, 1).data(), n_local);
+    return f;
+  }
+
   void compute_zbl() {
     Glue f = zbl_glue();
     f.m_energy = pair_energy;
@@ -572,7 +599,13 @@ struct MaceModel<ExecSpace, T>::Impl {
         return compute_convolution(s);
       case K::InteractionLinear: {
         const Layer& Ly = layers[s.layer];
-        return Ly.lin.compute(Ly.W_lin, Ints(), local(value(s.in)), value(s.out));
+        Ly.lin.compute(Ly.W_lin, Ints(), local(value(s.in)), value(s.out));
+        if (Ly.I->density) {
+          Glue f = density_glue(Ly, s.layer);
+          f.m_out = value(s.out);
+          launch<typename Glue::TagDensity>("fastmlip::mace::density", n_local, f);
+        }
+        return;
       }
       case K::SkipTP: {
         const Layer& Ly = layers[s.layer];
@@ -714,7 +747,18 @@ struct MaceModel<ExecSpace, T>::Impl {
       case K::InteractionLinear: {
         const Layer& Ly = layers[s.layer];
         Matrix gA = adjoint_target(s.in);
-        Ly.lin.reverse(Ly.W_lin, Ints(), local(value(s.in)), adjoint(s.out), local(gA));
+        Matrix gout = adjoint(s.out);
+        if (Ly.I->density) {
+          // Through out = u / (1 + density): dE/du, and dE/dB of the density's edges into g_B.
+          Glue f = density_glue(Ly, s.layer);
+          f.m_gout = gout;
+          f.m_z = value(s.out);
+          f.m_gu = g_u.get(n_local, static_cast<int>(gout.extent(1)));
+          f.m_gbasis = g_B.get(num_edges, bessel.num_basis());
+          launch<typename Glue::TagDensityReverse>("fastmlip::mace::density_reverse", n_local, f);
+          gout = f.m_gu;
+        }
+        Ly.lin.reverse(Ly.W_lin, Ints(), local(value(s.in)), gout, local(gA));
         // The ghost rows' messages are never read: their adjoint is zero.
         Kokkos::deep_copy(ExecSpace(), Kokkos::subview(gA, Kokkos::pair<int, int>(n_local, n_total), Kokkos::ALL()),
                           T(0));

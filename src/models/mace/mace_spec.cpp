@@ -20,7 +20,9 @@ namespace {
 using io::kAnyExtent;
 using Shape = std::vector<std::int64_t>;
 
-const char* const kSupportedInteractions = "RealAgnosticInteractionBlock, RealAgnosticResidualInteractionBlock";
+const char* const kSupportedInteractions =
+    "RealAgnosticInteractionBlock, RealAgnosticResidualInteractionBlock, RealAgnosticDensityInteractionBlock, "
+    "RealAgnosticDensityResidualInteractionBlock";
 
 class Reader {
  public:
@@ -115,10 +117,12 @@ void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionS
   const std::string p = "interactions." + std::to_string(t) + ".";
   const std::string where = "interaction " + std::to_string(t);
   const auto cls = r.hp<std::string>(h + "class");
-  if (cls == "RealAgnosticResidualInteractionBlock") {
+  if (cls == "RealAgnosticResidualInteractionBlock" || cls == "RealAgnosticDensityResidualInteractionBlock") {
     I.residual = true;
-  } else if (cls == "RealAgnosticInteractionBlock") {
+    I.density = cls == "RealAgnosticDensityResidualInteractionBlock";
+  } else if (cls == "RealAgnosticInteractionBlock" || cls == "RealAgnosticDensityInteractionBlock") {
     I.residual = false;
+    I.density = cls == "RealAgnosticDensityInteractionBlock";
   } else {
     r.unsupported(where + " is a '" + cls + "'; supported interaction blocks: " + kSupportedInteractions);
   }
@@ -164,9 +168,19 @@ void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionS
   });
 
   read_linear(r, where + " linear", p + "linear.weight", I.tp.irreps_out, I.target, I.linear, I.w_linear);
-  // mace-torch divides the linear's output by avg_num_neighbors; a linear map, so fold it in.
-  for (double& w : I.w_linear) {
-    w /= I.avg_num_neighbors;
+  if (I.density) {
+    // density_fn: e3nn FullyConnectedNet [num_bessel, 1], one layer without activation, i.e.
+    // d_e = B_e . w / sqrt(num_bessel); the message is divided by 1 + sum_e tanh(d_e^2).
+    const int nb = spec.bessel.num_basis();
+    I.w_density = r.tensor(p + "density_fn.layer0.weight", {nb, 1});
+    for (double& w : I.w_density) {
+      w /= std::sqrt(static_cast<double>(nb));
+    }
+  } else {
+    // mace-torch divides the linear's output by avg_num_neighbors; a linear map, so fold it in.
+    for (double& w : I.w_linear) {
+      w /= I.avg_num_neighbors;
+    }
   }
 
   const Irreps skip_in = I.residual ? I.node_feats : I.target;

@@ -34,13 +34,17 @@ struct InteractionSpec {
   /// after the product); the non-residual block (MACE-MP's first layer) applies it to the
   /// message, before the product.
   bool residual = false;
+  /// The Density variants (MPA-0, OMAT-0): the message is divided by 1 + the node's learned
+  /// density, sum over its edges of tanh((B_e . w_density)^2), not by avg_num_neighbors.
+  bool density = false;
+  std::vector<double> w_density;  ///< [num_bessel]: density_fn's weights over sqrt(num_bessel)
   Irreps node_feats, target, hidden;
   kernels::EquivariantLinear linear_up;  ///< node_feats -> node_feats
   std::vector<double> w_linear_up;
   kernels::ChannelwiseTP tp;             ///< node_feats (x) SH -> irreps_mid
   kernels::RadialMLP mlp;                ///< Bessel features -> tp.weight_numel
   kernels::EquivariantLinear linear;     ///< irreps_mid -> target
-  std::vector<double> w_linear;          ///< already divided by avg_num_neighbors
+  std::vector<double> w_linear;          ///< already divided by avg_num_neighbors (not for density)
   kernels::EquivariantLinear skip;       ///< residual: node_feats -> hidden; else target -> target
   std::vector<double> w_skip;            ///< [E][skip.weight_numel] (regrouped by element)
   double avg_num_neighbors = 1;

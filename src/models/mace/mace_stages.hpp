@@ -60,7 +60,7 @@ enum class StageKind {
   LinearUp,           ///< out = linear_up_t(in)
   ExchangeSenders,    ///< in = out: ghost rows from their owners
   Convolution,        ///< out = sum_{j->i} TP(in_j, Y, MLP_t(B))
-  InteractionLinear,  ///< out = linear_t(in) / avg_num_neighbors
+  InteractionLinear,  ///< out = linear_t(in) / avg_num_neighbors, or / (1 + density_i) (Density blocks)
   SkipTP,             ///< out = skip_tp_t(in; z)
   Product,            ///< out = products.t.linear(SC_t(in; z))
   AddResidual,        ///< out += in

@@ -34,6 +34,8 @@ struct MaceGlueFunctor {
   struct TagEdgeGradient {};  // grad(e, :) = dE/dv from the harmonics', radial and ZBL adjoints
   struct TagNodeEnergy {};    // node(i) = E0 + scale (readouts + ZBL) + shift
   struct TagAgnesi {};        // x(e), dx/dr(e): the radial basis's Agnesi-transformed distance
+  struct TagDensity {};       // dens(i) = sum_e tanh(d_e^2), d_e = B(e, :) . w; out(i, :) /= 1 + dens(i)
+  struct TagDensityReverse {};  // gu(i, :) = gout(i, :) / (1 + dens(i)); gB(e, :) += dE/dd_e w
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
@@ -61,6 +63,11 @@ struct MaceGlueFunctor {
   Kokkos::View<const double*, ExecSpace> m_transform_rcov;
   double m_agnesi_a = 0, m_agnesi_q = 0, m_agnesi_p = 0;
   Kokkos::View<T*, ExecSpace> m_x, m_dxdr;
+  // The Density blocks' normalisation: the radial basis, density_fn's weights, the densities.
+  ConstMatrix m_basis, m_gout;
+  Kokkos::View<const T*, ExecSpace> m_w_density;
+  Kokkos::View<T*, ExecSpace> m_density;
+  Matrix m_gu, m_gbasis;
   // Node energies.
   Kokkos::View<const double*, ExecSpace> m_e0, m_inter, m_pair;  // e0 by species
   bool m_scale_shift = false;
@@ -114,6 +121,45 @@ struct MaceGlueFunctor {
     kernels::impl::agnesi_transform(static_cast<double>(m_r(e)), r0, m_agnesi_a, m_agnesi_q, m_agnesi_p, x, dxdr);
     m_x(e) = static_cast<T>(x);
     m_dxdr(e) = static_cast<T>(dxdr);
+  }
+  // Node i's edges are center_start(i)..center_start(i+1) (receiver-sorted): each iteration
+  // owns its node's row and its edges, so no atomics and a fixed summation order.
+  KOKKOS_INLINE_FUNCTION T edge_density(int e) const {
+    T d = 0;
+    for (int n = 0; n < static_cast<int>(m_w_density.extent(0)); ++n) {
+      d += m_basis(e, n) * m_w_density(n);
+    }
+    return d;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagDensity, int i) const {
+    T dens = 0;
+    for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
+      const T d = edge_density(e);
+      dens += kmath::tanh(d * d);
+    }
+    m_density(i) = dens;
+    const T inv = T(1) / (T(1) + dens);
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      m_out(i, k) *= inv;
+    }
+  }
+  // out = u / (1 + dens): du = gout / (1 + dens), d dens = -gout . out / (1 + dens), and
+  // d tanh(d^2) / dd = 2 d (1 - tanh(d^2)^2).
+  KOKKOS_INLINE_FUNCTION void operator()(TagDensityReverse, int i) const {
+    const T inv = T(1) / (T(1) + m_density(i));
+    T gdens = 0;
+    for (int k = 0; k < static_cast<int>(m_gu.extent(1)); ++k) {
+      gdens -= m_gout(i, k) * m_z(i, k);
+      m_gu(i, k) = m_gout(i, k) * inv;
+    }
+    gdens *= inv;
+    for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
+      const T d = edge_density(e), th = kmath::tanh(d * d);
+      const T gd = gdens * T(2) * d * (T(1) - th * th);
+      for (int n = 0; n < static_cast<int>(m_w_density.extent(0)); ++n) {
+        m_gbasis(e, n) += gd * m_w_density(n);
+      }
+    }
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagAdd, int k) const { m_a(k) += m_b(k); }
   KOKKOS_INLINE_FUNCTION void operator()(TagGate, int i) const {
