@@ -144,7 +144,7 @@ struct MaceGlueFunctor {
     }
   }
   // out = u / (1 + dens): du = gout / (1 + dens), d dens = -gout . out / (1 + dens), and
-  // d tanh(d^2) / dd = 2 d (1 - tanh(d^2)^2).
+  // d tanh(d^2) / dd = 2 d (1 - tanh(d^2)^2). Here m_z holds the forward's out.
   KOKKOS_INLINE_FUNCTION void operator()(TagDensityReverse, int i) const {
     const T inv = T(1) / (T(1) + m_density(i));
     T gdens = 0;
