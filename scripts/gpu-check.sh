@@ -13,17 +13,38 @@
 # summary.md (each step's status and time, the table), log.txt, env.txt, cuda_tests.xml,
 # bench_cuda.json, peers_gpu.jsonl. A step that fails is recorded and the next one still runs.
 #   scripts/gpu-check.sh [OUT]        FASTMLIP_GPU_CHECK_BUDGET=seconds (default 540)
+#   scripts/gpu-check.sh --fingerprint   the sources' fingerprint, to match a summary to a commit
 # FASTMLIP_GPU_CHECK_STEPS="deps configure build bench ..." runs only the steps named (a rerun
 # that completes an earlier one).
 # From the device tool: carry [".gpu-deps", ".whl"] and run `bash scripts/gpu-check.sh`.
 set -uo pipefail
 self=$(realpath "${BASH_SOURCE[0]}")
 repo=$(cd "$(dirname "$self")/.." && pwd)
+# The tree's fingerprint: a hash of the sources' contents. The device tool sends the working
+# tree with the .git the session started from, so the commit printed there can be stale; the
+# fingerprint of a checkout (`scripts/gpu-check.sh --fingerprint`) says which commit ran.
+fingerprint() {
+  (cd "$repo" && find CMakeLists.txt CMakePresets.json cmake src lammps-plugin trainer tests benchmarks scripts \
+    -type f ! -path 'benchmarks/*/results*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum |
+    sha256sum | cut -c1-16)
+}
+if [ "${1:-}" = "--fingerprint" ]; then
+  fingerprint
+  exit 0
+fi
 if [ "${1:-}" = "--step" ]; then
   out=$FASTMLIP_GPU_CHECK_OUT
 else
-  out=$(realpath -m "${1:-${OUT:-$repo/gpu-check-out}}")
-  mkdir -p "$out"
+  case "${1:-}" in
+    -*)
+      echo "gpu-check: unknown option '$1' (usage: scripts/gpu-check.sh [OUT] | --fingerprint)" >&2
+      exit 2
+      ;;
+  esac
+  out=$(realpath -m "${1:-${OUT:-$repo/gpu-check-out}}") && [ -n "$out" ] && mkdir -p "$out" || {
+    echo "gpu-check: cannot use '${1:-${OUT:-}}' as the output folder" >&2
+    exit 2
+  }
   export FASTMLIP_GPU_CHECK_OUT=$out
 fi
 budget=${FASTMLIP_GPU_CHECK_BUDGET:-540}
@@ -189,7 +210,7 @@ fi
 {
   echo "# GPU check, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
-  echo "commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'), tree fingerprint $(fingerprint)"
   echo
   echo "| step | status | seconds |"
   echo "|---|---|---|"
