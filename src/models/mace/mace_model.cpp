@@ -36,6 +36,7 @@
 #include "graph/impl/atom_graph_impl.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/edge_index.hpp"
+#include "kernels/impl/upload.hpp"
 #include "kernels/linear_kokkos.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
@@ -232,15 +233,7 @@ struct MaceModel<ExecSpace, T>::Impl {
                          std::to_string(C));
       }
     }
-    {
-      Kokkos::View<double*, ExecSpace> v("fastmlip::mace::e0", spec.num_elements);
-      auto h = Kokkos::create_mirror_view(v);
-      for (int k = 0; k < spec.num_elements; ++k) {
-        h(k) = spec.e0.at(k);
-      }
-      Kokkos::deep_copy(v, h);
-      e0 = v;
-    }
+    e0 = kernels::impl::upload<ExecSpace>(spec.e0, "fastmlip::mace::e0");
     if (spec.zbl) {
       const mace::ZblSpec& Z = *spec.zbl;
       for (int k = 0; k < 4; ++k) {
@@ -289,13 +282,8 @@ struct MaceModel<ExecSpace, T>::Impl {
                          "'radial spline' tables do not apply: evaluate the radial MLP exactly (leave out "
                          "'radial spline', or radial_spacing 0)");
       }
-      Kokkos::View<double*, ExecSpace> v("fastmlip::mace::transform_rcov", spec.num_elements);
-      auto hv = Kokkos::create_mirror_view(v);
-      for (int k = 0; k < spec.num_elements; ++k) {
-        hv(k) = spec.distance_transform.covalent_radii.at(k);
-      }
-      Kokkos::deep_copy(v, hv);
-      transform_rcov = v;
+      transform_rcov = kernels::impl::upload<ExecSpace>(spec.distance_transform.covalent_radii,
+                                                        "fastmlip::mace::transform_rcov");
     }
     layers.reserve(n_layers);
     for (int t = 0; t < n_layers; ++t) {

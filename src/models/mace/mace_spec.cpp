@@ -283,6 +283,20 @@ void read_readout(const Reader& r, int t, const MaceSpec& spec, const Irreps& in
   }
 }
 
+// Each model species' radius from a table indexed by atomic number (ZBL's and the Agnesi
+// transform's covalent_radii, both ase.data.covalent_radii as the model holds it).
+std::vector<double> species_radii(const Reader& r, const MaceSpec& spec, const std::string& name,
+                                  const std::vector<double>& by_z) {
+  std::vector<double> out;
+  for (const auto& s : spec.species) {
+    if (s.z >= static_cast<int>(by_z.size()) || !(by_z[s.z] > 0)) {
+      r.fail("tensor '" + name + "' has no positive radius for " + s.symbol + " (Z = " + std::to_string(s.z) + ")");
+    }
+    out.push_back(by_z[s.z]);
+  }
+  return out;
+}
+
 void read_zbl(const Reader& r, const MaceSpec& spec, ZblSpec& z) {
   const std::string p = "pair_repulsion_fn.";
   const auto c = r.tensor(p + "c", {4});
@@ -310,12 +324,7 @@ void read_zbl(const Reader& r, const MaceSpec& spec, ZblSpec& z) {
     z.coulomb = r.hp<double>("zbl/coulomb_constant");
   }
   z.covalent_radii = r.tensor(p + "covalent_radii", {kAnyExtent});
-  for (const auto& s : spec.species) {
-    if (s.z >= static_cast<int>(z.covalent_radii.size()) || !(z.covalent_radii[s.z] > 0)) {
-      r.fail("tensor '" + p + "covalent_radii' has no positive radius for " + s.symbol + " (Z = " +
-             std::to_string(s.z) + ")");
-    }
-  }
+  species_radii(r, spec, p + "covalent_radii", z.covalent_radii);
 }
 
 // AgnesiTransform's buffers (or parameters, when trained): a, q, p, and the covalent radii by
@@ -327,15 +336,7 @@ void read_agnesi(const Reader& r, MaceSpec& spec) {
   t.a = r.number(p + "a");
   t.q = r.number(p + "q");
   t.p = r.number(p + "p");
-  const auto radii = r.tensor(p + "covalent_radii", {kAnyExtent});
-  t.covalent_radii.clear();
-  for (const auto& s : spec.species) {
-    if (s.z >= static_cast<int>(radii.size()) || !(radii[s.z] > 0)) {
-      r.fail("tensor '" + p + "covalent_radii' has no positive radius for " + s.symbol + " (Z = " +
-             std::to_string(s.z) + ")");
-    }
-    t.covalent_radii.push_back(radii[s.z]);
-  }
+  t.covalent_radii = species_radii(r, spec, p + "covalent_radii", r.tensor(p + "covalent_radii", {kAnyExtent}));
   try {
     t.validate(spec.num_elements);
   } catch (const InputError& e) {
