@@ -27,56 +27,12 @@
 
 #include "graph/atom_graph.hpp"
 #include "graph/graph_builder.hpp"
+#include "graph/graph_mirror.hpp"
 #include "kokkos_type.h"
 #include "pair_fastmlip_chgnet.h"
 #include "pair_fastmlip_mace.h"
 
 namespace LAMMPS_NS {
-
-/// The graph in host memory for the model, from its DeviceType views: the views themselves
-/// where DeviceType's memory is the host's, else copies into host buffers kept between steps.
-template <class T, class Memory>
-struct HostGraphMirror {
-  using HostGraph = fastmlip::graph::AtomGraph<T, Kokkos::HostSpace>;
-  Kokkos::View<int*, Kokkos::HostSpace> species, center, neighbor, center_start;
-  Kokkos::View<T* [3], Kokkos::LayoutRight, Kokkos::HostSpace> vectors;
-
-  HostGraph of(const fastmlip::graph::AtomGraph<T, Memory>& d) {
-    if constexpr (std::is_same_v<Memory, Kokkos::HostSpace>) {
-      return d;
-    } else {
-      HostGraph h;
-      h.n_local = d.n_local;
-      h.n_total = d.n_total;
-      h.species = copy(species, d.species, "fastmlip::pair_kk::h_species");
-      h.center = copy(center, d.center, "fastmlip::pair_kk::h_center");
-      h.neighbor = copy(neighbor, d.neighbor, "fastmlip::pair_kk::h_neighbor");
-      h.center_start = copy(center_start, d.center_start, "fastmlip::pair_kk::h_center_start");
-      const std::size_t E = d.vectors.extent(0);
-      fastmlip::graph::grow_rows(vectors, E, "fastmlip::pair_kk::h_vectors");
-      const auto part = Kokkos::subview(vectors, Kokkos::pair<std::size_t, std::size_t>(0, E), Kokkos::ALL());
-      Kokkos::deep_copy(part, d.vectors);
-      h.vectors = part;
-      return h;
-    }
-  }
-  double bytes() const {
-    return static_cast<double>(species.span() + center.span() + neighbor.span() + center_start.span()) *
-               sizeof(int) +
-           static_cast<double>(vectors.span()) * sizeof(T);
-  }
-
- private:
-  template <class Src>
-  static Kokkos::View<const int*, Kokkos::HostSpace> copy(Kokkos::View<int*, Kokkos::HostSpace>& buf,
-                                                          const Src& src, const char* label) {
-    const std::size_t n = src.extent(0);
-    fastmlip::graph::grow_rows(buf, n, label);
-    const auto part = Kokkos::subview(buf, Kokkos::pair<std::size_t, std::size_t>(0, n));
-    Kokkos::deep_copy(part, src);
-    return part;
-  }
-};
 
 template <class DeviceType, class Style>
 class PairFastmlipKokkos : public Style {
@@ -110,8 +66,10 @@ class PairFastmlipKokkos : public Style {
       return m_builder_f;
     }
   }
+  /// The graph in host memory for the model, from its DeviceType views: the views themselves
+  /// where DeviceType's memory is the host's, else copies into host buffers kept between steps.
   template <class T>
-  HostGraphMirror<T, Memory>& host_mirror() {
+  fastmlip::graph::GraphMirror<T, Kokkos::HostSpace>& host_mirror() {
     if constexpr (std::is_same_v<T, double>) {
       return m_host_d;
     } else {
@@ -122,8 +80,8 @@ class PairFastmlipKokkos : public Style {
   Kokkos::View<const int*, Memory> d_type_species;  // [ntypes + 1] model species of each LAMMPS type
   fastmlip::graph::GraphBuilder<ExecSpace, double> m_builder_d;
   fastmlip::graph::GraphBuilder<ExecSpace, float> m_builder_f;
-  HostGraphMirror<double, Memory> m_host_d;
-  HostGraphMirror<float, Memory> m_host_f;
+  fastmlip::graph::GraphMirror<double, Kokkos::HostSpace> m_host_d;
+  fastmlip::graph::GraphMirror<float, Kokkos::HostSpace> m_host_f;
   // The model's dE/dv and per-atom energies on DeviceType, used only where DeviceType cannot
   // read host memory.
   Kokkos::View<double*, DeviceType> d_gradient_d, d_node_energy;

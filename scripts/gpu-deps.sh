@@ -4,6 +4,7 @@
 # carried with the tree, about 6 MB): the sources of the C++ libraries the CUDA preset finds
 # here as Debian packages, at Debian bookworm's versions, and nlohmann_json's headers.
 #   scripts/gpu-deps.sh
+# (The device path's Kokkos 4.6.01 is in the tree: third_party/kokkos.)
 # Sources: Kokkos, Google Benchmark, yaml-cpp and zlib from git clones (their tags), named by
 # FASTMLIP_GIT_KOKKOS, _BENCHMARK, _YAML_CPP, _ZLIB (default: /work/.mirror/<owner>+<name>/repo);
 # GoogleTest from Debian's googletest package (/usr/src/googletest).

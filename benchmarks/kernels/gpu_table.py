@@ -3,7 +3,10 @@
 Google Benchmark JSON, medians of CUDA-event times) against the peers at the same shapes on the
 same GPU (peers_gpu.py, JSON lines), as a markdown table for benchmarks/README.md.
 
-    python3 gpu_table.py bench_cuda.json peers_gpu.jsonl
+    python3 gpu_table.py bench_cuda.json peers_gpu.jsonl [bench_mace.json]
+
+With bench_mace.json (bench_mace_model.cpp's Google Benchmark JSON), a second table: the whole
+MACE model through Kokkos against mace-torch (peers_mace_gpu.py's lines in peers_gpu.jsonl).
 """
 import json
 import re
@@ -69,6 +72,37 @@ def main():
         print(f"\nPeers on {device}.")
     for n in notes:
         print(f"- {n}")
+    if len(sys.argv) > 3:
+        model_table(sys.argv[3], sys.argv[2])
+
+
+def model_table(bench_path, peers_path):
+    """The whole MACE model (bench_mace_model.cpp, through Kokkos) against mace-torch
+    (peers_mace_gpu.py's mace_model/... lines in the peers' file)."""
+    peer = {}
+    for line in open(peers_path):
+        if line.startswith("{") and '"mace_model/' in line:
+            p = json.loads(line)
+            peer[p["name"]] = p
+    print("\n| model | atoms | dtype | fastmlip (ms/step) | atom-steps/s | device MB per atom | mace-torch (ms/step) "
+          "| speed-up | mace-torch peak GB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for b in json.load(open(bench_path))["benchmarks"]:
+        if b.get("aggregate_name") not in (None, "median") or b.get("error_occurred"):
+            continue
+        m = re.match(r"BM_MaceModel/(float|double)/(\w+)/(\d+)", b["run_name"])
+        if not m:
+            continue
+        dtype = "float32" if m.group(1) == "float" else "float64"
+        scale = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3}[b["time_unit"]]
+        ms = b["real_time"] * scale
+        p = peer.get(f"mace_model/{m.group(2)}/{m.group(3)}/{dtype}", {})
+        pm = p.get("median_ms")
+        peer_ms = f"{pm:.2f}" if pm else p.get("error", "n/a")[:60]
+        ratio = f"{pm / ms:.2f}x" if pm else ""
+        gb = f"{p['peak_mem_bytes'] / 1e9:.2f}" if p.get("peak_mem_bytes") else ""
+        print(f"| {m.group(2)} | {m.group(3)} | {dtype} | {ms:.2f} | {b.get('atom_steps_per_s', 0):.4g} "
+              f"| {b.get('device_bytes_per_atom', 0) / 1e6:.3f} | {peer_ms} | {ratio} | {gb} |")
 
 
 if __name__ == "__main__":

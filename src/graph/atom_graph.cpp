@@ -22,5 +22,12 @@ template void check_graph(const AtomGraph<float, Kokkos::HostSpace>&, int, const
                           const std::string&, const LengthFloor*);
 template void check_graph(const AtomGraph<double, Kokkos::HostSpace>&, int, const std::string&,
                           const std::string&, const LengthFloor*);
+#if defined(KOKKOS_ENABLE_CUDA)
+// Graphs in GPU memory, for the models' device instantiation (Kokkos built with CUDA).
+template void check_graph(const AtomGraph<float, Kokkos::CudaSpace>&, int, const std::string&,
+                          const std::string&, const LengthFloor*);
+template void check_graph(const AtomGraph<double, Kokkos::CudaSpace>&, int, const std::string&,
+                          const std::string&, const LengthFloor*);
+#endif
 
 }  // namespace fastmlip::graph

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "kernels/impl/linear_gemm.hpp"
 #include "kernels/impl/linear_impl.hpp"
+#include "kernels/impl/team_scratch.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/node_groups.hpp"
@@ -149,7 +150,7 @@ class LinearKokkos {
       league += sets;
     }
     Kokkos::TeamPolicy<ExecSpace, Tag> policy(league, Kokkos::AUTO);
-    policy.set_scratch_size(0, Kokkos::PerTeam(f.tile_shmem_bytes()));
+    f.m_scratch_level = impl::set_team_scratch(policy, f.tile_shmem_bytes());
     Kokkos::parallel_for(label, policy, f);
   }
 

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "kernels/impl/radial_mlp_gemm.hpp"
 #include "kernels/impl/radial_mlp_impl.hpp"
+#include "kernels/impl/team_scratch.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/radial_mlp.hpp"
 #include "math/dual.hpp"
@@ -158,7 +159,7 @@ class RadialMLPKokkos {
     f.m_out = out;
     const int tiles = static_cast<int>((in.extent(0) + Functor::kTile - 1) / Functor::kTile);
     Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForwardTile> policy(tiles, Kokkos::AUTO);
-    policy.set_scratch_size(0, Kokkos::PerTeam(f.tile_shmem_bytes()));
+    f.m_scratch_level = impl::set_team_scratch(policy, f.tile_shmem_bytes());
     Kokkos::parallel_for("fastmlip::radial_mlp::forward", policy, f);
   }
 
@@ -177,7 +178,7 @@ class RadialMLPKokkos {
     f.m_grad_in = grad_in;
     const int tiles = static_cast<int>((in.extent(0) + Functor::kTile - 1) / Functor::kTile);
     Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseTile> policy(tiles, Kokkos::AUTO);
-    policy.set_scratch_size(0, Kokkos::PerTeam(f.reverse_tile_shmem_bytes()));
+    f.m_scratch_level = impl::set_team_scratch(policy, f.reverse_tile_shmem_bytes());
     Kokkos::parallel_for("fastmlip::radial_mlp::reverse", policy, f);
   }
 

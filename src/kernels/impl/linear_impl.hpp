@@ -40,6 +40,7 @@ struct LinearFunctor {
   Kokkos::View<const int*, ExecSpace> m_tile_ptr;
   int m_num_nodes = 0;
   int m_max_mul = 0;  ///< largest mul_in or mul_out of any instruction (scratch rows)
+  int m_scratch_level = 0;  ///< team scratch level of the tiles (impl::set_team_scratch)
 
   KOKKOS_INLINE_FUNCTION int set_of(int n) const { return m_set.extent(0) ? m_set(n) : 0; }
   KOKKOS_INLINE_FUNCTION int node_at(int pos) const {
@@ -81,7 +82,7 @@ struct LinearFunctor {
     const ConstMatrix in = Reverse ? m_grad_out : m_x;
     const Matrix out = Reverse ? m_grad_x : m_out;
     const int width = static_cast<int>(out.extent(1));
-    T* X = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_mul * kRows));
+    T* X = static_cast<T*>(team.team_scratch(m_scratch_level).get_shmem(sizeof(T) * m_max_mul * kRows));
     const auto self = *this;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * width),
                          [=](int k) { out(self.node_at(b + k / width), k % width) = T(0); });

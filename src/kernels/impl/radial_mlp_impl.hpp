@@ -40,6 +40,7 @@ struct RadialMLPFunctor {
   Kokkos::View<const int*, ExecSpace> m_z_offset; // start of each layer's pre-activations in a row of m_z
   int m_layers = 0;
   int m_max_width = 0;  ///< widest layer input (the input and the hidden layers)
+  int m_scratch_level = 0;  ///< team scratch level of the tiles (impl::set_team_scratch)
   T m_cst = 1;
   ConstMatrix m_in, m_grad_out;
   Matrix m_out, m_grad_in;
@@ -161,8 +162,8 @@ struct RadialMLPFunctor {
     const int E = static_cast<int>(m_in.extent(0));
     const int e0 = team.league_rank() * kTile;
     const int count = E - e0 < kTile ? E - e0 : kTile;
-    T* A = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
-    T* B = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
+    T* A = static_cast<T*>(team.team_scratch(m_scratch_level).get_shmem(sizeof(T) * m_max_width * kTile));
+    T* B = static_cast<T*>(team.team_scratch(m_scratch_level).get_shmem(sizeof(T) * m_max_width * kTile));
     const auto self = *this;
     load_tile(team, e0, count, A);
     team.team_barrier();
@@ -234,10 +235,10 @@ struct RadialMLPFunctor {
     const int E = static_cast<int>(m_in.extent(0));
     const int e0 = team.league_rank() * kTile;
     const int count = E - e0 < kTile ? E - e0 : kTile;
-    T* A = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
-    T* B = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * m_max_width * kTile));
-    T* Z = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * (m_hidden_total > 0 ? m_hidden_total : 1) * kTile));
-    T* G = static_cast<T*>(team.team_shmem().get_shmem(sizeof(T) * kChunk * kTile));
+    T* A = static_cast<T*>(team.team_scratch(m_scratch_level).get_shmem(sizeof(T) * m_max_width * kTile));
+    T* B = static_cast<T*>(team.team_scratch(m_scratch_level).get_shmem(sizeof(T) * m_max_width * kTile));
+    T* Z = static_cast<T*>(team.team_scratch(m_scratch_level).get_shmem(sizeof(T) * (m_hidden_total > 0 ? m_hidden_total : 1) * kTile));
+    T* G = static_cast<T*>(team.team_scratch(m_scratch_level).get_shmem(sizeof(T) * kChunk * kTile));
     const auto self = *this;
     const int n0 = m_widths(0);
     load_tile(team, e0, count, A);

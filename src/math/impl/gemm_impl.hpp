@@ -23,15 +23,23 @@ struct VecOf<B, T, true> {
   using type = T;
 };
 
+// GCC's unroll pragma. nvcc's front end, which reads this host code in the device path's build
+// (the kokkos-cuda preset), does not know it and warns at every use.
+#if defined(__CUDACC__)
+#define FASTMLIP_UNROLL16
+#else
+#define FASTMLIP_UNROLL16 _Pragma("GCC unroll 16")
+#endif
+
 /// One kR x kV block of y; x, M, y and bias point at the block's first row and column.
 template <class V, int kR, int kV, class T>
 inline __attribute__((always_inline)) void gemm_block(const T* x, int ldx, int K, const T* M, int J, T* y,
                                                       int ldy, bool accumulate, const T* bias) {
   constexpr int kL = static_cast<int>(sizeof(V) / sizeof(T));
   V acc[kR][kV];
-#pragma GCC unroll 16
+FASTMLIP_UNROLL16
   for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 16
+FASTMLIP_UNROLL16
     for (int v = 0; v < kV; ++v) {
       if (accumulate) {
         __builtin_memcpy(&acc[r][v], y + static_cast<long>(r) * ldy + v * kL, sizeof(V));
@@ -45,22 +53,22 @@ inline __attribute__((always_inline)) void gemm_block(const T* x, int ldx, int K
   for (int k = 0; k < K; ++k) {
     V m[kV];
     const T* mp = M + static_cast<long>(k) * J;
-#pragma GCC unroll 16
+FASTMLIP_UNROLL16
     for (int v = 0; v < kV; ++v) {
       __builtin_memcpy(&m[v], mp + v * kL, sizeof(V));
     }
-#pragma GCC unroll 16
+FASTMLIP_UNROLL16
     for (int r = 0; r < kR; ++r) {
       const V xv = V{} + x[static_cast<long>(r) * ldx + k];
-#pragma GCC unroll 16
+FASTMLIP_UNROLL16
       for (int v = 0; v < kV; ++v) {
         acc[r][v] += xv * m[v];
       }
     }
   }
-#pragma GCC unroll 16
+FASTMLIP_UNROLL16
   for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 16
+FASTMLIP_UNROLL16
     for (int v = 0; v < kV; ++v) {
       __builtin_memcpy(y + static_cast<long>(r) * ldy + v * kL, &acc[r][v], sizeof(V));
     }

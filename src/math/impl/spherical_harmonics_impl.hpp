@@ -37,7 +37,9 @@ inline constexpr double kShNormalizeEps = 1e-12;
 // sqrt usable in constant expressions (std::sqrt is not constexpr in C++17). Newton's
 // iteration from above converges monotonically; it stops when it no longer decreases, which
 // leaves it within one ulp of the true root.
-constexpr double constexpr_sqrt(double a) {
+// Host-device so that device code may evaluate kNorm below at compile time (nvcc refuses a
+// host-only constexpr call from a __host__ __device__ function).
+FASTMLIP_HOST_DEVICE constexpr double constexpr_sqrt(double a) {
   if (a <= 0) {
     return 0;
   }
@@ -57,7 +59,7 @@ struct ShNormalization {
   double k[(kMaxL + 1) * (kMaxL + 2) / 2] = {};
 };
 
-constexpr ShNormalization make_sh_normalization() {
+FASTMLIP_HOST_DEVICE constexpr ShNormalization make_sh_normalization() {
   ShNormalization n;
   for (int l = 0; l <= kMaxL; ++l) {
     for (int m = 0; m <= l; ++m) {

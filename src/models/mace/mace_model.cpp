@@ -870,5 +870,10 @@ void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* ex
 
 template class MaceModel<Kokkos::DefaultHostExecutionSpace, double>;
 template class MaceModel<Kokkos::DefaultHostExecutionSpace, float>;
+#if defined(KOKKOS_ENABLE_CUDA)
+// The same stages compiled by Kokkos for CUDA: the device path (issue 20).
+template class MaceModel<Kokkos::Cuda, double>;
+template class MaceModel<Kokkos::Cuda, float>;
+#endif
 
 }  // namespace fastmlip::models

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+// The whole MACE model (energies and dE/dv, the pair styles' call) on Kokkos' default execution
+// space: the host in the default build, the GPU in the device path's (the kokkos-cuda preset,
+// run by scripts/gpu-check.sh). Models: the committed MACE-MP-0 small and medium shapes
+// (tests/reference/data/mace/mp_{small,medium}); structures: random fcc Cu50Ni50 (a = 3.568 A,
+// rattled 0.05 A, about 78 edges per atom within 6 A), as benchmarks/mace-lammps uses, at 864
+// and 10976 atoms. The graph is built on the host and moved once to where the model runs; each
+// timed step is one compute(), including the copy of dE/dv and the per-atom energies back to
+// the host that a host LAMMPS needs. The peers on the same GPU: peers_mace_gpu.py.
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/atom_graph.hpp"
+#include "graph/graph_mirror.hpp"
+#include "graph/neighbor_list.hpp"
+#include "io/potential_file.hpp"
+#include "models/mace/mace_model.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace {
+
+using namespace fastmlip;
+using Exec = Kokkos::DefaultExecutionSpace;
+
+struct HostGraph {
+  int n = 0;
+  std::vector<int> species, center, neighbor, start;
+  std::vector<double> vectors;
+};
+
+// fcc Cu50Ni50 of cells^3 conventional cells, every image folded into the edge vectors.
+HostGraph fcc_cuni(int cells, const models::MaceModel<Exec, double>& m) {
+  const double a = 3.568;
+  const double basis[4][3] = {{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}};
+  std::vector<double> pos;
+  std::mt19937_64 g(20261123u + static_cast<unsigned>(cells));
+  std::normal_distribution<double> rattle(0.0, 0.05);
+  for (int i = 0; i < cells; ++i) {
+    for (int j = 0; j < cells; ++j) {
+      for (int k = 0; k < cells; ++k) {
+        for (const auto& b : basis) {
+          pos.push_back(a * (i + b[0]) + rattle(g));
+          pos.push_back(a * (j + b[1]) + rattle(g));
+          pos.push_back(a * (k + b[2]) + rattle(g));
+        }
+      }
+    }
+  }
+  HostGraph h;
+  h.n = static_cast<int>(pos.size() / 3);
+  const int cu = m.species_index(29), ni = m.species_index(28);
+  for (int i = 0; i < h.n; ++i) {
+    h.species.push_back(i % 2 == 0 ? cu : ni);
+  }
+  std::shuffle(h.species.begin(), h.species.end(), g);
+  const double L = a * cells;
+  graph::NeighborListOptions opt;
+  opt.cutoff = m.cutoff();
+  const auto nl = graph::build_neighbor_list(pos, std::array<double, 9>{L, 0, 0, 0, L, 0, 0, 0, L},
+                                             {true, true, true}, opt);
+  const auto centers = nl.centers();
+  h.center.assign(centers.begin(), centers.end());
+  h.neighbor.assign(nl.neighbors.begin(), nl.neighbors.end());
+  h.vectors = nl.vectors;
+  h.start = graph::center_offsets(h.n, h.center);
+  return h;
+}
+
+std::size_t device_used_bytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  std::size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  return total_b - free_b;
+#else
+  return 0;
+#endif
+}
+
+template <class T>
+void BM_MaceModel(benchmark::State& state, const std::string& model, int cells) {
+  const auto pot =
+      io::read_potential_file(std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/" + model + ".safetensors");
+  const models::MaceModel<Exec, double> probe(pot, {});
+  const HostGraph h = fcc_cuni(cells, probe);
+  std::vector<T> vec(h.vectors.begin(), h.vectors.end());
+  const auto host = graph::host_graph<T>(h.n, h.n, h.species.data(), static_cast<int>(h.center.size()),
+                                         h.center.data(), h.neighbor.data(), h.start.data(), vec.data());
+  const std::size_t before = device_used_bytes();
+  graph::GraphMirror<T, typename Exec::memory_space> mirror;
+  const auto g = mirror.of(host);
+  models::MaceModel<Exec, T> m(pot, {});
+  models::MaceResult<T> r;
+  m.compute(g, nullptr, true, r);  // warm-up: buffers grow to this graph once
+  Exec().fence();
+  const std::size_t after = device_used_bytes();
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    m.compute(g, nullptr, true, r);
+    Exec().fence();
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    benchmark::DoNotOptimize(r.energy);
+  }
+  state.counters["atoms"] = h.n;
+  state.counters["edges"] = static_cast<double>(h.center.size());
+  state.counters["atom_steps_per_s"] = benchmark::Counter(h.n, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["device_bytes_per_atom"] = after > before ? static_cast<double>(after - before) / h.n : 0.0;
+  state.SetLabel(std::string(Exec::name()) + " " + model);
+}
+
+const bool registered = [] {
+  for (const char* model : {"mp_small", "mp_medium"}) {
+    for (const int cells : {6, 14}) {
+      const std::string suffix = std::string(model) + "/" + std::to_string(4 * cells * cells * cells);
+      benchmark::RegisterBenchmark(("BM_MaceModel/float/" + suffix).c_str(), BM_MaceModel<float>, model,
+                                   cells)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("BM_MaceModel/double/" + suffix).c_str(), BM_MaceModel<double>, model,
+                                   cells)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::initialize(argc, argv);
+  int rc = 0;
+  {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+      rc = 1;
+    } else {
+      benchmark::RunSpecifiedBenchmarks();
+      benchmark::Shutdown();
+    }
+  }
+  Kokkos::finalize();
+  return rc;
+}
