@@ -224,7 +224,10 @@ kokkos_cuda() {
 
 device_configure() {
   export PATH="/usr/local/cuda/bin:$PATH" FASTMLIP_KOKKOS_CUDA="$kokkos_prefix"
-  cd "$repo" && cmake --preset kokkos-cuda -B "$device_build" -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix"
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+  cd "$repo" && cmake --preset kokkos-cuda -B "$device_build" -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix" \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DCMAKE_CUDA_ARCHITECTURES="$cc"
 }
 
 device_compile() {

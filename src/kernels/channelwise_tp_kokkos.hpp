@@ -3,15 +3,21 @@
 /// \file Kokkos backend of the channelwise tensor product (channelwise_tp.hpp), fused with the
 /// gather of sender features and the scatter-sum into receivers.
 #include <Kokkos_Core.hpp>
+#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "math/dual.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/channelwise_tp.hpp"
 #include "kernels/edge_index.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/impl/channelwise_tp_impl.hpp"
 #include "kernels/radial_table_kokkos.hpp"
+#if defined(FASTMLIP_HAVE_CUDA)
+#include "kernels/cuda/channelwise_tp_cuda.hpp"
+#endif
 
 namespace fastmlip::kernels {
 
@@ -27,7 +33,10 @@ class ChannelwiseTPKokkos {
   using Vector = Kokkos::View<T*, ExecSpace>;
   using ConstVector = Kokkos::View<const T*, ExecSpace>;
 
-  explicit ChannelwiseTPKokkos(const ChannelwiseTP& tp) : m_tp(tp) {
+  /// `backend` (kernels/backend.hpp): Backend::cuda runs compute() and reverse() with weights
+  /// per edge through the hand-written CUDA kernels (UnsupportedError where this build or
+  /// execution space has none; InputError where the descriptor exceeds their limits).
+  explicit ChannelwiseTPKokkos(const ChannelwiseTP& tp, Backend backend = Backend::kokkos) : m_tp(tp) {
     if (tp.dim2() > Limits::kMaxEdgeAttr) {
       throw InputError("ChannelwiseTPKokkos: edge attributes " + tp.irreps2.str() + " have " +
                        std::to_string(tp.dim2()) + " components; this build supports up to " +
@@ -54,13 +63,33 @@ class ChannelwiseTPKokkos {
     m_f.m_cg = cg;
     m_f.m_num_ins = static_cast<int>(tp.instructions.size());
     m_f.m_dim2 = tp.dim2();
+    if (backend == Backend::cuda) {
+      if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+#if defined(FASTMLIP_HAVE_CUDA)
+        m_cuda = std::make_shared<const CudaTP>(tp);
+#endif
+      } else {
+        throw impl::no_cuda_backend("ChannelwiseTPKokkos", ExecSpace::name());
+      }
+    }
   }
+
+  Backend backend() const noexcept { return m_cuda ? Backend::cuda : Backend::kokkos; }
 
   const ChannelwiseTP& descriptor() const noexcept { return m_tp; }
 
   /// out(n, :) = sum over edges into n of TP(x(sender), Y(e), w(e)).
   void compute(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, Matrix out) const {
     impl::check_shape("ChannelwiseTPKokkos", "compute", "w", w, g.num_edges, m_tp.weight_numel);
+#if defined(FASTMLIP_HAVE_CUDA)
+    if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+      if (m_cuda && impl::dense(x) && impl::dense(Y) && impl::dense(w) && impl::dense(out)) {
+        check_nodes("compute", g, x, Y, out);
+        m_cuda->compute(device_index(g), x.data(), Y.data(), w.data(), out.data(), ExecSpace().cuda_stream());
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_w = w;
     forward(f, g, x, Y, out);
@@ -80,6 +109,19 @@ class ChannelwiseTPKokkos {
                Matrix grad_x, Matrix grad_Y, Matrix grad_w) const {
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "w", w, g.num_edges, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_w", grad_w, g.num_edges, m_tp.weight_numel);
+#if defined(FASTMLIP_HAVE_CUDA)
+    if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+      if (m_cuda && impl::dense(x) && impl::dense(Y) && impl::dense(w) && impl::dense(grad_out) &&
+          impl::dense(grad_x) && impl::dense(grad_Y) && impl::dense(grad_w)) {
+        check_nodes("reverse", g, x, Y, grad_out);
+        impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
+        impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
+        m_cuda->reverse(device_index(g), x.data(), Y.data(), w.data(), grad_out.data(), grad_x.data(), grad_Y.data(),
+                        grad_w.data(), ExecSpace().cuda_stream());
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_w = w;
     f.m_grad_w = grad_w;
@@ -101,6 +143,36 @@ class ChannelwiseTPKokkos {
   }
 
  private:
+  // The hand-written kernels behind Backend::cuda (kernels/cuda/channelwise_tp_cuda.hpp), where
+  // this build has them for ExecSpace and T; shared, as the class is copied by value.
+#if defined(FASTMLIP_HAVE_CUDA)
+  using CudaTP = std::conditional_t<impl::kCudaBackend<ExecSpace, T>, cuda::ChannelwiseTPCuda<T>, void>;
+#else
+  using CudaTP = void;
+#endif
+  std::shared_ptr<const CudaTP> m_cuda;
+
+#if defined(FASTMLIP_HAVE_CUDA)
+  static cuda::EdgeIndexDevice device_index(const EdgeIndex<ExecSpace>& g) {
+    cuda::EdgeIndexDevice d;
+    d.num_nodes = g.num_nodes;
+    d.num_edges = g.num_edges;
+    d.receiver_ptr = g.receiver_ptr.data();
+    d.sender = g.sender.data();
+    d.receiver = g.receiver.data();
+    d.sender_ptr = g.sender_ptr.data();
+    d.sender_edges = g.sender_edges.data();
+    return d;
+  }
+#endif
+  // The shapes the Kokkos path checks in forward() / backward(), for the CUDA path.
+  void check_nodes(const char* fn, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix out) const {
+    impl::check_shape("ChannelwiseTPKokkos", fn, "x", x, g.num_nodes, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", fn, "Y", Y, g.num_edges, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", fn, std::string(fn) == "compute" ? "out" : "grad_out", out, g.num_nodes,
+                      m_tp.dim_out());
+  }
+
   void bind_table(Functor& f, const char* fn, const EdgeIndex<ExecSpace>& g, const RadialTableKokkos<ExecSpace, T>& table,
                   ConstVector r) const {
     if (table.width() != m_tp.weight_numel || r.extent(0) != static_cast<std::size_t>(g.num_edges)) {

@@ -2,15 +2,21 @@
 #pragma once
 /// \file Kokkos backend of the symmetric contraction (symmetric_contraction.hpp).
 #include <Kokkos_Core.hpp>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
 #include "math/dual.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/impl/symmetric_contraction_impl.hpp"
 #include "kernels/node_groups.hpp"
 #include "kernels/symmetric_contraction.hpp"
+#if defined(FASTMLIP_HAVE_CUDA)
+#include "kernels/cuda/symmetric_contraction_cuda.hpp"
+#endif
 
 namespace fastmlip::kernels {
 
@@ -25,7 +31,10 @@ class SymmetricContractionKokkos {
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
   using Species = Kokkos::View<const int*, ExecSpace>;
 
-  explicit SymmetricContractionKokkos(const SymmetricContraction& sc) : m_sc(sc) {
+  /// `backend` (kernels/backend.hpp): Backend::cuda runs compute() and reverse() through the
+  /// hand-written CUDA kernels (UnsupportedError where this build or execution space has none;
+  /// InputError where the descriptor exceeds their limits); reverse_weights() stays on Kokkos.
+  explicit SymmetricContractionKokkos(const SymmetricContraction& sc, Backend backend = Backend::kokkos) : m_sc(sc) {
     int out_per_channel = 0;
     for (const auto& e : sc.irreps_out) {
       out_per_channel += e.ir.dim();
@@ -73,11 +82,29 @@ class SymmetricContractionKokkos {
     m_f.m_num_entries = static_cast<int>(sc.entries.size());
     m_f.m_num_ell = sc.num_ell;
     m_f.m_out_per_channel = out_per_channel;
+    if (backend == Backend::cuda) {
+      if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+#if defined(FASTMLIP_HAVE_CUDA)
+        m_cuda = std::make_shared<CudaSC>(sc);
+#endif
+      } else {
+        throw impl::no_cuda_backend("SymmetricContractionKokkos", ExecSpace::name());
+      }
+    }
   }
+
+  Backend backend() const noexcept { return m_cuda ? Backend::cuda : Backend::kokkos; }
 
   /// Sets the element weights (mace-torch layout, see SymmetricContraction::fold).
   void set_weights(const std::vector<std::vector<std::vector<double>>>& W, int num_elements) {
     upload_coef(m_sc.fold(W, num_elements), nullptr, num_elements);
+#if defined(FASTMLIP_HAVE_CUDA)
+    if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+      if (m_cuda) {
+        m_cuda->set_weights(W, num_elements);
+      }
+    }
+#endif
   }
 
   /// For T = Dual only: weights W + eps * W_tangent (same layout), so that a Dual run also
@@ -121,6 +148,14 @@ class SymmetricContractionKokkos {
   void compute(Species species, ConstMatrix x, Matrix out) const {
     check_call("compute", species, x);
     impl::check_shape("SymmetricContractionKokkos", "compute", "out", out, x.extent(0), m_sc.dim_out());
+#if defined(FASTMLIP_HAVE_CUDA)
+    if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+      if (m_cuda && impl::dense(species) && impl::dense(x) && impl::dense(out)) {
+        m_cuda->compute(species.data(), x.extent(0), x.data(), out.data(), ExecSpace().cuda_stream());
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_species = species;
     f.m_x = x;
@@ -135,6 +170,14 @@ class SymmetricContractionKokkos {
     check_call("reverse", species, x);
     impl::check_shape("SymmetricContractionKokkos", "reverse", "grad_out", grad_out, x.extent(0), m_sc.dim_out());
     impl::check_shape("SymmetricContractionKokkos", "reverse", "grad_x", grad_x, x.extent(0), m_sc.dim_in());
+#if defined(FASTMLIP_HAVE_CUDA)
+    if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+      if (m_cuda && impl::dense(species) && impl::dense(x) && impl::dense(grad_out) && impl::dense(grad_x)) {
+        m_cuda->reverse(species.data(), x.extent(0), x.data(), grad_out.data(), grad_x.data(), ExecSpace().cuda_stream());
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_species = species;
     f.m_x = x;
@@ -200,6 +243,14 @@ class SymmetricContractionKokkos {
   SymmetricContraction m_sc;
   Functor m_f;
   int m_num_elements = 0;
+  // The hand-written kernels behind Backend::cuda (kernels/cuda/symmetric_contraction_cuda.hpp),
+  // where this build has them for ExecSpace and T; shared, as the class is copied by value.
+#if defined(FASTMLIP_HAVE_CUDA)
+  using CudaSC = std::conditional_t<impl::kCudaBackend<ExecSpace, T>, cuda::SymmetricContractionCuda<T>, void>;
+#else
+  using CudaSC = void;
+#endif
+  std::shared_ptr<CudaSC> m_cuda;
 };
 
 }  // namespace fastmlip::kernels

@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
+#include "kernels/backend.hpp"
 #include "mace_test_graph.hpp"
 #include "models/mace/mace_model.hpp"
 
@@ -143,6 +144,81 @@ TYPED_TEST(MaceDevice, MatchesTheHostModelAndMaceTorchOnEveryFixture) {
     }
     EXPECT_GT(checked, 0) << "index.json lists no committed model";
   }
+}
+
+// The hand-written CUDA kernels behind the channelwise TP and symmetric contraction entry points
+// (MaceOptions::backend = cuda) against the Kokkos path on the same GPU, on every parity
+// fixture and head, folded and with ghosts: the comparison that must pass on a GPU before they
+// become the default there (kernels/backend.hpp).
+TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
+  using T = TypeParam;
+  if constexpr (!kernels::impl::kCudaBackend<Device, T>) {
+    GTEST_SKIP() << "no CUDA kernel backend in this build (needs FASTMLIP_ENABLE_CUDA and a Kokkos with CUDA; "
+                 << "default execution space " << Device::name() << ")";
+  } else {
+    const double tol = std::is_same_v<T, double> ? 1e-10 : 3e-5;
+    const double tol_torch = std::is_same_v<T, double> ? 1e-9 : 2e-4;
+    const auto index = read_json(fixture_dir() + "/index.json");
+    graph::GraphMirror<T, typename Device::memory_space> mirror;
+    int checked = 0;
+    for (const auto& entry : index["models"]) {
+      if (!entry.value("committed", true)) {
+        continue;
+      }
+      const std::string name = entry["name"].get<std::string>();
+      const auto doc = read_json(fixture_dir() + "/" + entry["results"].get<std::string>());
+      const auto pot = io::read_potential_file(fixture_dir() + "/" + entry["potential"].get<std::string>());
+      Worst worst;
+      for (const auto& ref : doc["results"]) {
+        models::MaceOptions opt;
+        opt.head = ref["head"].get<std::string>();
+        models::MaceModel<Device, T> kokkos(pot, opt);
+        opt.backend = kernels::Backend::cuda;
+        models::MaceModel<Device, T> cuda(pot, opt);
+        const Structure s = mace_structure_of<Structure>(doc["structures"][ref["structure"]], kokkos);
+        const std::string what = name + " / " + ref["structure"].get<std::string>() + " / " + opt.head;
+        for (const bool ghosts : {false, true}) {
+          const auto g = ghosts ? ghost_graph<T>(s, kokkos.cutoff()) : folded_graph<T>(s, kokkos.cutoff());
+          CopyExchange<T> ex_k(g.n_local, g.owner), ex_c(g.n_local, g.owner);
+          models::MaceResult<T> rk, rc;
+          kokkos.compute(mirror.of(g.view()), ghosts ? &ex_k : nullptr, true, rk);
+          cuda.compute(mirror.of(g.view()), ghosts ? &ex_c : nullptr, true, rc);
+          const double diff = std::max({std::abs(rc.energy - rk.energy) / std::max(1.0, std::abs(rk.energy)),
+                                        rel_diff(rc.node_energy, rk.node_energy, 1.0),
+                                        rel_diff(rc.edge_gradient, rk.edge_gradient)});
+          const double E = ref["energy"].get<double>();
+          const double vs_torch = std::abs(rc.energy - E) / std::max(1.0, std::abs(E));
+          EXPECT_LE(diff, tol) << what << (ghosts ? " / ghosts" : " / folded");
+          EXPECT_LE(vs_torch, tol_torch) << what;
+          worst.vs_host = std::max(worst.vs_host, diff);
+          worst.vs_torch = std::max(worst.vs_torch, vs_torch);
+          ++checked;
+        }
+      }
+      std::printf("%-48s cuda kernels %s: vs the Kokkos path %.1e, energy vs mace-torch %.1e\n", name.c_str(),
+                  std::is_same_v<T, double> ? "double" : "float ", worst.vs_host, worst.vs_torch);
+    }
+    EXPECT_GT(checked, 0);
+  }
+}
+
+// Asking for the CUDA kernels where they cannot run is a clear error, never a silent fallback.
+TEST(MaceDevice, CudaKernelBackendIsRefusedWhereItCannotRun) {
+  const auto pot = io::read_potential_file(fixture_dir() + "/mp_small.safetensors");
+  models::MaceOptions opt;
+  opt.backend = kernels::Backend::cuda;
+  try {
+    models::MaceModel<Host, double> m(pot, opt);
+    ADD_FAILURE() << "the host model accepted the cuda kernel backend";
+  } catch (const UnsupportedError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("'cuda' kernel backend"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(Host::name()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Use the 'kokkos' backend"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(kernels::parse_backend("cuda", "test"), kernels::Backend::cuda);
+  EXPECT_EQ(kernels::parse_backend("kokkos", "test"), kernels::Backend::kokkos);
+  EXPECT_THROW(kernels::parse_backend("cuDNN", "test"), InputError);
 }
 
 // The graph check runs where the graph lives: a bad species on the device is the same clear

@@ -21,6 +21,7 @@
 
 #include "graph/atom_graph.hpp"
 #include "io/potential_file.hpp"
+#include "kernels/backend.hpp"
 #include "models/feature_exchange.hpp"
 
 namespace fastmlip::models {
@@ -43,6 +44,11 @@ struct MaceOptions {
   /// Lower end of the radial tables (A): shorter edges are refused. Below the 0.1 A at which
   /// the pair styles refuse close atoms.
   static constexpr double kRadialTableStart = 0.05;
+  /// Which implementation runs the channelwise TP and the symmetric contraction
+  /// (kernels/backend.hpp). Backend::cuda (the hand-written CUDA kernels) needs a model on
+  /// Kokkos::Cuda in a build with FASTMLIP_ENABLE_CUDA; it serves the exact radial functions
+  /// only (radial splines keep the Kokkos TP). Not yet the default: see backend.hpp.
+  kernels::Backend backend = kernels::Backend::kokkos;
 };
 
 /// What a layer's radial table is and how well it reproduces the exact radial function,
