@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../common/json_fixtures.hpp"
 #include "core/error.hpp"
@@ -52,6 +53,26 @@ double rel_diff(const A& a, const B& b, double floor = 1e-300) {
   return d / s;
 }
 
+// The committed parity fixtures (tests/reference/data/mace/index.json): each model's name,
+// mace-torch's results on its structures and heads, and its converted potential.
+struct Fixture {
+  std::string name;
+  nlohmann::json doc;
+  io::PotentialFile pot;
+};
+
+std::vector<Fixture> committed_fixtures() {
+  std::vector<Fixture> out;
+  for (const auto& entry : read_json(fixture_dir() + "/index.json")["models"]) {
+    if (entry.value("committed", true)) {
+      out.push_back({entry["name"].get<std::string>(),
+                     read_json(fixture_dir() + "/" + entry["results"].get<std::string>()),
+                     io::read_potential_file(fixture_dir() + "/" + entry["potential"].get<std::string>())});
+    }
+  }
+  return out;
+}
+
 struct Worst {
   double vs_host = 0, vs_torch = 0;
 };
@@ -74,16 +95,12 @@ TYPED_TEST(MaceDevice, MatchesTheHostModelAndMaceTorchOnEveryFixture) {
     // (2026-11-26), up to 9.8e-6 exact and 1.5e-5 with radial splines, hence 3e-5.
     const double tol_host = std::is_same_v<T, double> ? 1e-10 : 3e-5;
     const double tol_torch = std::is_same_v<T, double> ? 1e-9 : 2e-4;
-    const auto index = read_json(fixture_dir() + "/index.json");
     graph::GraphMirror<T, typename Device::memory_space> mirror;
     int checked = 0;
-    for (const auto& entry : index["models"]) {
-      if (!entry.value("committed", true)) {
-        continue;
-      }
-      const std::string name = entry["name"].get<std::string>();
-      const auto doc = read_json(fixture_dir() + "/" + entry["results"].get<std::string>());
-      const auto pot = io::read_potential_file(fixture_dir() + "/" + entry["potential"].get<std::string>());
+    for (const Fixture& fx : committed_fixtures()) {
+      const std::string& name = fx.name;
+      const nlohmann::json& doc = fx.doc;
+      const io::PotentialFile& pot = fx.pot;
       for (const double spacing : {0.0, 0.005}) {
         Worst worst;
         bool refused = false;
@@ -153,21 +170,18 @@ TYPED_TEST(MaceDevice, MatchesTheHostModelAndMaceTorchOnEveryFixture) {
 TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
   using T = TypeParam;
   if constexpr (!kernels::impl::kCudaBackend<Device, T>) {
-    GTEST_SKIP() << "no CUDA kernel backend in this build (needs FASTMLIP_ENABLE_CUDA and a Kokkos with CUDA; "
-                 << "default execution space " << Device::name() << ")";
+    GTEST_SKIP()
+        << "no CUDA kernel backend in this build (needs FASTMLIP_ENABLE_CUDA and a Kokkos with CUDA; "
+        << "default execution space " << Device::name() << ")";
   } else {
     const double tol = std::is_same_v<T, double> ? 1e-10 : 3e-5;
     const double tol_torch = std::is_same_v<T, double> ? 1e-9 : 2e-4;
-    const auto index = read_json(fixture_dir() + "/index.json");
     graph::GraphMirror<T, typename Device::memory_space> mirror;
     int checked = 0;
-    for (const auto& entry : index["models"]) {
-      if (!entry.value("committed", true)) {
-        continue;
-      }
-      const std::string name = entry["name"].get<std::string>();
-      const auto doc = read_json(fixture_dir() + "/" + entry["results"].get<std::string>());
-      const auto pot = io::read_potential_file(fixture_dir() + "/" + entry["potential"].get<std::string>());
+    for (const Fixture& fx : committed_fixtures()) {
+      const std::string& name = fx.name;
+      const nlohmann::json& doc = fx.doc;
+      const io::PotentialFile& pot = fx.pot;
       Worst worst;
       for (const auto& ref : doc["results"]) {
         models::MaceOptions opt;
