@@ -285,14 +285,23 @@ if [ -d "$deps" ]; then
 else
   echo "| deps | missing: run scripts/gpu-deps.sh and carry .gpu-deps | 0 |" >> "$summary"
 fi
+# Correctness first (the CUDA kernels' tests, memcheck, the device model's tests), then the
+# timings: if the budget runs out, what is left is a benchmark, and FASTMLIP_GPU_CHECK_STEPS
+# reruns it.
 if [ $built = 1 ]; then
   step cuda_tests 120 cuda_tests
-  step bench 240 bench
+  step memcheck 120 sanitizer
 fi
-# The device path after the hand-written kernels' tests and benchmark: it needs the deps too.
+# The device path: it needs the deps too.
 if [ -d "$deps" ]; then
   step kokkos_cuda 240 kokkos_cuda && step device_configure 120 device_configure &&
-    step device_build 420 device_compile && step device_tests 240 device_tests && device_built=1
+    step device_build 420 device_compile && device_built=1
+fi
+if [ $device_built = 1 ]; then
+  step device_tests 240 device_tests
+fi
+if [ $built = 1 ]; then
+  step bench 240 bench
 fi
 step peers 200 peers
 if [ $device_built = 1 ]; then
@@ -300,7 +309,6 @@ if [ $device_built = 1 ]; then
   step peers_mace 150 peers_mace
 fi
 if [ $built = 1 ]; then
-  step memcheck 120 sanitizer
   step profile 60 profile
 fi
 {
@@ -311,7 +319,7 @@ fi
   grep -h -A3 "<failure" "$out/cuda_tests.xml" 2>/dev/null | head -40
   echo "Device model tests: $(grep -o 'tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$out/device_tests.xml" 2>/dev/null | head -1)"
   grep -h -A3 "<failure" "$out/device_tests.xml" 2>/dev/null | head -40
-  grep -h "device vs host\|spline: refused" "$log" 2>/dev/null | head -60
+  grep -h "device vs host\|spline: refused\|cuda kernels" "$log" 2>/dev/null | head -80
   echo "Total $(($(date +%s) - t_start)) s"
 } >> "$summary"
 cat "$summary"
