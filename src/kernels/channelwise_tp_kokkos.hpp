@@ -84,7 +84,7 @@ class ChannelwiseTPKokkos {
 #if defined(FASTMLIP_HAVE_CUDA)
     if constexpr (impl::kCudaBackend<ExecSpace, T>) {
       if (m_cuda && impl::dense(x) && impl::dense(Y) && impl::dense(w) && impl::dense(out)) {
-        check_nodes("compute", g, x, Y, out);
+        check_forward(g, x, Y, out);
         m_cuda->compute(device_index(g), x.data(), Y.data(), w.data(), out.data(), ExecSpace().cuda_stream());
         return;
       }
@@ -113,9 +113,7 @@ class ChannelwiseTPKokkos {
     if constexpr (impl::kCudaBackend<ExecSpace, T>) {
       if (m_cuda && impl::dense(x) && impl::dense(Y) && impl::dense(w) && impl::dense(grad_out) &&
           impl::dense(grad_x) && impl::dense(grad_Y) && impl::dense(grad_w)) {
-        check_nodes("reverse", g, x, Y, grad_out);
-        impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
-        impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
+        check_backward(g, x, Y, grad_out, grad_x, grad_Y);
         m_cuda->reverse(device_index(g), x.data(), Y.data(), w.data(), grad_out.data(), grad_x.data(), grad_Y.data(),
                         grad_w.data(), ExecSpace().cuda_stream());
         return;
@@ -165,12 +163,19 @@ class ChannelwiseTPKokkos {
     return d;
   }
 #endif
-  // The shapes the Kokkos path checks in forward() / backward(), for the CUDA path.
-  void check_nodes(const char* fn, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix out) const {
-    impl::check_shape("ChannelwiseTPKokkos", fn, "x", x, g.num_nodes, m_tp.dim1());
-    impl::check_shape("ChannelwiseTPKokkos", fn, "Y", Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", fn, std::string(fn) == "compute" ? "out" : "grad_out", out, g.num_nodes,
-                      m_tp.dim_out());
+  // The shapes every path checks: the Kokkos functors' (forward / backward) and the CUDA kernels'.
+  void check_forward(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix out) const {
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "x", x, g.num_nodes, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "Y", Y, g.num_edges, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "out", out, g.num_nodes, m_tp.dim_out());
+  }
+  void check_backward(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix grad_out,
+                      ConstMatrix grad_x, ConstMatrix grad_Y) const {
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "x", x, g.num_nodes, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "Y", Y, g.num_edges, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_out", grad_out, g.num_nodes, m_tp.dim_out());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
   }
 
   void bind_table(Functor& f, const char* fn, const EdgeIndex<ExecSpace>& g, const RadialTableKokkos<ExecSpace, T>& table,
@@ -193,9 +198,7 @@ class ChannelwiseTPKokkos {
   }
 
   void forward(Functor& f, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, Matrix out) const {
-    impl::check_shape("ChannelwiseTPKokkos", "compute", "x", x, g.num_nodes, m_tp.dim1());
-    impl::check_shape("ChannelwiseTPKokkos", "compute", "Y", Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "compute", "out", out, g.num_nodes, m_tp.dim_out());
+    check_forward(g, x, Y, out);
     f.m_graph = g;
     f.m_x = x;
     f.m_Y = Y;
@@ -213,11 +216,7 @@ class ChannelwiseTPKokkos {
 
   void backward(Functor& f, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix grad_out,
                 Matrix grad_x, Matrix grad_Y) const {
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "x", x, g.num_nodes, m_tp.dim1());
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "Y", Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_out", grad_out, g.num_nodes, m_tp.dim_out());
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
+    check_backward(g, x, Y, grad_out, grad_x, grad_Y);
     f.m_graph = g;
     f.m_x = x;
     f.m_Y = Y;
