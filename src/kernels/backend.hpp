@@ -10,8 +10,14 @@
 ///    points, for the channelwise TP (weights per edge; the tabulated-weights variant stays on
 ///    Kokkos) and the symmetric contraction (forward and input gradient; the trainer's weight
 ///    gradient stays on Kokkos). Needs a Kokkos::Cuda execution space in a build with
-///    FASTMLIP_ENABLE_CUDA, and float or double. It becomes the default on NVIDIA GPUs only
-///    after scripts/gpu-check.sh has compared it with the Kokkos path on a GPU.
+///    FASTMLIP_ENABLE_CUDA, and float or double; asked for elsewhere it is an UnsupportedError,
+///    never a silent fallback.
+///  - Backend::automatic ("auto", MaceOptions' default): cuda where it can run, kokkos
+///    elsewhere. Also kokkos where a descriptor exceeds the CUDA kernels' limits. The CUDA
+///    kernels became the GPU default after an H100 run (2026-11-26, benchmarks/README.md). It
+///    compared them with the Kokkos path inside the model: 1.1e-14 in float64, 2.5e-6 in
+///    float32. The whole model then ran 1.1x to 2.2x faster than mace-torch, where the Kokkos
+///    path ran 4x to 18x slower.
 #include <Kokkos_Core.hpp>
 #include <string>
 #include <type_traits>
@@ -20,11 +26,13 @@
 
 namespace fastmlip::kernels {
 
-enum class Backend { kokkos, cuda };
+enum class Backend { kokkos, cuda, automatic };
 
-inline const char* backend_name(Backend b) { return b == Backend::cuda ? "cuda" : "kokkos"; }
+inline const char* backend_name(Backend b) {
+  return b == Backend::cuda ? "cuda" : b == Backend::automatic ? "auto" : "kokkos";
+}
 
-/// "kokkos" or "cuda"; InputError naming `who` and the choices otherwise.
+/// "kokkos", "cuda" or "auto"; InputError naming `who` and the choices otherwise.
 inline Backend parse_backend(const std::string& s, const std::string& who) {
   if (s == "kokkos") {
     return Backend::kokkos;
@@ -32,7 +40,10 @@ inline Backend parse_backend(const std::string& s, const std::string& who) {
   if (s == "cuda") {
     return Backend::cuda;
   }
-  throw InputError(who + ": unknown kernel backend '" + s + "'; use kokkos or cuda");
+  if (s == "auto") {
+    return Backend::automatic;
+  }
+  throw InputError(who + ": unknown kernel backend '" + s + "'; use auto, kokkos or cuda");
 }
 
 namespace impl {
@@ -45,6 +56,16 @@ inline constexpr bool kCudaBackend =
 #else
     false;
 #endif
+
+/// What `requested` means for kernels on ExecSpace in precision T: automatic is cuda where this
+/// build can run it there, kokkos elsewhere; kokkos and cuda are themselves.
+template <class ExecSpace, class T>
+constexpr Backend resolve(Backend requested) {
+  if (requested != Backend::automatic) {
+    return requested;
+  }
+  return kCudaBackend<ExecSpace, T> ? Backend::cuda : Backend::kokkos;
+}
 
 /// The refusal of Backend::cuda where kCudaBackend is false, saying what is missing.
 inline UnsupportedError no_cuda_backend(const char* who, const char* exec_space) {

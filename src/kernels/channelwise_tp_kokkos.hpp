@@ -35,8 +35,9 @@ class ChannelwiseTPKokkos {
 
   /// `backend` (kernels/backend.hpp): Backend::cuda runs compute() and reverse() with weights
   /// per edge through the hand-written CUDA kernels (UnsupportedError where this build or
-  /// execution space has none; InputError where the descriptor exceeds their limits).
-  explicit ChannelwiseTPKokkos(const ChannelwiseTP& tp, Backend backend = Backend::kokkos) : m_tp(tp) {
+  /// execution space has none; InputError where the descriptor exceeds their limits);
+  /// Backend::automatic (the default) picks them where they can run.
+  explicit ChannelwiseTPKokkos(const ChannelwiseTP& tp, Backend backend = Backend::automatic) : m_tp(tp) {
     if (tp.dim2() > Limits::kMaxEdgeAttr) {
       throw InputError("ChannelwiseTPKokkos: edge attributes " + tp.irreps2.str() + " have " +
                        std::to_string(tp.dim2()) + " components; this build supports up to " +
@@ -63,10 +64,18 @@ class ChannelwiseTPKokkos {
     m_f.m_cg = cg;
     m_f.m_num_ins = static_cast<int>(tp.instructions.size());
     m_f.m_dim2 = tp.dim2();
-    if (backend == Backend::cuda) {
+    if (impl::resolve<ExecSpace, T>(backend) == Backend::cuda) {
       if constexpr (impl::kCudaBackend<ExecSpace, T>) {
 #if defined(FASTMLIP_HAVE_CUDA)
-        m_cuda = std::make_shared<const CudaTP>(tp);
+        try {
+          m_cuda = std::make_shared<const CudaTP>(tp);
+        } catch (const InputError&) {
+          // Beyond the CUDA kernels' limits: an error when asked for by name, the Kokkos
+          // path when chosen automatically.
+          if (backend == Backend::cuda) {
+            throw;
+          }
+        }
 #endif
       } else {
         throw impl::no_cuda_backend("ChannelwiseTPKokkos", ExecSpace::name());

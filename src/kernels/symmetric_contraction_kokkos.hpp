@@ -34,7 +34,8 @@ class SymmetricContractionKokkos {
   /// `backend` (kernels/backend.hpp): Backend::cuda runs compute() and reverse() through the
   /// hand-written CUDA kernels (UnsupportedError where this build or execution space has none;
   /// InputError where the descriptor exceeds their limits); reverse_weights() stays on Kokkos.
-  explicit SymmetricContractionKokkos(const SymmetricContraction& sc, Backend backend = Backend::kokkos) : m_sc(sc) {
+  /// Backend::automatic (the default) picks them where they can run.
+  explicit SymmetricContractionKokkos(const SymmetricContraction& sc, Backend backend = Backend::automatic) : m_sc(sc) {
     int out_per_channel = 0;
     for (const auto& e : sc.irreps_out) {
       out_per_channel += e.ir.dim();
@@ -82,10 +83,18 @@ class SymmetricContractionKokkos {
     m_f.m_num_entries = static_cast<int>(sc.entries.size());
     m_f.m_num_ell = sc.num_ell;
     m_f.m_out_per_channel = out_per_channel;
-    if (backend == Backend::cuda) {
+    if (impl::resolve<ExecSpace, T>(backend) == Backend::cuda) {
       if constexpr (impl::kCudaBackend<ExecSpace, T>) {
 #if defined(FASTMLIP_HAVE_CUDA)
-        m_cuda = std::make_shared<CudaSC>(sc);
+        try {
+          m_cuda = std::make_shared<CudaSC>(sc);
+        } catch (const InputError&) {
+          // Beyond the CUDA kernels' limits: an error when asked for by name, the Kokkos
+          // path when chosen automatically.
+          if (backend == Backend::cuda) {
+            throw;
+          }
+        }
 #endif
       } else {
         throw impl::no_cuda_backend("SymmetricContractionKokkos", ExecSpace::name());

@@ -63,7 +63,9 @@ struct Fixture {
 
 std::vector<Fixture> committed_fixtures() {
   std::vector<Fixture> out;
-  for (const auto& entry : read_json(fixture_dir() + "/index.json")["models"]) {
+  // The index held in a local: a range-for over a member of a temporary would read freed memory.
+  const nlohmann::json index = read_json(fixture_dir() + "/index.json");
+  for (const auto& entry : index["models"]) {
     if (entry.value("committed", true)) {
       out.push_back({entry["name"].get<std::string>(),
                      read_json(fixture_dir() + "/" + entry["results"].get<std::string>()),
@@ -186,9 +188,12 @@ TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
       for (const auto& ref : doc["results"]) {
         models::MaceOptions opt;
         opt.head = ref["head"].get<std::string>();
+        opt.backend = kernels::Backend::kokkos;
         models::MaceModel<Device, T> kokkos(pot, opt);
         opt.backend = kernels::Backend::cuda;
         models::MaceModel<Device, T> cuda(pot, opt);
+        EXPECT_EQ(kokkos.kernel_backends(), "channelwise TP: kokkos, symmetric contraction: kokkos");
+        EXPECT_EQ(cuda.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda");
         const Structure s = mace_structure_of<Structure>(doc["structures"][ref["structure"]], kokkos);
         const std::string what = name + " / " + ref["structure"].get<std::string>() + " / " + opt.head;
         for (const bool ghosts : {false, true}) {
@@ -216,6 +221,18 @@ TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
   }
 }
 
+// The device tests' list of fixtures, checked wherever the tests build (the host too): an empty
+// list would let both device tests above check nothing.
+TEST(MaceDevice, ListsEveryCommittedFixture) {
+  const nlohmann::json index = read_json(fixture_dir() + "/index.json");
+  std::size_t committed = 0;
+  for (const auto& entry : index["models"]) {
+    committed += entry.value("committed", true) ? 1 : 0;
+  }
+  EXPECT_GT(committed, 0u);
+  EXPECT_EQ(committed_fixtures().size(), committed);
+}
+
 // Asking for the CUDA kernels where they cannot run is a clear error, never a silent fallback.
 TEST(MaceDevice, CudaKernelBackendIsRefusedWhereItCannotRun) {
   const auto pot = io::read_potential_file(fixture_dir() + "/mp_small.safetensors");
@@ -232,7 +249,39 @@ TEST(MaceDevice, CudaKernelBackendIsRefusedWhereItCannotRun) {
   }
   EXPECT_EQ(kernels::parse_backend("cuda", "test"), kernels::Backend::cuda);
   EXPECT_EQ(kernels::parse_backend("kokkos", "test"), kernels::Backend::kokkos);
-  EXPECT_THROW(kernels::parse_backend("cuDNN", "test"), InputError);
+  EXPECT_EQ(kernels::parse_backend("auto", "test"), kernels::Backend::automatic);
+  try {
+    kernels::parse_backend("cuDNN", "pair_style fastmlip/mace");
+    ADD_FAILURE() << "an unknown backend was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "pair_style fastmlip/mace: unknown kernel backend 'cuDNN'; use auto, kokkos or cuda"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The default backend is automatic: the CUDA kernels where they can run (checked against the
+// Kokkos path on an H100, benchmarks/README.md), the Kokkos functors everywhere else, the host
+// included; radial splines keep the Kokkos TP.
+TEST(MaceDevice, DefaultBackendIsCudaKernelsWhereTheyRunElseKokkos) {
+  const auto pot = io::read_potential_file(fixture_dir() + "/mp_small.safetensors");
+  EXPECT_EQ(models::MaceOptions{}.backend, kernels::Backend::automatic);
+  EXPECT_EQ((kernels::impl::resolve<Host, double>(kernels::Backend::automatic)), kernels::Backend::kokkos);
+  EXPECT_EQ((kernels::impl::resolve<Host, float>(kernels::Backend::cuda)), kernels::Backend::cuda);
+  const models::MaceModel<Host, double> host(pot, {});
+  EXPECT_EQ(host.kernel_backends(), "channelwise TP: kokkos, symmetric contraction: kokkos");
+  if constexpr (kernels::impl::kCudaBackend<Device, double>) {
+    const models::MaceModel<Device, double> dev(pot, {});
+    EXPECT_EQ(dev.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda");
+    models::MaceOptions splines;
+    splines.radial_spacing = 0.005;
+    const models::MaceModel<Device, double> tab(pot, splines);
+    EXPECT_EQ(tab.kernel_backends(), "channelwise TP: kokkos, symmetric contraction: cuda");
+  } else {
+    EXPECT_EQ((kernels::impl::resolve<Device, double>(kernels::Backend::automatic)),
+              kernels::Backend::kokkos);
+  }
 }
 
 // The graph check runs where the graph lives: a bad species on the device is the same clear

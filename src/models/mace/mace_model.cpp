@@ -863,6 +863,25 @@ const std::vector<MaceRadialTableInfo>& MaceModel<ExecSpace, T>::radial_tables()
   return m_impl->tables;
 }
 template <class ExecSpace, class T>
+std::string MaceModel<ExecSpace, T>::kernel_backends() const {
+  const auto& layers = m_impl->layers;
+  const auto list = [&](auto backend_of) {
+    std::string all;
+    bool same = true;
+    for (std::size_t t = 0; t < layers.size(); ++t) {
+      const std::string b = kernels::backend_name(backend_of(layers[t]));
+      same = same && (t == 0 || b == kernels::backend_name(backend_of(layers[0])));
+      all += (t ? " " : "") + std::string("layer ") + std::to_string(t) + " " + b;
+    }
+    return layers.empty() ? std::string("none") : same ? kernels::backend_name(backend_of(layers[0])) : all;
+  };
+  // Tabulated weights (radial splines) have the Kokkos TP only.
+  const bool tabulated = m_impl->tabulated;
+  return "channelwise TP: " +
+         list([&](const auto& L) { return tabulated ? kernels::Backend::kokkos : L.tp.backend(); }) +
+         ", symmetric contraction: " + list([](const auto& L) { return L.sc.backend(); });
+}
+template <class ExecSpace, class T>
 void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients,
                                       MaceResult<T>& result) {
   m_impl->compute(graph, exchange, gradients, result);

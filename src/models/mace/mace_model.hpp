@@ -47,8 +47,9 @@ struct MaceOptions {
   /// Which implementation runs the channelwise TP and the symmetric contraction
   /// (kernels/backend.hpp). Backend::cuda (the hand-written CUDA kernels) needs a model on
   /// Kokkos::Cuda in a build with FASTMLIP_ENABLE_CUDA; it serves the exact radial functions
-  /// only (radial splines keep the Kokkos TP). Not yet the default: see backend.hpp.
-  kernels::Backend backend = kernels::Backend::kokkos;
+  /// only (radial splines keep the Kokkos TP). Backend::automatic, the default, is cuda where
+  /// that holds and kokkos elsewhere; kernel_backend() says which ran.
+  kernels::Backend backend = kernels::Backend::automatic;
 };
 
 /// What a layer's radial table is and how well it reproduces the exact radial function,
@@ -104,6 +105,10 @@ class MaceModel {
   int max_exchange_width() const;
   /// One entry per layer when options.radial_spacing > 0, else empty.
   const std::vector<MaceRadialTableInfo>& radial_tables() const;
+  /// Which backend runs the kernels that have several (options.backend resolved), e.g.
+  /// "channelwise TP: cuda, symmetric contraction: cuda"; a kernel whose layers differ lists
+  /// each layer's.
+  std::string kernel_backends() const;
 
   /// Energies, and dE/d(edge vectors) when `gradients`. The calls to `exchange` depend only
   /// on the model and on `gradients`, never on the graph (zero nodes or edges included), so
