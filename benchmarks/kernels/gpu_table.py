@@ -4,9 +4,11 @@ Google Benchmark JSON, medians of CUDA-event times) against the peers at the sam
 same GPU (peers_gpu.py, JSON lines), as a markdown table for benchmarks/README.md.
 
     python3 gpu_table.py bench_cuda.json peers_gpu.jsonl [bench_mace.json]
+    python3 gpu_table.py - peers_gpu.jsonl bench_mace.json      (the model table only)
 
 With bench_mace.json (bench_mace_model.cpp's Google Benchmark JSON), a second table: the whole
-MACE model through Kokkos against mace-torch (peers_mace_gpu.py's lines in peers_gpu.jsonl).
+MACE model, on each kernel backend, against mace-torch (peers_mace_gpu.py's lines in
+peers_gpu.jsonl).
 """
 import json
 import re
@@ -52,6 +54,9 @@ def peers(path):
 
 
 def main():
+    if sys.argv[1] == "-":
+        model_table(sys.argv[3], sys.argv[2])
+        return
     a = ours(sys.argv[1])
     b, notes = peers(sys.argv[2]) if len(sys.argv) > 2 else ({}, [])
     device = next((p.get("device_name") for p in b.values() if p.get("device_name")), "")
@@ -77,20 +82,21 @@ def main():
 
 
 def model_table(bench_path, peers_path):
-    """The whole MACE model (bench_mace_model.cpp, through Kokkos) against mace-torch
-    (peers_mace_gpu.py's mace_model/... lines in the peers' file)."""
+    """The whole MACE model (bench_mace_model.cpp: the Kokkos path, and the CUDA kernels where
+    the name ends in /cuda_kernels) against mace-torch (peers_mace_gpu.py's mace_model/... lines
+    in the peers' file)."""
     peer = {}
     for line in open(peers_path):
         if line.startswith("{") and '"mace_model/' in line:
             p = json.loads(line)
             peer[p["name"]] = p
-    print("\n| model | atoms | dtype | fastmlip (ms/step) | atom-steps/s | device MB per atom | mace-torch (ms/step) "
-          "| speed-up | mace-torch peak GB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| model | atoms | dtype | kernels | fastmlip (ms/step) | atom-steps/s | device MB per atom "
+          "| mace-torch (ms/step) | speed-up | mace-torch peak GB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for b in json.load(open(bench_path))["benchmarks"]:
         if b.get("aggregate_name") not in (None, "median") or b.get("error_occurred"):
             continue
-        m = re.match(r"BM_MaceModel/(float|double)/(\w+)/(\d+)", b["run_name"])
+        m = re.match(r"BM_MaceModel/(float|double)/(\w+)/(\d+)(/cuda_kernels)?", b["run_name"])
         if not m:
             continue
         dtype = "float32" if m.group(1) == "float" else "float64"
@@ -101,7 +107,8 @@ def model_table(bench_path, peers_path):
         peer_ms = f"{pm:.2f}" if pm else p.get("error", "n/a")[:60]
         ratio = f"{pm / ms:.2f}x" if pm else ""
         gb = f"{p['peak_mem_bytes'] / 1e9:.2f}" if p.get("peak_mem_bytes") else ""
-        print(f"| {m.group(2)} | {m.group(3)} | {dtype} | {ms:.2f} | {b.get('atom_steps_per_s', 0):.4g} "
+        kernels = "cuda" if m.group(4) else "kokkos"
+        print(f"| {m.group(2)} | {m.group(3)} | {dtype} | {kernels} | {ms:.2f} | {b.get('atom_steps_per_s', 0):.4g} "
               f"| {b.get('device_bytes_per_atom', 0) / 1e6:.3f} | {peer_ms} | {ratio} | {gb} |")
 
 

@@ -3,28 +3,31 @@
 /// \file Kokkos backend of the channelwise tensor product (channelwise_tp.hpp), fused with the
 /// gather of sender features and the scatter-sum into receivers.
 #include <Kokkos_Core.hpp>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
 
 #include "core/error.hpp"
-#include "math/dual.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/channelwise_tp.hpp"
 #include "kernels/edge_index.hpp"
-#include "kernels/impl/upload.hpp"
 #include "kernels/impl/channelwise_tp_impl.hpp"
+#include "kernels/impl/upload.hpp"
 #include "kernels/radial_table_kokkos.hpp"
+#include "math/dual.hpp"
 #if defined(FASTMLIP_HAVE_CUDA)
 #include "kernels/cuda/channelwise_tp_cuda.hpp"
 #endif
 
 namespace fastmlip::kernels {
 
-template <class ExecSpace, class T>
+/// Lanes: work items per node or edge row in the Kokkos functors (impl/channelwise_tp_impl.hpp):
+/// 1 on the host, a warp on a GPU; tests pick others to check the lanes' arithmetic on the host.
+template <class ExecSpace, class T, int Lanes = impl::kTPLanes<ExecSpace>>
 class ChannelwiseTPKokkos {
   static_assert(is_kernel_scalar_v<T>, "ChannelwiseTPKokkos: T must be float, double or a Dual of them");
-  using Functor = impl::ChannelwiseTPFunctor<ExecSpace, T>;
+  using Functor = impl::ChannelwiseTPFunctor<ExecSpace, T, Lanes>;
   using Limits = impl::ChannelwiseTPLimits;
 
  public:
@@ -62,6 +65,7 @@ class ChannelwiseTPKokkos {
     Kokkos::deep_copy(cg, h_cg);
     m_f.m_ins = ins;
     m_f.m_cg = cg;
+    m_f.m_entries_out = m_entries_out;
     m_f.m_num_ins = static_cast<int>(tp.instructions.size());
     m_f.m_dim2 = tp.dim2();
     if (impl::resolve<ExecSpace, T>(backend) == Backend::cuda) {
@@ -219,7 +223,7 @@ class ChannelwiseTPKokkos {
     f.m_xT = xT;
     f.m_outT = outT;
     Kokkos::parallel_for("fastmlip::channelwise_tp::forward",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(0, N), f);
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(0, work_items(N)), f);
     transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::out_from_ir_mul", m_entries_out, outT, out);
   }
 
@@ -242,11 +246,29 @@ class ChannelwiseTPKokkos {
     f.m_xT = xT;
     f.m_gT = gT;
     f.m_grad_xT = gxT;
+    if constexpr (Lanes > 1) {  // the lanes add their shares into these
+      Kokkos::deep_copy(grad_Y, T(0));
+      if (f.m_grad_r.extent(0) > 0) {
+        Kokkos::deep_copy(f.m_grad_r, T(0));
+      }
+    }
     Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_sender",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseSender>(0, N), f);
-    Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_edge",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseEdge>(0, g.num_edges), f);
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseSender>(0, work_items(N)),
+                         f);
+    Kokkos::parallel_for(
+        "fastmlip::channelwise_tp::reverse_edge",
+        Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseEdge>(0, work_items(g.num_edges)), f);
     transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::grad_x_from_ir_mul", m_entries1, gxT, grad_x);
+  }
+
+  // Rows times lanes, the functors' work items, as an int.
+  static int work_items(int rows) {
+    if (static_cast<long long>(rows) * Lanes > std::numeric_limits<int>::max()) {
+      throw UnsupportedError("ChannelwiseTPKokkos: " + std::to_string(rows) + " rows of " +
+                             std::to_string(Lanes) +
+                             " lanes each exceed the kernels' int index; split the system over more ranks");
+    }
+    return rows * Lanes;
   }
 
   using Transpose = impl::IrMulTranspose<ExecSpace, T>;

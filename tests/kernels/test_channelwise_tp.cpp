@@ -328,5 +328,103 @@ TYPED_TEST(ChannelwiseTPTabulated, MatchesTheTableEvaluatedSeparately) {
   EXPECT_THROW(k.compute(g1, M("x", 1, tp.dim1()), M("Y", 1, tp.dim2()), tab, r1, M("o", 1, tp.dim_out())), InputError);
 }
 
+// Lanes split each row's channels over several work items (a warp per row on a GPU, where
+// ChannelwiseTPKokkos picks 32; 1 on the host). Here the host runs 3 lanes (not dividing 5
+// channels) and 32 (more lanes than channels) against one. Each channel's sums run in the same
+// order, so out, grad_x, grad_w and the tabulated weights are bitwise equal; grad_Y and grad_r
+// add the lanes' shares, so they agree to round-off. Outputs start as garbage: a lane must
+// zero what it owns.
+template <class T>
+class ChannelwiseTPLanes : public ::testing::Test {};
+TYPED_TEST_SUITE(ChannelwiseTPLanes, Dtypes);
+
+template <class T, int Lanes>
+void check_lanes() {
+  using M = Kokkos::View<T**, Kokkos::LayoutRight, Exec>;
+  using V = Kokkos::View<T*, Exec>;
+  const auto tp =
+      ChannelwiseTP::mace(Irreps::parse("5x0e+5x1o+5x2e"), Irreps::spherical_harmonics(3), mace_target(3, 5));
+  RadialMLP mlp;
+  mlp.widths = {6, 9, tp.weight_numel};
+  mlp.act_cst = 1.68;
+  test::Uniform wu(7);
+  for (int l = 0; l < 2; ++l) {
+    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
+    for (double& v : mlp.weights.back()) {
+      v = wu(-1.5, 1.5);
+    }
+  }
+  const RadialTableKokkos<Exec, T> tab(
+      RadialTable::build(RadialBesselParams::mace(6, 4.0, 5), mlp, 0.02, 0.05));
+  const ChannelwiseTPKokkos<Exec, T, 1> one(tp);
+  const ChannelwiseTPKokkos<Exec, T, Lanes> many(tp);
+  for (int N : {1, 13, 41}) {
+    const auto rg = random_graph(N, 5 * N + 2, 3 * N + Lanes);
+    const int E = static_cast<int>(rg.sender.size());
+    const auto g = EdgeIndex<Exec>::build(N, rg.sender, rg.receiver);
+    test::Uniform u(N + Lanes);
+    auto fill = [&](auto m, double lo, double hi) {
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        m.data()[i] = static_cast<T>(u(lo, hi));
+      }
+      return m;
+    };
+    const M x = fill(M("x", N, tp.dim1()), -1, 1), Y = fill(M("Y", E, tp.dim2()), -1, 1),
+            w = fill(M("w", E, tp.weight_numel), -1, 1), go = fill(M("go", N, tp.dim_out()), -1, 1);
+    const V r = fill(V("r", E), 0.05, 4.4);  // some beyond r_max = 4
+    auto garbage = [](auto m) {
+      Kokkos::deep_copy(m, T(777));
+      return m;
+    };
+    const std::string at = " (" + std::to_string(Lanes) + " lanes, " + std::to_string(N) + " nodes)";
+    auto same = [&](const auto& a, const auto& b, const char* what) {
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a.data()[i], b.data()[i]) << what << " " << i << at;
+      }
+    };
+    auto near = [&](const auto& a, const auto& b, const char* what) {
+      double scale = 1e-30;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        scale = std::max(scale, std::abs(static_cast<double>(a.data()[i])));
+      }
+      const double tol = (std::is_same_v<T, double> ? 1e-13 : 2e-5) * scale;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        ASSERT_NEAR(static_cast<double>(b.data()[i]), static_cast<double>(a.data()[i]), tol)
+            << what << " " << i << at;
+      }
+    };
+    for (const bool tabulated : {false, true}) {
+      M o1 = garbage(M("o1", N, tp.dim_out())), oL = garbage(M("oL", N, tp.dim_out()));
+      M gx1 = garbage(M("gx1", N, tp.dim1())), gxL = garbage(M("gxL", N, tp.dim1()));
+      M gY1 = garbage(M("gY1", E, tp.dim2())), gYL = garbage(M("gYL", E, tp.dim2()));
+      M gw1 = garbage(M("gw1", E, tp.weight_numel)), gwL = garbage(M("gwL", E, tp.weight_numel));
+      V gr1 = garbage(V("gr1", E)), grL = garbage(V("grL", E));
+      if (tabulated) {
+        one.compute(g, x, Y, tab, r, o1);
+        many.compute(g, x, Y, tab, r, oL);
+        one.reverse(g, x, Y, tab, r, go, gx1, gY1, gr1);
+        many.reverse(g, x, Y, tab, r, go, gxL, gYL, grL);
+        near(gr1, grL, "grad_r");
+      } else {
+        one.compute(g, x, Y, w, o1);
+        many.compute(g, x, Y, w, oL);
+        one.reverse(g, x, Y, w, go, gx1, gY1, gw1);
+        many.reverse(g, x, Y, w, go, gxL, gYL, gwL);
+        same(gw1, gwL, "grad_w");
+      }
+      same(o1, oL, tabulated ? "out (tabulated)" : "out");
+      same(gx1, gxL, tabulated ? "grad_x (tabulated)" : "grad_x");
+      near(gY1, gYL, tabulated ? "grad_Y (tabulated)" : "grad_Y");
+    }
+  }
+}
+
+TYPED_TEST(ChannelwiseTPLanes, SplitTheChannelsAsOneThreadDoes) {
+  static_assert(impl::kTPLanes<Exec> == 1, "the host takes whole rows");
+  check_lanes<TypeParam, 3>();
+  check_lanes<TypeParam, 32>();
+}
+
 }  // namespace
 }  // namespace fastmlip::kernels

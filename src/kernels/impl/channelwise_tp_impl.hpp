@@ -13,6 +13,13 @@
 /// Tabulated weights (inference with a radial table): each kernel evaluates an edge's weights
 /// from the table itself and the edge kernel contracts their gradient with dR/dr at once, so
 /// neither the [edges x weight_numel] weights nor their gradient ever exist in memory.
+///
+/// Lanes: each row (node or edge) is shared by Lanes work items, lane l taking the channels
+/// u = l, l + Lanes, ... of every instruction. A CPU thread takes whole rows (Lanes = 1: the
+/// channel loops are unit-stride and vectorise). A GPU needs many more threads than rows: 32
+/// lanes make one warp per row, its channel loads coalesced, and a lane owns its channels' sums
+/// outright. The only sums across lanes, an edge's grad_Y and grad_r, are atomic adds into
+/// zeroed rows.
 #include <Kokkos_Core.hpp>
 #include <type_traits>
 
@@ -20,6 +27,10 @@
 #include "kernels/impl/radial_table_impl.hpp"
 
 namespace fastmlip::kernels::impl {
+
+/// Lanes per row on ExecSpace (see above): 1 where it runs on the host, 32 (a warp) elsewhere.
+template <class ExecSpace>
+inline constexpr int kTPLanes = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible ? 1 : 32;
 
 /// Per-thread accumulator limits of the kernels, in one place.
 struct ChannelwiseTPLimits {
@@ -77,8 +88,9 @@ struct TPEntryDev {
   T value;
 };
 
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, int Lanes = kTPLanes<ExecSpace>>
 struct ChannelwiseTPFunctor {
+  static_assert(Lanes >= 1, "ChannelwiseTPFunctor: Lanes must be positive");
   struct TagForward {};
   struct TagReverseSender {};
   struct TagReverseEdge {};
@@ -87,6 +99,8 @@ struct ChannelwiseTPFunctor {
 
   Kokkos::View<const TPInstructionDev*, ExecSpace> m_ins;
   Kokkos::View<const TPEntryDev<T>*, ExecSpace> m_cg;
+  // The output irreps' blocks: each lane zeroes its own channels of a row before summing into them.
+  Kokkos::View<const IrrepEntryDev*, ExecSpace> m_entries_out;
   int m_num_ins = 0, m_dim2 = 0;
   EdgeIndex<ExecSpace> m_graph;
   ConstMatrix m_x, m_Y, m_w, m_grad_out;
@@ -112,26 +126,41 @@ struct ChannelwiseTPFunctor {
     }
     return Point{};
   }
-  /// The instruction's weights of edge e: a row of m_w, or evaluated into buf from the table.
-  KOKKOS_INLINE_FUNCTION const T* weights(int e, const TPInstructionDev& I, const Point& p, T* buf) const {
+  /// The instruction's weights of edge e, indexed by channel: a row of m_w, or evaluated into
+  /// buf from the table (lane's channels only).
+  KOKKOS_INLINE_FUNCTION const T* weights(int e, const TPInstructionDev& I, const Point& p, int lane,
+                                          T* buf) const {
     if (!tabulated()) {
       return &m_w(e, I.offset_weight);
     }
-    m_table.values(p, I.offset_weight, I.mul, buf);
+    if constexpr (Lanes == 1) {
+      m_table.values(p, I.offset_weight, I.mul, buf);
+    } else {
+      for (int u = lane; u < I.mul; u += Lanes) {
+        m_table.values(p, I.offset_weight + u, 1, buf + u);
+      }
+    }
     return buf;
   }
 
   /// out[r]_k[u] = sum over r's incoming edges e (from s) of w_e[u] sum_ij C_ijk Y_e,j x[s]_i[u],
   /// accumulated in ir_mul order (m_outT) so the loop over channels u is contiguous; the
   /// message of an edge never exists in memory.
-  KOKKOS_INLINE_FUNCTION void operator()(TagForward, int r) const {
+  /// Work item t: row t / Lanes, lane t % Lanes.
+  KOKKOS_INLINE_FUNCTION void operator()(TagForward, int t) const {
+    const int r = t / Lanes, lane = t % Lanes;
     T* dst_row = &m_outT(r, 0);
-    for (int k = 0; k < static_cast<int>(m_outT.extent(1)); ++k) {
-      dst_row[k] = T(0);
+    for (int q = 0; q < static_cast<int>(m_entries_out.extent(0)); ++q) {
+      const IrrepEntryDev E = m_entries_out(q);
+      for (int i = 0; i < E.dim; ++i) {
+        for (int u = lane; u < E.mul; u += Lanes) {
+          dst_row[E.offset + i * E.mul + u] = T(0);
+        }
+      }
     }
     T wbuf[kMaxTabMul];
     for (int e = m_graph.receiver_ptr(r); e < m_graph.receiver_ptr(r + 1); ++e) {
-      scatter_edge<false>(e, &m_xT(m_graph.sender(e), 0), dst_row, wbuf);
+      scatter_edge<false>(e, &m_xT(m_graph.sender(e), 0), dst_row, lane, wbuf);
     }
   }
 
@@ -140,17 +169,17 @@ struct ChannelwiseTPFunctor {
   /// row (Transposed = true: dst_i[u] += w[u] C_ijk Y_j src_k[u], src = the receiver's grad_out);
   /// both rows in ir_mul order.
   template <bool Transposed>
-  KOKKOS_INLINE_FUNCTION void scatter_edge(int e, const T* src_row, T* dst_row, T* wbuf) const {
+  KOKKOS_INLINE_FUNCTION void scatter_edge(int e, const T* src_row, T* dst_row, int lane, T* wbuf) const {
     const Point p = edge_point(e, false);
     for (int q = 0; q < m_num_ins; ++q) {
       const TPInstructionDev& I = m_ins(q);
-      const T* w = weights(e, I, p, wbuf);
+      const T* w = weights(e, I, p, lane, wbuf);
       for (int z = I.cg_begin; z < I.cg_end; ++z) {
         const auto& c = m_cg(z);
         const T cy = c.value * m_Y(e, I.offset2 + c.j);
         const T* src = src_row + (Transposed ? I.offset_out + c.k * I.mul : I.offset1 + c.i * I.mul);
         T* dst = dst_row + (Transposed ? I.offset1 + c.i * I.mul : I.offset_out + c.k * I.mul);
-        for (int u = 0; u < I.mul; ++u) {
+        for (int u = lane; u < I.mul; u += Lanes) {
           dst[u] += cy * w[u] * src[u];
         }
       }
@@ -159,18 +188,22 @@ struct ChannelwiseTPFunctor {
 
   /// grad_x[s] = sum over s's outgoing edges e (to r) of w_e[u] sum_jk C_ijk Y_e,j grad_out[r]_k[u],
   /// accumulated in ir_mul order so the loop over channels u is contiguous.
-  KOKKOS_INLINE_FUNCTION void operator()(TagReverseSender, int s) const {
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseSender, int t) const {
+    const int s = t / Lanes, lane = t % Lanes;
     T wbuf[kMaxTabMul];
     for (int idx = m_graph.sender_ptr(s); idx < m_graph.sender_ptr(s + 1); ++idx) {
       const int e = m_graph.sender_edges(idx);
-      scatter_edge<true>(e, &m_gT(m_graph.receiver(e), 0), &m_grad_xT(s, 0), wbuf);
+      scatter_edge<true>(e, &m_gT(m_graph.receiver(e), 0), &m_grad_xT(s, 0), lane, wbuf);
     }
   }
 
   /// grad_w[e, u] = sum_ijk C_ijk Y_j x[s]_i[u] grad_out[r]_k[u] and
   /// grad_Y[e, j] = sum_ik C_ijk sum_u w[u] x[s]_i[u] grad_out[r]_k[u]: per CG non-zero, one
   /// contiguous pass over the channels serves both.
-  KOKKOS_INLINE_FUNCTION void operator()(TagReverseEdge, int e) const {
+  /// With several lanes, each adds its channels' share of grad_Y and grad_r atomically into
+  /// rows the caller zeroed.
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseEdge, int t) const {
+    const int e = t / Lanes, lane = t % Lanes;
     const int s = m_graph.sender(e), r = m_graph.receiver(e);
     T gy[ChannelwiseTPLimits::kMaxEdgeAttr];
     for (int j = 0; j < m_dim2; ++j) {
@@ -181,9 +214,9 @@ struct ChannelwiseTPFunctor {
     T gr = 0;
     for (int q = 0; q < m_num_ins; ++q) {
       const TPInstructionDev& I = m_ins(q);
-      const T* w = weights(e, I, p, wbuf);
+      const T* w = weights(e, I, p, lane, wbuf);
       T* gw = tabulated() ? gwbuf : &m_grad_w(e, I.offset_weight);
-      for (int u = 0; u < I.mul; ++u) {
+      for (int u = lane; u < I.mul; u += Lanes) {
         gw[u] = T(0);
       }
       for (int z = I.cg_begin; z < I.cg_end; ++z) {
@@ -192,7 +225,7 @@ struct ChannelwiseTPFunctor {
         const T* x = &m_xT(s, I.offset1 + c.i * I.mul);
         const T* g = &m_gT(r, I.offset_out + c.k * I.mul);
         T sum = 0;
-        for (int u = 0; u < I.mul; ++u) {
+        for (int u = lane; u < I.mul; u += Lanes) {
           const T xg = x[u] * g[u];
           gw[u] += cy * xg;
           sum += w[u] * xg;
@@ -200,14 +233,29 @@ struct ChannelwiseTPFunctor {
         gy[I.offset2 + c.j] += c.value * sum;
       }
       if (tabulated()) {
-        gr += m_table.derivative_dot(p, I.offset_weight, I.mul, gw);
+        if constexpr (Lanes == 1) {
+          gr += m_table.derivative_dot(p, I.offset_weight, I.mul, gw);
+        } else {
+          for (int u = lane; u < I.mul; u += Lanes) {
+            gr += m_table.derivative_dot(p, I.offset_weight + u, 1, gw + u);
+          }
+        }
       }
     }
-    for (int j = 0; j < m_dim2; ++j) {
-      m_grad_Y(e, j) = gy[j];
-    }
-    if (tabulated()) {
-      m_grad_r(e) = gr;
+    if constexpr (Lanes == 1) {
+      for (int j = 0; j < m_dim2; ++j) {
+        m_grad_Y(e, j) = gy[j];
+      }
+      if (tabulated()) {
+        m_grad_r(e) = gr;
+      }
+    } else {
+      for (int j = 0; j < m_dim2; ++j) {
+        Kokkos::atomic_add(&m_grad_Y(e, j), gy[j]);
+      }
+      if (tabulated()) {
+        Kokkos::atomic_add(&m_grad_r(e), gr);
+      }
     }
   }
 };
