@@ -58,4 +58,11 @@ class UnsupportedError : public Error {
   using Error::Error;
 };
 
+/// Host or device memory ran out. Says what was being evaluated, how much was asked (where the
+/// allocator said), and what to do (more MPI ranks, float32).
+class ResourceError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace fastmlip

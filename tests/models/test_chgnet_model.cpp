@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/memory_limit.hpp"
 #include "chgnet_test_util.hpp"
 #include "core/error.hpp"
 #include "io/potential_file.hpp"
@@ -299,6 +300,52 @@ TEST(ChgnetModel, LoaderAndSpeciesErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("site_wise.weight"), std::string::npos) << e.what();
   }
+}
+
+// Running out of memory is a ResourceError naming the atoms and what to do (the MACE model's
+// test says more). The LiMnO2 cell replicated 6x6x6 is evaluated in a child process with 32 MB
+// of address space to spare.
+TEST(ChgnetModel, OutOfMemoryIsAClearError) {
+  if (kSanitized) {
+    GTEST_SKIP() << "the sanitizers' own address-space reservations defeat the limit";
+  }
+  auto owned = load_model<double>("0.3.0");
+  const ChgnetStructure cell = structure_of(read_json(fixture_dir() + "/limno2.json"));
+  ChgnetStructure s = cell;
+  const int k = 6;
+  s.positions.clear();
+  s.numbers.clear();
+  for (int a = 0; a < k; ++a) {
+    for (int b = 0; b < k; ++b) {
+      for (int c = 0; c < k; ++c) {
+        for (int i = 0; i < cell.size(); ++i) {
+          for (int d = 0; d < 3; ++d) {
+            s.positions.push_back(cell.positions[3 * i + d] + a * cell.lattice[d] + b * cell.lattice[3 + d] +
+                                  c * cell.lattice[6 + d]);
+          }
+          s.numbers.push_back(cell.numbers[i]);
+        }
+      }
+    }
+  }
+  for (double& x : s.lattice) {
+    x *= k;
+  }
+  auto g = models::make_structure_graph<double>(s.positions, s.numbers, s.lattice.data(), s.pbc, owned->cutoff(),
+                                                owned->bond_cutoff());
+  const auto child = run_with_memory_headroom(
+      [&] {
+        models::ChgnetResult r;
+        owned->compute(g.view(), nullptr, true, r);
+      },
+      std::size_t{32} << 20);
+  ASSERT_EQ(child.code, 0) << child.message;
+  EXPECT_NE(child.message.find(": out of " + std::string(Kokkos::HostSpace::name()) + " memory evaluating " +
+                               std::to_string(s.size()) + " local and 0 ghost atoms with " +
+                               std::to_string(g.center.size()) + " edges in float64 ("),
+            std::string::npos)
+      << child.message;
+  EXPECT_NE(child.message.find("run on more MPI ranks"), std::string::npos) << child.message;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../common/error_text.hpp"
+#include "../common/memory_limit.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "io/potential_file.hpp"
@@ -576,6 +577,38 @@ TEST(MaceModel, ReportsItsShape) {
   EXPECT_EQ(m.max_exchange_width(), 16);
   Model<double> moved(std::move(m));
   EXPECT_EQ(moved.num_layers(), 2);
+}
+
+// Running out of memory is a ResourceError that names the atoms, edges and precision and says
+// what to do, never an uncaught std::bad_alloc that ends the LAMMPS run (issue 20; on a GPU,
+// Kokkos' "failed to allocate" takes the same path). A child process evaluates a 2000-atom
+// MP-small graph with 256 MB of address space to spare, where the work buffers need about 2 GB.
+TEST(MaceModelMemory, OutOfMemoryIsAClearError) {
+  if (kSanitized) {
+    GTEST_SKIP() << "the sanitizers' own address-space reservations defeat the limit";
+  }
+  const auto pot = io::read_potential_file(std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/mp_small.safetensors");
+  Model<double> m(pot, {});
+  const Structure s = random_structure(2000, 28.7, 1.2, static_cast<int>(m.species().size()), 2026, true);
+  const auto g = folded_graph<double>(s, m.cutoff());
+  const auto child = run_with_memory_headroom(
+      [&] {
+        models::MaceResult<double> r;
+        m.compute(g.view(), nullptr, true, r);
+      },
+      std::size_t{256} << 20);
+  const std::string& msg = child.message;
+  ASSERT_EQ(child.code, 0) << msg;
+  EXPECT_NE(msg.find("mp_small.safetensors: out of " + std::string(Exec::memory_space::name()) +
+                     " memory evaluating 2000 local and 0 ghost atoms with " + std::to_string(g.num_edges()) +
+                     " edges in float64 ("),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("Traceback"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("run on more MPI ranks (or GPUs), so that each holds fewer atoms, or evaluate in float32"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace

@@ -47,6 +47,7 @@
 
 #include "core/elements.hpp"
 #include "core/error.hpp"
+#include "core/out_of_memory.hpp"
 #include "graph/neighbor_list.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/dense.hpp"
@@ -1067,7 +1068,11 @@ const std::string& ChgnetModel<T>::version() const {
 template <class T>
 void ChgnetModel<T>::compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange, bool gradients,
                              ChgnetResult& result) {
-  m_impl->compute(graph, exchange, gradients, result);
+  translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients, result); },
+                          [&] {
+                            return MemoryContext{m_impl->source, Kokkos::HostSpace::name(), std::is_same_v<T, float>,
+                                                 graph.n_local, graph.n_total, graph.num_edges()};
+                          });
 }
 
 template class ChgnetModel<float>;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/out_of_memory.hpp"
 #include "graph/impl/atom_graph_impl.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/edge_index.hpp"
@@ -884,7 +885,12 @@ std::string MaceModel<ExecSpace, T>::kernel_backends() const {
 template <class ExecSpace, class T>
 void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients,
                                       MaceResult<T>& result) {
-  m_impl->compute(graph, exchange, gradients, result);
+  translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients, result); },
+                          [&] {
+                            return MemoryContext{m_impl->spec.source, ExecSpace::memory_space::name(),
+                                                 std::is_same_v<T, float>, graph.n_local, graph.n_total,
+                                                 graph.num_edges()};
+                          });
 }
 
 template class MaceModel<Kokkos::DefaultHostExecutionSpace, double>;
