@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../common/random_mlp.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
@@ -253,6 +254,13 @@ TEST(ChannelwiseTP, BadInputIsAClearError) {
 namespace fastmlip::kernels {
 namespace {
 
+// A radial table (r_max 4 A, knots 0.02 A apart from 0.05 A) of a random radial MLP with
+// `width` outputs.
+RadialTable random_table(int width, std::uint64_t seed) {
+  return RadialTable::build(RadialBesselParams::mace(6, 4.0, 5), test::random_radial_mlp({6, 9, width}, 1.68, seed),
+                            0.02, 0.05);
+}
+
 // Weights evaluated from a radial table inside the TP kernels agree with the same weights
 // passed as an [edges x weight_numel] array (RadialTableKokkos::compute), and the fused edge
 // gradient with dR/dr contracted in the kernel agrees with grad_w through RadialTableKokkos::
@@ -267,17 +275,7 @@ TYPED_TEST(ChannelwiseTPTabulated, MatchesTheTableEvaluatedSeparately) {
   using M = Kokkos::View<T**, Kokkos::LayoutRight, Exec>;
   using V = Kokkos::View<T*, Exec>;
   const auto tp = ChannelwiseTP::mace(Irreps::parse("5x0e+5x1o"), Irreps::spherical_harmonics(2), mace_target(2, 5));
-  RadialMLP mlp;
-  mlp.widths = {6, 9, tp.weight_numel};
-  mlp.act_cst = 1.68;
-  test::Uniform wu(3);
-  for (int l = 0; l < 2; ++l) {
-    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
-    for (double& v : mlp.weights.back()) {
-      v = wu(-1.5, 1.5);
-    }
-  }
-  const auto table = RadialTable::build(RadialBesselParams::mace(6, 4.0, 5), mlp, 0.02, 0.05);
+  const auto table = random_table(tp.weight_numel, 3);
   const RadialTableKokkos<Exec, T> tab(table);
   const ChannelwiseTPKokkos<Exec, T> k(tp);
   for (int N : {1, 13, 40}) {
@@ -344,18 +342,7 @@ void check_lanes() {
   using V = Kokkos::View<T*, Exec>;
   const auto tp =
       ChannelwiseTP::mace(Irreps::parse("5x0e+5x1o+5x2e"), Irreps::spherical_harmonics(3), mace_target(3, 5));
-  RadialMLP mlp;
-  mlp.widths = {6, 9, tp.weight_numel};
-  mlp.act_cst = 1.68;
-  test::Uniform wu(7);
-  for (int l = 0; l < 2; ++l) {
-    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
-    for (double& v : mlp.weights.back()) {
-      v = wu(-1.5, 1.5);
-    }
-  }
-  const RadialTableKokkos<Exec, T> tab(
-      RadialTable::build(RadialBesselParams::mace(6, 4.0, 5), mlp, 0.02, 0.05));
+  const RadialTableKokkos<Exec, T> tab(random_table(tp.weight_numel, 7));
   const ChannelwiseTPKokkos<Exec, T, 1> one(tp);
   const ChannelwiseTPKokkos<Exec, T, Lanes> many(tp);
   for (int N : {1, 13, 41}) {

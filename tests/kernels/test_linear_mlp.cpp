@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../common/random_mlp.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/linear_kokkos.hpp"
@@ -189,19 +190,7 @@ std::pair<std::vector<double>, std::vector<double>> random_rows(const RadialMLP&
 
 // An MLP 8 -> 17 -> 11 -> 151 with random weights: two hidden layers and an output wider than
 // the tiled kernel's column chunk.
-RadialMLP wide_mlp(std::uint64_t seed) {
-  RadialMLP mlp;
-  mlp.widths = {8, 17, 11, 151};
-  mlp.act_cst = 1.679177;
-  test::Uniform w(seed);
-  for (int l = 0; l < 3; ++l) {
-    mlp.weights.emplace_back(static_cast<std::size_t>(mlp.widths[l]) * mlp.widths[l + 1]);
-    for (double& x : mlp.weights.back()) {
-      x = w(-1.5, 1.5);
-    }
-  }
-  return mlp;
-}
+RadialMLP wide_mlp(std::uint64_t seed) { return test::random_radial_mlp({8, 17, 11, 151}, 1.679177, seed); }
 
 template <class T>
 class RadialMLPTyped : public ::testing::Test {};

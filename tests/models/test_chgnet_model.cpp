@@ -331,8 +331,8 @@ TEST(ChgnetModel, OutOfMemoryIsAClearError) {
   for (double& x : s.lattice) {
     x *= k;
   }
-  auto g = models::make_structure_graph<double>(s.positions, s.numbers, s.lattice.data(), s.pbc, owned->cutoff(),
-                                                owned->bond_cutoff());
+  auto g = models::make_structure_graph<double>(s.positions, s.numbers, s.lattice.data(), s.pbc,
+                                                owned->cutoff(), owned->bond_cutoff());
   const auto child = run_with_memory_headroom(
       [&] {
         models::ChgnetResult r;

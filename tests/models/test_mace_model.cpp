@@ -3,22 +3,22 @@
 // finite differences, invariances, the ghost/exchange path against folded images, float
 // against double, sizes {0, 1, 13, a few hundred}, and the loader's and compute()'s errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
-#include <unistd.h>
 
 #include "../common/error_text.hpp"
 #include "../common/memory_limit.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "io/potential_file.hpp"
-#include "math/wigner_d.hpp"
 #include "mace_test_graph.hpp"
 #include "mace_test_potential.hpp"
+#include "math/wigner_d.hpp"
 #include "models/mace/mace_model.hpp"
 
 namespace fastmlip::test {
@@ -587,7 +587,8 @@ TEST(MaceModelMemory, OutOfMemoryIsAClearError) {
   if (kSanitized) {
     GTEST_SKIP() << "the sanitizers' own address-space reservations defeat the limit";
   }
-  const auto pot = io::read_potential_file(std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/mp_small.safetensors");
+  const auto pot =
+      io::read_potential_file(std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/mp_small.safetensors");
   Model<double> m(pot, {});
   const Structure s = random_structure(2000, 28.7, 1.2, static_cast<int>(m.species().size()), 2026, true);
   const auto g = folded_graph<double>(s, m.cutoff());
@@ -606,8 +607,9 @@ TEST(MaceModelMemory, OutOfMemoryIsAClearError) {
       << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_EQ(msg.find("Traceback"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("run on more MPI ranks (or GPUs), so that each holds fewer atoms, or evaluate in float32"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("run on more MPI ranks (or GPUs), so that each holds fewer atoms, or evaluate in float32"),
+      std::string::npos)
       << msg;
 }
 

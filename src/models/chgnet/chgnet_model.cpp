@@ -49,10 +49,10 @@
 #include "core/error.hpp"
 #include "core/out_of_memory.hpp"
 #include "graph/neighbor_list.hpp"
-#include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/dense.hpp"
 #include "kernels/gated_mlp.hpp"
 #include "kernels/layer_norm.hpp"
+#include "kernels/radial_basis_kokkos.hpp"
 #include "models/chgnet/chgnet_stages.hpp"
 
 namespace fastmlip::models {
@@ -1068,11 +1068,13 @@ const std::string& ChgnetModel<T>::version() const {
 template <class T>
 void ChgnetModel<T>::compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange, bool gradients,
                              ChgnetResult& result) {
-  translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients, result); },
-                          [&] {
-                            return MemoryContext{m_impl->source, Kokkos::HostSpace::name(), std::is_same_v<T, float>,
-                                                 graph.n_local, graph.n_total, graph.num_edges()};
-                          });
+  translate_out_of_memory(
+      [&] { m_impl->compute(graph, exchange, gradients, result); },
+      [&] {
+        return MemoryContext{
+            m_impl->source, Kokkos::HostSpace::name(), std::is_same_v<T, float>, graph.n_local,
+            graph.n_total,  graph.num_edges()};
+      });
 }
 
 template class ChgnetModel<float>;

@@ -887,8 +887,11 @@ void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* ex
                                       MaceResult<T>& result) {
   translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients, result); },
                           [&] {
-                            return MemoryContext{m_impl->spec.source, ExecSpace::memory_space::name(),
-                                                 std::is_same_v<T, float>, graph.n_local, graph.n_total,
+                            return MemoryContext{m_impl->spec.source,
+                                                 ExecSpace::memory_space::name(),
+                                                 std::is_same_v<T, float>,
+                                                 graph.n_local,
+                                                 graph.n_total,
                                                  graph.num_edges()};
                           });
 }
