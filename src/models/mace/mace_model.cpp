@@ -107,7 +107,8 @@ struct MaceModel<ExecSpace, T>::Impl {
     Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
     Matrix W_density;  // [num_bessel][1] for the Density blocks, else empty
 
-    Layer(const mace::MaceSpec& s, int t, const MaceOptions& options, std::vector<MaceRadialTableInfo>& tables)
+    Layer(const mace::MaceSpec& s, int t, const MaceOptions& options,
+          std::vector<MaceRadialTableInfo>& tables)
         : I(&s.interactions[t]),
           P(&s.products[t]),
           R(&s.readouts[t]),
@@ -116,7 +117,8 @@ struct MaceModel<ExecSpace, T>::Impl {
           skip(I->skip),
           prod(P->linear),
           r1(R->linear_1),
-          tp(I->tp, options.backend),
+          // Radial splines feed the TP tabulated weights, which only the Kokkos TP reads.
+          tp(I->tp, options.radial_spacing != 0.0 ? kernels::Backend::kokkos : options.backend),
           mlp(I->mlp),
           sc(P->sc, options.backend),
           W_up(weights(I->w_linear_up, 1)),
@@ -870,16 +872,13 @@ std::string MaceModel<ExecSpace, T>::kernel_backends() const {
     std::string all;
     bool same = true;
     for (std::size_t t = 0; t < layers.size(); ++t) {
-      const std::string b = kernels::backend_name(backend_of(layers[t]));
-      same = same && (t == 0 || b == kernels::backend_name(backend_of(layers[0])));
-      all += (t ? " " : "") + std::string("layer ") + std::to_string(t) + " " + b;
+      same = same && backend_of(layers[t]) == backend_of(layers[0]);
+      all += (t ? " " : "") + std::string("layer ") + std::to_string(t) + " " +
+             kernels::backend_name(backend_of(layers[t]));
     }
     return layers.empty() ? std::string("none") : same ? kernels::backend_name(backend_of(layers[0])) : all;
   };
-  // Tabulated weights (radial splines) have the Kokkos TP only.
-  const bool tabulated = m_impl->tabulated;
-  return "channelwise TP: " +
-         list([&](const auto& L) { return tabulated ? kernels::Backend::kokkos : L.tp.backend(); }) +
+  return "channelwise TP: " + list([](const auto& L) { return L.tp.backend(); }) +
          ", symmetric contraction: " + list([](const auto& L) { return L.sc.backend(); });
 }
 template <class ExecSpace, class T>
