@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/random_mlp.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/dense.hpp"
@@ -23,15 +24,6 @@
 namespace fastmlip::kernels {
 namespace {
 
-std::vector<double> random_vector(std::size_t n, test::Uniform& u, double lo = -1, double hi = 1) {
-  std::vector<double> v(n);
-  for (auto& x : v) x = u(lo, hi);
-  return v;
-}
-template <class T>
-std::vector<T> cast(const std::vector<double>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
 template <class T>
 void expect_close(const std::vector<T>& got, const std::vector<T>& want, double tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -42,42 +34,8 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, double 
   }
 }
 
-/// A gated MLP's weights drawn uniformly, LayerNorm weights around 1.
-template <class T>
-GatedMlpWeights<T> random_weights(int in, int hidden, int out, bool norm, test::Uniform& u) {
-  GatedMlpWeights<double> w;
-  w.in = in, w.hidden = hidden, w.out = out, w.norm = norm;
-  auto parts = w.parts();
-  const auto shapes = w.shapes();
-  for (std::size_t k = 0; k < parts.size(); ++k) {
-    const std::size_t n = static_cast<std::size_t>(shapes[k].first) * std::max(shapes[k].second, 1);
-    *parts[k] = random_vector(n, u, -0.6, 0.6);
-  }
-  if (norm) {
-    for (auto& v : w.ln_core_w) v += 1.0;
-    for (auto& v : w.ln_gate_w) v += 1.0;
-  }
-  GatedMlpWeights<T> t;
-  t.in = in, t.hidden = hidden, t.out = out, t.norm = norm;
-  auto tp = t.parts();
-  for (std::size_t k = 0; k < parts.size(); ++k) *tp[k] = cast<T>(*parts[k]);
-  return t;
-}
-
-struct Shape {
-  int in, hidden, out;
-  bool norm;
-  std::vector<int> segments;
-};
-// chgnet 0.3.0's convolutions (hidden layer, norm), its angle update (no hidden layer) and 0.2.0
-// (no norm), at odd widths; the first split into segments as the model splits it.
-const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> s{{13, 7, 5, true, {5, 3, 5}},
-                                    {11, 0, 9, true, {3, 3, 2, 3}},
-                                    {9, 5, 3, false, {}},
-                                    {1, 1, 1, true, {1}}};
-  return s;
-}
+using test::cast;
+using test::random_vector;
 
 template <class T>
 class DenseKernels : public ::testing::Test {};
@@ -226,8 +184,8 @@ TEST(DenseKernelsReverse, LayerNormInputAndWeightGradientsMatchFiniteDifferences
 TYPED_TEST(DenseKernels, GatedMlpMatchesReferenceForEveryArchitectureAndSegmentSplit) {
   using T = TypeParam;
   test::Uniform u(14);
-  for (const auto& sh : shapes()) {
-    const auto w = random_weights<T>(sh.in, sh.hidden, sh.out, sh.norm, u);
+  for (const auto& sh : test::gated_mlp_shapes()) {
+    const auto w = test::random_gated_mlp_weights<T>(sh.in, sh.hidden, sh.out, sh.norm, u);
     const GatedMlp<T> m(w, sh.segments);
     for (int rows : test::test_sizes()) {
       const auto z = cast<T>(random_vector(static_cast<std::size_t>(rows) * sh.in, u, -2, 2));
@@ -242,9 +200,9 @@ TYPED_TEST(DenseKernels, GatedMlpMatchesReferenceForEveryArchitectureAndSegmentS
 
 TEST(DenseKernelsReverse, GatedMlpInputAndWeightGradientsMatchFiniteDifferences) {
   test::Uniform u(15);
-  for (const auto& sh : shapes()) {
+  for (const auto& sh : test::gated_mlp_shapes()) {
     for (int rows : {1, 13, 40}) {  // 40: two tiles, the second partial
-      auto w = random_weights<double>(sh.in, sh.hidden, sh.out, sh.norm, u);
+      auto w = test::random_gated_mlp_weights<double>(sh.in, sh.hidden, sh.out, sh.norm, u);
       const auto z = random_vector(static_cast<std::size_t>(rows) * sh.in, u, -2, 2);
       const auto gy = random_vector(static_cast<std::size_t>(rows) * sh.out, u);
       auto loss = [&](const GatedMlpWeights<double>& weights, const std::vector<double>& in) {
@@ -278,9 +236,9 @@ TEST(DenseKernelsReverse, GatedMlpOnDualNumbersGivesTheDirectionalDerivativeOfIt
   // for a fixed gy; their tangents must be the directional derivatives of the plain stages.
   using D = Dual<double>;
   test::Uniform u(16);
-  for (const auto& sh : shapes()) {
+  for (const auto& sh : test::gated_mlp_shapes()) {
     const int rows = 37;
-    auto w = random_weights<double>(sh.in, sh.hidden, sh.out, sh.norm, u);
+    auto w = test::random_gated_mlp_weights<double>(sh.in, sh.hidden, sh.out, sh.norm, u);
     const auto z = random_vector(static_cast<std::size_t>(rows) * sh.in, u, -2, 2);
     const auto gy = random_vector(static_cast<std::size_t>(rows) * sh.out, u);
     auto flat_w = flatten(w);
@@ -340,7 +298,7 @@ TEST(DenseKernelsReverse, GatedMlpOnDualNumbersGivesTheDirectionalDerivativeOfIt
 
 TEST(DenseKernels, BadShapesAreRefusedNamingThePart) {
   test::Uniform u(17);
-  auto w = random_weights<double>(5, 3, 2, true, u);
+  auto w = test::random_gated_mlp_weights<double>(5, 3, 2, true, u);
   w.gate2_b.pop_back();
   try {
     GatedMlp<double> m(w, {});
@@ -348,7 +306,7 @@ TEST(DenseKernels, BadShapesAreRefusedNamingThePart) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("part 7 has 1 values, expected 2"), std::string::npos) << e.what();
   }
-  const auto ok = random_weights<double>(5, 3, 2, true, u);
+  const auto ok = test::random_gated_mlp_weights<double>(5, 3, 2, true, u);
   EXPECT_THROW(GatedMlp<double>(ok, {2, 2}), InputError);  // segments sum to 4, not 5
 }
 
