@@ -120,6 +120,21 @@ std::vector<OptionSpec> build_table() {
       opt(model, "radial_MLP", T::kIntList, "[64, 64, 64]", "Hidden widths of the radial MLP.", at_least(1)));
   t.push_back(
       opt(model, "MLP_irreps", T::kString, "16x0e", "Hidden irreps of the last (non-linear) readout."));
+  t.push_back(opt(model, "interaction_first", T::kChoice, "RealAgnosticInteractionBlock",
+                  "Class of the first interaction block (MACE-MPA-0 and OMAT-0: "
+                  "RealAgnosticDensityInteractionBlock).",
+                  {},
+                  {"RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
+                   "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"}));
+  t.push_back(opt(model, "interaction", T::kChoice, "RealAgnosticResidualInteractionBlock",
+                  "Class of the later interaction blocks (MACE-MPA-0 and OMAT-0: "
+                  "RealAgnosticDensityResidualInteractionBlock).",
+                  {},
+                  {"RealAgnosticResidualInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"}));
+  t.push_back(opt(model, "distance_transform", T::kChoice, "None",
+                  "Transform of the edge length before the radial basis (Agnesi: MPA-0, OMAT-0, MATPES).", {},
+                  {"None", "Agnesi"}));
+  t.push_back(opt(model, "pair_repulsion", T::kBool, "false", "Add mace-torch's ZBL pair repulsion."));
   t.push_back(opt(model, "foundation_model", T::kPath, std::nullopt,
                   "Potential file to fine-tune from (e.g. potentials/chgnet-0.3.0.safetensors)."));
   t.push_back(opt(model, "direct_heads", T::kBool, "false",

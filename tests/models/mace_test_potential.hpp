@@ -63,7 +63,8 @@ inline io::PotentialFile make_mace_potential(const MaceTestConfig& cfg, std::uin
   layout.mlp_irreps = cfg.mlp_per_head;
   layout.avg_num_neighbors = 3.5;
   layout.scale_shift = cfg.scale_shift;
-  layout.residual_first = cfg.residual_first;
+  layout.interaction_first =
+      cfg.residual_first ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock";
   layout.zbl = cfg.zbl;
   layout.heads.clear();
   for (int h = 0; h < H; ++h) {

@@ -223,13 +223,25 @@ trainer::MaceConfig small_config(int variant) {
     c.scale = 1.3;
     c.shift = -0.2;
     c.zbl = true;
+  } else if (variant == 2) {  // MACE-MPA-0's blocks, fresh: Density blocks, the Agnesi transform, ZBL
+    c.max_ell = 2;
+    c.max_L = 1;
+    c.correlation = 2;
+    c.num_interactions = 2;
+    c.scale_shift = true;
+    c.scale = 0.9;
+    c.shift = 0.1;
+    c.zbl = true;
+    c.interaction_first = "RealAgnosticDensityInteractionBlock";
+    c.interaction = "RealAgnosticDensityResidualInteractionBlock";
+    c.distance_transform = "Agnesi";
   } else {  // plain MACE, residual first block, max_L 2, three interactions
     c.max_ell = 3;
     c.max_L = 2;
     c.correlation = 2;
     c.num_interactions = 3;
     c.scale_shift = false;
-    c.residual_first = true;
+    c.interaction_first = "RealAgnosticResidualInteractionBlock";
   }
   return c;
 }
@@ -296,6 +308,7 @@ void check_gradients(int variant) { check_gradients(trainer::make_mace_potential
 
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesNonResidualFirstZblScaleShift) { check_gradients(0); }
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesResidualThreeLayersMaxL2) { check_gradients(1); }
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesFreshDensityAgnesiModel) { check_gradients(2); }
 // MACE-MPA-0 / OMAT-0's blocks: the Density normalisation (its density_fn weights trained too)
 // and the Agnesi-transformed radial basis, first and second derivatives.
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesDensityBlocksAgnesi) {
@@ -365,7 +378,7 @@ TEST(MaceTorchExport, FreshModelRoundTripsThroughMaceModelAndIsByteReproducible)
   const auto dir =
       std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  for (int variant : {0, 1}) {
+  for (int variant : {0, 1, 2}) {
     MaceTorchModel<double> model(trainer::make_mace_potential(small_config(variant)));
     perturb(model, 0.05);  // stands in for a training step: the saved weights are the current ones
     const auto a = check_round_trip(model, (dir / ("a" + std::to_string(variant))).string(), "", 40);

@@ -347,6 +347,35 @@ TEST(TrainPotential, FineTunesTheDensityAgnesiArchitecture) {
   fs::remove_all(dir);
 }
 
+// MACE-MPA-0 / OMAT-0's architecture trained from scratch from the command line, with mace_run_train's
+// option names; the export is that architecture, and these options with --foundation_model are refused.
+TEST(TrainPotential, TrainsAFreshDensityAgnesiModel) {
+  const std::string dir = temp_dir("mpa_fresh");
+  write_dataset(dir + "/data.xyz", 8);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const std::string blocks =
+      " --interaction_first RealAgnosticDensityInteractionBlock --interaction "
+      "RealAgnosticDensityResidualInteractionBlock --distance_transform Agnesi --pair_repulsion true";
+  const Result r = run(dir, "--config tiny.yaml --work_dir fresh --max_num_epochs 1" + blocks);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("epoch 1"), std::string::npos) << r.out;
+  const auto pot = io::read_potential_file(dir + "/fresh/tiny.safetensors");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/distance_transform"), "Agnesi");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/interactions/0/class"),
+            "RealAgnosticDensityInteractionBlock");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/interactions/1/class"),
+            "RealAgnosticDensityResidualInteractionBlock");
+  EXPECT_TRUE(pot.has_meta("/hyperparameters/zbl/p"));
+  EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
+
+  const Result bad = run(dir,
+                         "--name x --train_file data.xyz --foundation_model fresh/tiny.safetensors "
+                         "--distance_transform Agnesi --work_dir ft");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("option 'distance_transform'"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

@@ -110,7 +110,9 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   layout.mlp_irreps = c.mlp_irreps;
   layout.avg_num_neighbors = c.avg_num_neighbors;
   layout.scale_shift = c.scale_shift;
-  layout.residual_first = c.residual_first;
+  layout.interaction_first = c.interaction_first;
+  layout.interaction = c.interaction;
+  layout.distance_transform = c.distance_transform;
   layout.zbl = c.zbl;
   models::mace::MaceLayoutValues values;
   values.atomic_energies = c.e0s;

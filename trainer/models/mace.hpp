@@ -97,8 +97,12 @@ struct MaceConfig {
   double avg_num_neighbors = 1.0;
   bool scale_shift = true;  ///< ScaleShiftMACE (else MACE)
   double scale = 1.0, shift = 0.0;
-  bool residual_first = false;  ///< RealAgnosticResidualInteractionBlock as the first block too
-  bool zbl = false;             ///< mace-torch's ZBL pair repulsion (pair_repulsion)
+  /// Interaction block classes and distance transform (models/mace/mace_layout.hpp): mace_run_train's
+  /// --interaction_first, --interaction and --distance_transform.
+  std::string interaction_first = "RealAgnosticInteractionBlock";
+  std::string interaction = "RealAgnosticResidualInteractionBlock";
+  std::string distance_transform = "None";
+  bool zbl = false;  ///< mace-torch's ZBL pair repulsion (pair_repulsion)
   std::uint64_t seed = 123;
 };
 

@@ -44,10 +44,26 @@ namespace fs = std::filesystem;
 
 /// Model options that a --foundation_model file fixes; setting one as well is an error, not a
 /// silently ignored value.
-const std::vector<std::string> kModelOptions = {
-    "r_max",      "num_radial_basis", "num_cutoff_basis", "max_ell",   "num_channels", "max_L",
-    "correlation", "num_interactions", "radial_MLP",      "MLP_irreps", "E0s",          "scaling",
-    "mean",        "std",              "avg_num_neighbors", "compute_avg_num_neighbors"};
+const std::vector<std::string> kModelOptions = {"r_max",
+                                                "num_radial_basis",
+                                                "num_cutoff_basis",
+                                                "max_ell",
+                                                "num_channels",
+                                                "max_L",
+                                                "correlation",
+                                                "num_interactions",
+                                                "radial_MLP",
+                                                "MLP_irreps",
+                                                "E0s",
+                                                "scaling",
+                                                "mean",
+                                                "std",
+                                                "avg_num_neighbors",
+                                                "compute_avg_num_neighbors",
+                                                "interaction_first",
+                                                "interaction",
+                                                "distance_transform",
+                                                "pair_repulsion"};
 
 bool set_by_user(const Options& o, const std::string& name) { return o.origin(name) != "default"; }
 
@@ -342,6 +358,10 @@ io::PotentialFile Trainer<F>::initial_potential() {
     c.radial_mlp.push_back(static_cast<int>(v));
   }
   c.mlp_irreps = parse_mlp_irreps(m_o.get_string("MLP_irreps"));
+  c.interaction_first = m_o.get_string("interaction_first");
+  c.interaction = m_o.get_string("interaction");
+  c.distance_transform = m_o.get_string("distance_transform");
+  c.zbl = m_o.get_bool("pair_repulsion");
   c.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors") ? data::avg_num_neighbors(m_train, c.r_max)
                                                                   : m_o.get_float("avg_num_neighbors");
   const data::ScaleShift ss = data::compute_scale_shift(m_o.get_string("scaling"), m_train, e0s);

@@ -3,6 +3,7 @@
 // construction (modules/models.py, modules/blocks.py), tensor by tensor in its order.
 #include "models/mace/mace_layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -60,6 +61,26 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
                      "num_channels, num_interactions, correlation, radial_MLP, num_bessel and MLP_irreps must be "
                      "positive, max_L and max_ell non-negative, r_max and avg_num_neighbors positive");
   }
+  // Each block's class: residual (a skip from x^t, products with use_sc) and Density (the
+  // learned normalisation, density_fn) follow from its name.
+  const std::vector<std::string> firsts = {
+      "RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
+      "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"};
+  if (std::find(firsts.begin(), firsts.end(), c.interaction_first) == firsts.end()) {
+    throw InputError(fn + "interaction_first '" + c.interaction_first +
+                     "' is not supported; supported: RealAgnosticInteractionBlock, "
+                     "RealAgnosticResidualInteractionBlock, RealAgnosticDensityInteractionBlock, "
+                     "RealAgnosticDensityResidualInteractionBlock");
+  }
+  if (c.interaction != firsts[1] && c.interaction != firsts[3]) {
+    throw InputError(fn + "interaction '" + c.interaction +
+                     "' is not supported; supported: RealAgnosticResidualInteractionBlock, "
+                     "RealAgnosticDensityResidualInteractionBlock");
+  }
+  if (c.distance_transform != "None" && c.distance_transform != "Agnesi") {
+    throw InputError(fn + "distance_transform '" + c.distance_transform +
+                     "' is not supported; supported: None, Agnesi");
+  }
   io::PotentialFile pot;
   nlohmann::json species = nlohmann::json::array();
   for (int z : c.atomic_numbers) {
@@ -95,6 +116,15 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
   if (c.bessel_prefactor) {
     pot.add<double>("radial_embedding.bessel_fn.prefactor", {}, {std::sqrt(2.0 / c.r_max)});
   }
+  if (c.distance_transform == "Agnesi") {
+    // AgnesiTransform's buffers at mace-torch's defaults, and ASE's covalent radii by Z.
+    const std::string d = "radial_embedding.distance_transform.";
+    pot.add<double>(d + "a", {}, {1.0805});
+    pot.add<double>(d + "q", {}, {0.9183});
+    pot.add<double>(d + "p", {}, {4.5791});
+    const auto& radii = ase_covalent_radii();
+    pot.add<double>(d + "covalent_radii", {static_cast<std::int64_t>(radii.size())}, radii);
+  }
   if (H == 1) {
     pot.add<double>("atomic_energies_fn.atomic_energies", {E}, v.atomic_energies);
   } else {
@@ -105,7 +135,9 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
   Irreps features = scalars;
   for (int t = 0; t < T; ++t) {
     const std::string p = "interactions." + std::to_string(t) + ".";
-    const bool residual = t > 0 || c.residual_first;
+    const std::string& cls = t == 0 ? c.interaction_first : c.interaction;
+    const bool residual = cls.find("Residual") != std::string::npos;
+    const bool density = cls.find("Density") != std::string::npos;
     const Irreps hidden = (t == T - 1 && T > 1) ? scalars : hidden_full;
     const auto tp = kernels::ChannelwiseTP::mace(features, sh, target);
     const auto up = kernels::EquivariantLinear::e3nn(features, features);
@@ -122,7 +154,11 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
     }
     add_drawn(p + "linear.weight", {lin.weight_numel}, lin.weight_numel, 1.0);
     add_drawn(p + "skip_tp.weight", {skip.weight_numel * E}, static_cast<std::int64_t>(skip.weight_numel) * E, 1.0);
-    inter.push_back({{"class", residual ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock"},
+    if (density) {
+      // density_fn: e3nn FullyConnectedNet [num_bessel, 1], created after skip_tp.
+      add_drawn(p + "density_fn.layer0.weight", {c.num_bessel, 1}, c.num_bessel, 1.0);
+    }
+    inter.push_back({{"class", cls},
                      {"node_feats_irreps", features.str()},
                      {"edge_attrs_irreps", sh.str()},
                      {"target_irreps", target.str()},
@@ -211,7 +247,7 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
                        {"num_interactions", T},
                        {"heads", c.heads},
                        {"radial_type", "bessel"},
-                       {"distance_transform", "None"},
+                       {"distance_transform", c.distance_transform},
                        {"interactions", inter},
                        {"products", prods},
                        {"readouts", reads},

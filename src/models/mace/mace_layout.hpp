@@ -3,8 +3,9 @@
 /// \file The writer of the MACE potential-file layout (docs/mace-potential.md), the twin of
 /// load_mace_spec (mace_spec.hpp), its one reader: mace-torch's state_dict names and shapes and
 /// the hyperparameters the loader reads, for the architecture mace_run_train's `--model MACE`
-/// builds (ScaleShiftMACE or MACE; a first RealAgnosticInteractionBlock, residual blocks after
-/// it; linear readouts, the last one non-linear), with our coupling basis as the U matrices.
+/// builds (ScaleShiftMACE or MACE; a first interaction block, residual blocks after it, plain or
+/// Density; linear readouts, the last one non-linear; optional ZBL and Agnesi transform), with our
+/// coupling basis as the U matrices.
 ///
 /// The weights come from the caller, one call of `draw` per tensor in mace-torch's construction
 /// order: the trainer draws a fresh model from torch's generator, the tests from their uniform
@@ -34,9 +35,18 @@ struct MaceLayout {
   std::vector<int> radial_mlp = {64, 64, 64};
   int mlp_irreps = 16;  ///< hidden scalars per head of the last readout (MLP_irreps "16x0e")
   double avg_num_neighbors = 1.0;
-  bool scale_shift = true;      ///< ScaleShiftMACE (else MACE)
-  bool residual_first = false;  ///< RealAgnosticResidualInteractionBlock as the first block too
-  bool zbl = false;             ///< mace-torch's ZBL pair repulsion
+  bool scale_shift = true;  ///< ScaleShiftMACE (else MACE)
+  /// The interaction blocks' classes, mace_run_train's --interaction_first (the first block:
+  /// RealAgnosticInteractionBlock, RealAgnosticResidualInteractionBlock, or their Density
+  /// variants) and --interaction (every later block: RealAgnosticResidualInteractionBlock or
+  /// RealAgnosticDensityResidualInteractionBlock). MACE-MP-0: the defaults; MACE-MPA-0 and
+  /// OMAT-0: RealAgnosticDensityInteractionBlock, then RealAgnosticDensityResidualInteractionBlock.
+  std::string interaction_first = "RealAgnosticInteractionBlock";
+  std::string interaction = "RealAgnosticResidualInteractionBlock";
+  /// mace_run_train's --distance_transform: "None", or "Agnesi" with AgnesiTransform's default
+  /// a, q, p (the Bessel basis at the transformed distance; MPA-0, OMAT-0, MATPES).
+  std::string distance_transform = "None";
+  bool zbl = false;  ///< mace-torch's ZBL pair repulsion (--pair_repulsion)
   /// Head names; one head: {"Default"} (mace-torch's name), written with "default_head".
   std::vector<std::string> heads = {"Default"};
   /// radial_embedding.bessel_fn.prefactor = sqrt(2 / r_max), as mace-torch >= 0.3.10 stores it

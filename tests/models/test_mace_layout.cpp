@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+// The MACE layout writer (models/mace/mace_layout.hpp) against files the converter made from
+// mace-torch models: for the same hyperparameters the writer gives the tensors (names and shapes)
+// and block hyperparameters mace-torch's model has. What differs by design is left out and said
+// so: the converter keeps e3nn's masks, empty biases and compiled buffers that the loader never
+// reads, and the contractions' U and weights are in our coupling basis (fewer columns).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/potential_file.hpp"
+#include "models/mace/mace_layout.hpp"
+#include "models/mace/mace_model.hpp"
+#include "models/mace/mace_spec.hpp"
+
+namespace fastmlip::models::mace {
+namespace {
+
+const std::string kData = std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/";
+
+bool converter_only(const std::string& name, const std::vector<std::int64_t>& shape) {
+  const bool empty = !shape.empty() && shape[0] == 0;
+  return empty || name.find("output_mask") != std::string::npos ||
+         name.find("_compiled") != std::string::npos || name == "num_interactions" || name == "r_max" ||
+         name == "radial_embedding.bessel_fn.r_max" || name == "radial_embedding.cutoff_fn.r_max" ||
+         name == "radial_embedding.cutoff_fn.p";
+}
+bool our_basis(const std::string& name) { return name.find("symmetric_contractions") != std::string::npos; }
+
+/// name -> shape of every tensor, less the converter's extras.
+std::map<std::string, std::vector<std::int64_t>> tensors(const io::PotentialFile& f) {
+  std::map<std::string, std::vector<std::int64_t>> out;
+  for (const auto& [name, t] : f.tensors()) {
+    if (!converter_only(name, t.shape)) {
+      out[name] = t.shape;
+    }
+  }
+  return out;
+}
+
+// MACE-MPA-0's blocks at reduced width, as tests/reference/make_mace_fixtures.py built them with
+// mace-torch: a Density first block, DensityResidual after it, the Agnesi transform, ZBL.
+TEST(MaceLayout, WritesMaceTorchsTensorsForTheDensityAgnesiArchitecture) {
+  const auto ref =
+      io::read_potential_file(kData + "ssmace_2int_L1_corr2_ell3_density_agnesi_zbl.safetensors");
+  MaceLayout c;
+  c.atomic_numbers = {28, 13, 29};
+  c.r_max = 5.5;
+  c.num_bessel = 8;
+  c.num_polynomial_cutoff = 5;
+  c.max_ell = 3;
+  c.num_channels = 6;
+  c.max_L = 1;
+  c.correlation = {2};
+  c.num_interactions = 2;
+  c.radial_mlp = {16, 16, 16};
+  c.mlp_irreps = 8;
+  c.avg_num_neighbors = 20.5;
+  c.interaction_first = "RealAgnosticDensityInteractionBlock";
+  c.interaction = "RealAgnosticDensityResidualInteractionBlock";
+  c.distance_transform = "Agnesi";
+  c.zbl = true;
+  MaceLayoutValues v;
+  v.atomic_energies = {-1.0, -2.0, -3.0};
+  v.scale = {1.0};
+  v.shift = {0.0};
+  v.provenance = {{"writer", "test_mace_layout 0"}};
+  const auto ours = write_mace_layout(c, v, [](const std::string&, std::int64_t n, double) {
+    return std::vector<double>(static_cast<std::size_t>(n), 0.01);
+  });
+
+  const auto want = tensors(ref), got = tensors(ours);
+  for (const auto& [name, shape] : want) {
+    const auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << "the writer lacks mace-torch's tensor " << name;
+    if (!our_basis(name)) {
+      EXPECT_EQ(it->second, shape) << name;
+    }
+  }
+  for (const auto& [name, shape] : got) {
+    EXPECT_EQ(want.count(name), 1u) << "the writer adds a tensor mace-torch's model lacks: " << name;
+  }
+  const auto hp = [](const io::PotentialFile& f, const std::string& key) {
+    return f.metadata.at(nlohmann::json::json_pointer("/hyperparameters/" + key));
+  };
+  EXPECT_EQ(hp(ours, "distance_transform"), hp(ref, "distance_transform"));
+  for (int t = 0; t < 2; ++t) {
+    const std::string b = "interactions/" + std::to_string(t) + "/";
+    for (const char* key : {"class", "node_feats_irreps", "target_irreps", "hidden_irreps"}) {
+      EXPECT_EQ(hp(ours, b + key), hp(ref, b + key)) << b << key;
+    }
+    EXPECT_EQ(hp(ours, "products/" + std::to_string(t) + "/use_sc"),
+              hp(ref, "products/" + std::to_string(t) + "/use_sc"));
+  }
+
+  // What the loader makes of it: the blocks, and AgnesiTransform's defaults with ASE's radii.
+  const MaceSpec spec = load_mace_spec(ours, {});
+  const MaceSpec spec_ref = load_mace_spec(ref, {});
+  ASSERT_EQ(spec.interactions.size(), 2u);
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_EQ(spec.interactions[t].density, spec_ref.interactions[t].density) << t;
+    EXPECT_EQ(spec.interactions[t].residual, spec_ref.interactions[t].residual) << t;
+  }
+  EXPECT_TRUE(spec.distance_transform.active());
+  EXPECT_EQ(spec.distance_transform.covalent_radii, spec_ref.distance_transform.covalent_radii);
+  EXPECT_DOUBLE_EQ(spec.distance_transform.a, 1.0805);
+  EXPECT_DOUBLE_EQ(spec.distance_transform.q, 0.9183);
+  EXPECT_DOUBLE_EQ(spec.distance_transform.p, 4.5791);
+}
+
+TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
+  MaceLayout c;
+  c.atomic_numbers = {29};
+  MaceLayoutValues v;
+  v.atomic_energies = {-1.0};
+  v.scale = {1.0};
+  v.shift = {0.0};
+  v.provenance = {{"writer", "test_mace_layout 0"}};
+  const auto draw = [](const std::string&, std::int64_t n, double) { return std::vector<double>(n, 0.1); };
+  const auto refused = [&](MaceLayout bad, const std::string& words) {
+    try {
+      write_mace_layout(bad, v, draw);
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  MaceLayout b = c;
+  b.interaction = "RealAgnosticResidualNonLinearInteractionBlock";
+  refused(b,
+          "interaction 'RealAgnosticResidualNonLinearInteractionBlock' is not supported; supported: "
+          "RealAgnosticResidualInteractionBlock, RealAgnosticDensityResidualInteractionBlock");
+  b = c;
+  b.interaction_first = "RealAgnosticAttResidualInteractionBlock";
+  refused(b, "interaction_first 'RealAgnosticAttResidualInteractionBlock' is not supported");
+  b = c;
+  b.distance_transform = "Soft";
+  refused(b, "distance_transform 'Soft' is not supported; supported: None, Agnesi");
+}
+
+}  // namespace
+}  // namespace fastmlip::models::mace
