@@ -6,12 +6,12 @@
 ///   TagForward       y[r] = silu(LN_c(c)) sigmoid(LN_g(g)) from z1[r]      (one team per row)
 ///   TagReverse       ga[r] = dL/dz1[r] from gy[r], recomputing the row's forward in scratch
 ///
-/// The first layer's products (projections, z1, and their input gradients) are dense layers
-/// over a column window of W1 (dense_impl.hpp). c and g are the core and gate halves after the second layers
-/// (or z1's halves without a hidden layer). In a team the threads split a row's columns; LayerNorm's mean and
-/// variance are team reductions. One row's activations are 2 * width + 6 * out values of team scratch, small
-/// for every CHGNet width (a few KiB), so the weights, read by every row, stay the only global traffic that
-/// repeats.
+/// The first layer's products (projections, z1, and their input gradients) are dense layers over
+/// a column window of W1 (dense_impl.hpp). c and g are the core and gate halves after the second
+/// layers (or z1's halves without a hidden layer). In a team the threads split a row's columns;
+/// LayerNorm's mean and variance are team reductions. One row's activations are 2 * width +
+/// 6 * out values of team scratch, small for every CHGNet width (a few KiB), so the weights, read
+/// by every row, stay the only global traffic that repeats.
 #include <Kokkos_Core.hpp>
 
 #include "core/kokkos_compat.hpp"
