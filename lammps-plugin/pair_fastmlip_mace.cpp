@@ -3,12 +3,14 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <type_traits>
 
 #include "comm.h"
 #include "core/error.hpp"
 #include "error.h"
+#include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
 #include "models/mace/mace_model.hpp"
 #include "utils.h"
@@ -19,27 +21,46 @@ using fastmlip::models::MaceOptions;
 using fastmlip::models::MaceResult;
 
 namespace {
-// The model runs on the host, in Kokkos' default host execution space.
+// `device host` (the default): the model runs on the host, in Kokkos' default host execution
+// space, on the graph PairFastmlipBase builds. `device cuda`: on the GPU, in Kokkos' default
+// execution space, which is a GPU's only in a plugin built against a Kokkos with CUDA (the
+// lammps-wheel-cuda preset); the graph is copied there each step (graph::GraphMirror) and the
+// per-layer node exchange is staged through host rows by the model, so LAMMPS' communication
+// and tally stay as they are.
 using ModelSpace = Kokkos::DefaultHostExecutionSpace;
+constexpr bool kHaveGpu =
+    !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+using DeviceSpace = std::conditional_t<kHaveGpu, Kokkos::DefaultExecutionSpace, ModelSpace>;
+
+// One precision's model where it runs, with the graph's copy in its memory.
+template <class Space, class T>
+struct Placed {
+  std::unique_ptr<MaceModel<Space, T>> model;
+  fastmlip::graph::GraphMirror<T, typename Space::memory_space> mirror;
+};
 }  // namespace
 
 struct PairFastmlipMace::Backend {
-  std::unique_ptr<MaceModel<ModelSpace, double>> model_d;
-  std::unique_ptr<MaceModel<ModelSpace, float>> model_f;
+  Placed<ModelSpace, double> host_d;
+  Placed<ModelSpace, float> host_f;
+  Placed<DeviceSpace, double> device_d;
+  Placed<DeviceSpace, float> device_f;
   MaceResult<double> result_d;
   MaceResult<float> result_f;
 
-  const std::vector<fastmlip::io::PotentialSpecies>& species() const {
-    return model_d ? model_d->species() : model_f->species();
-  }
-  double cutoff() const { return model_d ? model_d->cutoff() : model_f->cutoff(); }
-  template <class T>
-  MaceModel<ModelSpace, T>& model() {
-    if constexpr (std::is_same_v<T, double>) {
-      return *model_d;
-    } else {
-      return *model_f;
+  /// f(model) on the one model loaded.
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    if (host_d.model) {
+      return f(*host_d.model);
     }
+    if (host_f.model) {
+      return f(*host_f.model);
+    }
+    if (device_d.model) {
+      return f(*device_d.model);
+    }
+    return f(*device_f.model);
   }
   template <class T>
   MaceResult<T>& result() {
@@ -49,6 +70,20 @@ struct PairFastmlipMace::Backend {
       return result_f;
     }
   }
+  template <class T>
+  void compute(const fastmlip::graph::AtomGraph<T, Kokkos::HostSpace>& graph,
+               fastmlip::models::FeatureExchange<T>* exchange) {
+    auto run = [&](auto& placed) {
+      if (placed.model) {
+        placed.model->compute(placed.mirror.of(graph), exchange, true, result<T>());
+      }
+    };
+    if constexpr (std::is_same_v<T, double>) {
+      run(host_d), run(device_d);
+    } else {
+      run(host_f), run(device_f);
+    }
+  }
 };
 
 PairFastmlipMace::PairFastmlipMace(LAMMPS* lmp) : PairFastmlipBase(lmp, "fastmlip/mace", "mace") {}
@@ -56,12 +91,15 @@ PairFastmlipMace::PairFastmlipMace(LAMMPS* lmp) : PairFastmlipBase(lmp, "fastmli
 PairFastmlipMace::~PairFastmlipMace() = default;
 
 // pair_style fastmlip/mace [precision float64|float32] [head NAME] [radial exact|spline H]
+//                          [device host|cuda]
 void PairFastmlipMace::settings(int narg, char** arg) {
-  static const char* usage = "usage: pair_style fastmlip/mace [precision float64|float32] [head NAME] "
-                             "[radial exact|spline <knot spacing in A>]";
+  static const char* usage =
+      "usage: pair_style fastmlip/mace [precision float64|float32] [head NAME] "
+      "[radial exact|spline <knot spacing in A>] [device host|cuda]";
   m_precision = "float64";
   m_head.clear();
   m_radial_spacing = 0.0;
+  m_device = "host";
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) {
@@ -75,6 +113,18 @@ void PairFastmlipMace::settings(int narg, char** arg) {
       m_precision = value;
     } else if (key == "head") {
       m_head = value;
+    } else if (key == "device") {
+      if (value != "host" && value != "cuda") {
+        error->all(FLERR, "pair_style fastmlip/mace: device must be host or cuda, not '{}'", value);
+      }
+      if (value == "cuda" && !kHaveGpu) {
+        error->all(FLERR,
+                   "pair_style fastmlip/mace: 'device cuda' needs a plugin built with a GPU Kokkos "
+                   "(this one's Kokkos runs on {} only); build it with the lammps-wheel-cuda preset "
+                   "(docs/building.md), or use 'device host' or the /kk style of a KOKKOS LAMMPS",
+                   Kokkos::DefaultExecutionSpace::name());
+      }
+      m_device = value;
     } else if (key == "radial") {
       if (value == "exact") {
         m_radial_spacing = 0.0;
@@ -108,14 +158,23 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
   options.head = m_head;
   options.radial_spacing = m_radial_spacing;
   m_backend = std::make_unique<Backend>();
-  if (m_precision == "float32") {
-    m_backend->model_f = std::make_unique<MaceModel<ModelSpace, float>>(file, options);
+  auto place = [&](auto& placed) {
+    using Model = typename std::decay_t<decltype(placed.model)>::element_type;
+    placed.model = std::make_unique<Model>(file, options);
+  };
+  const bool f32 = m_precision == "float32";
+  if (m_device == "cuda") {
+    f32 ? place(m_backend->device_f) : place(m_backend->device_d);
   } else {
-    m_backend->model_d = std::make_unique<MaceModel<ModelSpace, double>>(file, options);
+    f32 ? place(m_backend->host_f) : place(m_backend->host_d);
+  }
+  if (comm->me == 0 && m_device == "cuda") {
+    utils::logmesg(lmp, "fastmlip/mace: model on {} ({}), kernels: {}\n",
+                   Kokkos::DefaultExecutionSpace::name(), m_precision,
+                   m_backend->visit([](const auto& m) { return m.kernel_backends(); }));
   }
   // Say how well the tables reproduce the model: users judge the trade from this line.
-  const auto& tables =
-      m_backend->model_d ? m_backend->model_d->radial_tables() : m_backend->model_f->radial_tables();
+  const auto& tables = m_backend->visit([](const auto& m) -> decltype(auto) { return m.radial_tables(); });
   for (const auto& t : tables) {
     if (comm->me == 0) {
       utils::logmesg(lmp, "fastmlip/mace: layer {} radial spline: {} knots {:.6g} A apart, {:.1f} MB; "
@@ -124,7 +183,7 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
                      t.max_error_derivative, t.max_abs_derivative);
     }
   }
-  const auto& species = m_backend->species();
+  const auto& species = m_backend->visit([](const auto& m) -> decltype(auto) { return m.species(); });
   std::string known;
   for (const auto& s : species) {
     known += (known.empty() ? "" : " ") + s.symbol;
@@ -143,12 +202,12 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
                         "it has: {}", t, symbol, path, known);
     }
   }
-  m_cutoff = m_backend->cutoff();
+  m_cutoff = m_backend->visit([](const auto& m) { return m.cutoff(); });
 }
 
 int PairFastmlipMace::max_exchange_width() const {
   // The widest node-feature row of any layer, in doubles.
-  return m_backend->model_d ? m_backend->model_d->max_exchange_width() : m_backend->model_f->max_exchange_width();
+  return m_backend->visit([](const auto& m) { return m.max_exchange_width(); });
 }
 
 PairFastmlipBase::Output PairFastmlipMace::evaluate(const Graph<double>& edges) { return evaluate_with(edges); }
@@ -159,7 +218,7 @@ PairFastmlipBase::Output PairFastmlipMace::evaluate_with(const Graph<T>& edges) 
   PairNodeExchange<T> exchange(this);
   auto& result = m_backend->result<T>();
   try {
-    m_backend->model<T>().compute(edges, &exchange, true, result);
+    m_backend->compute<T>(edges, &exchange);
   } catch (const fastmlip::Error& e) {
     m_comm = CommRows{};
     error_one(FLERR, e.what());

@@ -43,6 +43,7 @@ class PairFastmlipMace : public PairFastmlipBase {
   std::string m_precision = "float64";
   std::string m_head;
   double m_radial_spacing = 0.0;  ///< 0: exact radial MLP; else the spline's knot spacing (A)
+  std::string m_device = "host";  ///< where the model runs: host, or cuda (Kokkos' GPU space)
 };
 
 }  // namespace LAMMPS_NS

