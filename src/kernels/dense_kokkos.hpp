@@ -50,21 +50,6 @@ DensePath resolve_path(DensePath path, const char* owner) {
   return path;
 }
 
-/// A host row-major table as a read-only [rows][cols] view in ExecSpace's memory.
-template <class ExecSpace, class T>
-Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace> upload_matrix(const std::vector<T>& v, int rows,
-                                                                      int cols, const std::string& label) {
-  Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> d(label, rows, cols);
-  auto h = Kokkos::create_mirror_view(d);
-  for (int i = 0; i < rows; ++i) {
-    for (int j = 0; j < cols; ++j) {
-      h(i, j) = v[static_cast<std::size_t>(i) * cols + j];
-    }
-  }
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-
 /// y (+)= x W[:, col0 : col0 + x's width]^T (+ b) on the teams path.
 template <class ExecSpace, class T>
 void launch_dense(const DenseFunctor<ExecSpace, T>& base,

@@ -2,6 +2,7 @@
 #pragma once
 /// \file Small helpers the Kokkos drivers share: host tables to device views, shape checks.
 #include <Kokkos_Core.hpp>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,21 @@ Kokkos::View<const V*, ExecSpace> upload(const std::vector<V>& v, const std::str
   auto h = Kokkos::create_mirror_view(d);
   for (std::size_t i = 0; i < v.size(); ++i) {
     h(i) = v[i];
+  }
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+/// A host row-major table [rows][cols] (of V, converted to T) as a view in ExecSpace's memory.
+template <class ExecSpace, class V, class T = V>
+Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> upload_matrix(const std::vector<V>& v, int rows, int cols,
+                                                                const std::string& label) {
+  Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> d(label, rows, cols);
+  auto h = Kokkos::create_mirror_view(d);
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) {
+      h(i, j) = static_cast<T>(v[static_cast<std::size_t>(i) * cols + j]);
+    }
   }
   Kokkos::deep_copy(d, h);
   return d;

@@ -83,13 +83,7 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   static Matrix weights(const std::vector<double>& w, int rows) {
     const int cols = rows > 0 ? static_cast<int>(w.size()) / rows : 0;
-    Matrix m("fastmlip::mace::weights", rows, cols);
-    auto h = Kokkos::create_mirror_view(m);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      h.data()[i] = static_cast<T>(w[i]);
-    }
-    Kokkos::deep_copy(m, h);
-    return m;
+    return kernels::impl::upload_matrix<ExecSpace, double, T>(w, rows, cols, "fastmlip::mace::weights");
   }
 
   /// The kernels and weights of interaction, product and readout t.
