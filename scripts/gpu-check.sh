@@ -17,7 +17,8 @@
 #      device cuda` in LAMMPS 22 Jul 2025 through the pair tests (YAML references, finite
 #      differences, minimize/npt, mace-torch parity) on 1 and 2 ranks, and the example's NVE drift;
 #   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
-#      shapes and sizes (benchmarks/models/peers_mace_gpu.py), and tabulates both.
+#      shapes and sizes (benchmarks/models/peers_mace_gpu.py), with e3nn and with
+#      OpenEquivariance (its source archive in .whl/), and tabulates them.
 # Everything worth keeping lands in OUT (default $OUT, else ./gpu-check-out), at most 8 files:
 # summary.md (each step's status and time, the table), log.txt, env.txt, cuda_tests.xml,
 # device_tests.xml, bench_cuda.json, bench_mace.json, peers_gpu.jsonl. A step that fails is recorded and the next one still runs.
@@ -204,6 +205,9 @@ profile() {
 }
 
 # The peers' wheels (.whl/) installed once into /tmp/fastmlip-peers and put on PYTHONPATH.
+# OpenEquivariance comes as its source archive (PyPI has no wheel; building one fetches LibTorch):
+# its Python package is used from the unpacked archive, and it JIT-compiles its extension with
+# this machine's PyTorch on first use.
 peer_path() {
   if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
     if [ ! -d /tmp/fastmlip-peers/mace ]; then
@@ -211,6 +215,12 @@ peer_path() {
         "$repo"/.whl/*.whl || return 1
     fi
     export PYTHONPATH=/tmp/fastmlip-peers${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  local oeq
+  oeq=$(ls "$repo"/.whl/openequivariance-*.tar.gz 2>/dev/null | head -1)
+  if [ -n "$oeq" ]; then
+    mkdir -p /tmp/fastmlip-oeq && tar xzf "$oeq" -C /tmp/fastmlip-oeq || return 1
+    export PYTHONPATH=$(ls -d /tmp/fastmlip-oeq/openequivariance-*/ | head -1):$PYTHONPATH
   fi
 }
 
@@ -301,6 +311,12 @@ peers_mace() {
   PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/models/peers_mace_gpu.py" --repeats 10 >> "$out/peers_gpu.jsonl"
 }
 
+# mace-torch with OpenEquivariance's fused convolution (issue 20's other peer), same cases.
+peers_oeq() {
+  peer_path
+  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/models/peers_mace_gpu.py" --repeats 10 --backend oeq >> "$out/peers_gpu.jsonl"
+}
+
 table() {
   if [ ! -f "$out/bench_cuda.json" ]; then
     echo "(no kernel table: the bench step did not run)"
@@ -363,6 +379,7 @@ step peers 200 peers
 if [ $device_built = 1 ]; then
   step device_bench 240 device_bench
   step peers_mace 150 peers_mace
+  step peers_oeq 240 peers_oeq
 fi
 if [ $built = 1 ]; then
   step profile 60 profile

@@ -10,7 +10,13 @@ depend on them. The neighbour list is ASE's (no matscipy needed). One JSON line 
 mace_model/<model>/<atoms>/<dtype>, appended to what scripts/gpu-check.sh collects in
 peers_gpu.jsonl; gpu_table.py tabulates them beside ours.
 
-    python3 peers_mace_gpu.py [--device cuda] [--cells 6,14] [--repeats 10]
+With --backend oeq the same model is converted by mace-torch's own e3nn-to-OpenEquivariance
+converter (mace.cli.convert_e3nn_oeq: OpenEquivariance's fused convolution, "atomic", in place of
+e3nn's channelwise TP and scatter; the rest stays e3nn) and its lines are named mace_model_oeq/...
+A case where mace-torch cannot load OpenEquivariance is an error line, never an e3nn timing under
+the OEQ name (mace-torch quietly falls back to e3nn then).
+
+    python3 peers_mace_gpu.py [--device cuda] [--cells 6,14] [--repeats 10] [--backend e3nn|oeq]
 """
 import argparse
 import json
@@ -65,12 +71,30 @@ def batch(cells, torch, device, dtype):
     }, n, len(i)
 
 
+def oeq_unavailable():
+    """None where mace-torch can run OpenEquivariance, else why not (mace-torch's OEQConfig
+    silently turns itself off where the import failed)."""
+    try:
+        from mace.modules import wrapper_ops  # pylint: disable=import-outside-toplevel
+    except Exception as e:  # pylint: disable=broad-except
+        return f"mace-torch has no OpenEquivariance support ({type(e).__name__}: {e})"
+    if not getattr(wrapper_ops, "OEQ_AVAILABLE", False):
+        try:
+            import openequivariance  # pylint: disable=import-outside-toplevel,unused-import
+        except Exception as e:  # pylint: disable=broad-except
+            return f"OpenEquivariance does not import: {type(e).__name__}: {e}"
+        return "mace-torch's wrapper_ops reports OpenEquivariance unavailable"
+    return None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--cells", default="6,14")
     p.add_argument("--models", default="mp_small,mp_medium")
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--backend", choices=("e3nn", "oeq"), default="e3nn",
+                   help="mace-torch's tensor-product backend: e3nn, or OpenEquivariance (oeq)")
     args = p.parse_args()
     import torch  # pylint: disable=import-outside-toplevel
     from e3nn import o3  # pylint: disable=import-outside-toplevel
@@ -82,15 +106,31 @@ def main():
     info = {"device": args.device, "torch": torch.__version__, "e3nn": e3nn.__version__,
             "mace": getattr(mace, "__version__", "?"),
             "device_name": torch.cuda.get_device_name(0) if cuda else "cpu"}
+    prefix = "mace_model" if args.backend == "e3nn" else "mace_model_oeq"
+    oeq_problem = None
+    if args.backend == "oeq":
+        info["backend"] = "oeq"
+        oeq_problem = oeq_unavailable()
+        if oeq_problem is None:
+            import openequivariance  # pylint: disable=import-outside-toplevel
+            # Used from its unpacked source archive there is no installed metadata to read the
+            # version from; the archive's folder (openequivariance-X.Y.Z) names it.
+            info["oeq"] = getattr(openequivariance, "__version__", None) or os.path.basename(
+                os.path.dirname(os.path.dirname(os.path.abspath(openequivariance.__file__))))
     for name in args.models.split(","):
         for cells in (int(c) for c in args.cells.split(",")):
             for dtype_name in ("float32", "float64"):
-                rec = {"name": f"mace_model/{name}/{4 * cells ** 3}/{dtype_name}", "dtype": dtype_name, **info}
+                rec = {"name": f"{prefix}/{name}/{4 * cells ** 3}/{dtype_name}", "dtype": dtype_name, **info}
                 try:
+                    if oeq_problem:
+                        raise RuntimeError(oeq_problem)
                     dtype = getattr(torch, dtype_name)
                     torch.set_default_dtype(dtype)
                     torch.manual_seed(0)
                     model = build_model(SHAPES[name], torch, modules, o3).to(args.device)
+                    if args.backend == "oeq":
+                        from mace.cli.convert_e3nn_oeq import run as to_oeq  # pylint: disable=import-outside-toplevel
+                        model = to_oeq(model, device=args.device)
                     data, n, edges = batch(cells, torch, args.device, dtype)
                     rec.update(atoms=n, edges=edges)
                     if cuda:
