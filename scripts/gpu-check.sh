@@ -288,33 +288,55 @@ nve_cuda() {
 # and on the CUDA kernels, then mace-torch's at the same shapes and sizes (peers_mace_gpu.py,
 # appended to the peers' file). One process per case: in a single process the first H100 run
 # (2026-11-26) ran out of device memory at the largest case after the smaller ones.
+# Which cases both time: FASTMLIP_GPU_BENCH_MODELS (mp_small,mp_medium,mp_large) and
+# FASTMLIP_GPU_BENCH_CELLS (6,14,29: 864, 10976 and 97556 atoms).
+bench_models=${FASTMLIP_GPU_BENCH_MODELS:-mp_small,mp_medium,mp_large}
+bench_cells=${FASTMLIP_GPU_BENCH_CELLS:-6,14,29}
+bench_filter() {
+  local atoms="" c
+  for c in ${bench_cells//,/ }; do atoms="$atoms${atoms:+|}$((4 * c * c * c))"; done
+  echo "/(${bench_models//,/|})/($atoms)(/|$)"
+}
+
 device_bench() {
   local bin="$device_build/bin/fastmlip-bench-mace" tmp=/tmp/fastmlip-bench-mace rc=0 i=0 name
   rm -rf "$tmp" && mkdir -p "$tmp" || return 1
-  for name in $("$bin" --benchmark_list_tests); do
+  for name in $("$bin" --benchmark_list_tests --benchmark_filter="$(bench_filter)"); do
     i=$((i + 1))
     "$bin" --benchmark_filter="^$name\$" --benchmark_repetitions=3 --benchmark_min_time=0.5 \
-      --benchmark_report_aggregates_only=true --benchmark_format=console --benchmark_out="$tmp/$i.json" \
+      --benchmark_report_aggregates_only=true --benchmark_format=console --benchmark_out="$tmp/$(printf %03d $i).json" \
       --benchmark_out_format=json || rc=1
+    merge_bench || rc=1  # after every case: a step stopped by its time cap keeps what it measured
   done
-  python3 - "$tmp" "$out/bench_mace.json" <<'PY' || rc=1
+  return $rc
+}
+
+# The cases' JSON files (a failed case writes none or an empty one) as one bench_mace.json.
+merge_bench() {
+  python3 - /tmp/fastmlip-bench-mace "$out/bench_mace.json" <<'PY'
 import glob, json, os, sys
-runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json")))]
+runs = []
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        runs.append(json.load(open(f)))
+    except ValueError:
+        pass
 merged = {"context": runs[0]["context"] if runs else {}, "benchmarks": [b for r in runs for b in r["benchmarks"]]}
 json.dump(merged, open(sys.argv[2], "w"), indent=1)
 PY
-  return $rc
 }
 
 peers_mace() {
   peer_path
-  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/models/peers_mace_gpu.py" --repeats 10 >> "$out/peers_gpu.jsonl"
+  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/models/peers_mace_gpu.py" --repeats 10 --models "$bench_models" \
+    --cells "$bench_cells" >> "$out/peers_gpu.jsonl"
 }
 
 # mace-torch with OpenEquivariance's fused convolution (issue 20's other peer), same cases.
 peers_oeq() {
   peer_path
-  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/models/peers_mace_gpu.py" --repeats 10 --backend oeq >> "$out/peers_gpu.jsonl"
+  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/models/peers_mace_gpu.py" --repeats 10 --backend oeq \
+    --models "$bench_models" --cells "$bench_cells" >> "$out/peers_gpu.jsonl"
 }
 
 table() {

@@ -2,9 +2,12 @@
 // The whole MACE model (energies and dE/dv, the pair styles' call) on Kokkos' default execution
 // space: the host in the default build, the GPU in the device path's (the kokkos-cuda preset,
 // run by scripts/gpu-check.sh). Models: the committed MACE-MP-0 small and medium shapes
-// (tests/reference/data/mace/mp_{small,medium}); structures: random fcc Cu50Ni50 (a = 3.568 A,
-// rattled 0.05 A, about 78 edges per atom within 6 A), as benchmarks/mace-lammps uses, at 864
-// and 10976 atoms. The graph is built on the host and moved once to where the model runs; each
+// (tests/reference/data/mace/mp_{small,medium}), and a large shape written here with the same
+// hyperparameters but hidden irreps 128x0e+128x1o+128x2e (mp_large: the layout writer's file,
+// weights drawn from a fixed normal stream, which the time does not depend on; not committed, to
+// keep the tree small); structures: random fcc Cu50Ni50 (a = 3.568 A, rattled 0.05 A, about 78
+// edges per atom within 6 A), as benchmarks/mace-lammps uses, at 864 and 10976 atoms, and on a
+// GPU also 97556 (29^3 cells). The graph is built on the host and moved once to where the model runs; each
 // timed step is one compute(), including the copy of dE/dv and the per-atom energies back to
 // the host that a host LAMMPS needs. The peers on the same GPU: peers_mace_gpu.py.
 #include <benchmark/benchmark.h>
@@ -24,6 +27,7 @@
 #include "graph/neighbor_list.hpp"
 #include "io/potential_file.hpp"
 #include "kernels/backend.hpp"
+#include "models/mace/mace_layout.hpp"
 #include "models/mace/mace_model.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -89,10 +93,49 @@ std::size_t device_used_bytes() {
 #endif
 }
 
+// The MP-0 shapes' hyperparameters (2 interactions, l_max 3, correlation 3, r_max 6, 10 Bessel
+// functions, radial MLP [64, 64, 64], ScaleShiftMACE, Cu and Ni) with hidden irreps up to L = 2.
+io::PotentialFile mp_large() {
+  models::mace::MaceLayout c;
+  c.atomic_numbers = {28, 29};
+  c.r_max = 6.0;
+  c.num_bessel = 10;
+  c.num_polynomial_cutoff = 5;
+  c.max_ell = 3;
+  c.num_channels = 128;
+  c.max_L = 2;
+  c.correlation = {3};
+  c.num_interactions = 2;
+  c.radial_mlp = {64, 64, 64};
+  c.mlp_irreps = 16;
+  c.avg_num_neighbors = 61.96;
+  models::mace::MaceLayoutValues v;
+  v.atomic_energies = {-5.5517, -3.7152};
+  v.scale = {0.8043};
+  v.shift = {0.1647};
+  v.provenance = {{"writer", "bench_mace_model mp_large"}};
+  std::mt19937_64 g(20261126u);
+  return models::mace::write_mace_layout(c, v, [&](const std::string&, std::int64_t n, double scale) {
+    std::normal_distribution<double> d(0.0, scale);
+    std::vector<double> w(static_cast<std::size_t>(n));
+    for (double& x : w) {
+      x = d(g);
+    }
+    return w;
+  });
+}
+
+io::PotentialFile potential(const std::string& model) {
+  if (model == "mp_large") {
+    return mp_large();
+  }
+  return io::read_potential_file(std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/" + model +
+                                 ".safetensors");
+}
+
 template <class T>
 void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, kernels::Backend backend) {
-  const auto pot =
-      io::read_potential_file(std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/" + model + ".safetensors");
+  const auto pot = potential(model);
   const models::MaceModel<Exec, double> probe(pot, {});
   const HostGraph h = fcc_cuni(cells, probe);
   std::vector<T> vec(h.vectors.begin(), h.vectors.end());
@@ -129,8 +172,13 @@ const bool registered = [] {
 #if defined(KOKKOS_ENABLE_CUDA)
   backends.emplace_back(kernels::Backend::cuda, "/cuda_kernels");
 #endif
-  for (const char* model : {"mp_small", "mp_medium"}) {
-    for (const int cells : {6, 14}) {
+  // 97556 atoms only where a GPU runs the model: on a host core one step takes minutes.
+  std::vector<int> sizes = {6, 14};
+#if defined(KOKKOS_ENABLE_CUDA)
+  sizes.push_back(29);
+#endif
+  for (const char* model : {"mp_small", "mp_medium", "mp_large"}) {
+    for (const int cells : sizes) {
       for (const auto& [backend, tag] : backends) {
         const std::string suffix = std::string(model) + "/" + std::to_string(4 * cells * cells * cells) + tag;
         benchmark::RegisterBenchmark(("BM_MaceModel/float/" + suffix).c_str(), BM_MaceModel<float>, model,
