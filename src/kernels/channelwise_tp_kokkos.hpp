@@ -13,6 +13,7 @@
 #include "kernels/channelwise_tp.hpp"
 #include "kernels/edge_index.hpp"
 #include "kernels/impl/channelwise_tp_impl.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/radial_table_kokkos.hpp"
 #include "math/dual.hpp"
@@ -217,8 +218,8 @@ class ChannelwiseTPKokkos {
     f.m_Y = Y;
     f.m_out = out;
     const int N = g.num_nodes;
-    Matrix xT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::xT"), N, m_tp.dim1());
-    Matrix outT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::outT"), N, m_tp.dim_out());
+    Matrix xT = m_xT.get(N, m_tp.dim1());
+    Matrix outT = m_outT.get(N, m_tp.dim_out());
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
     f.m_xT = xT;
     f.m_outT = outT;
@@ -238,9 +239,10 @@ class ChannelwiseTPKokkos {
     f.m_grad_Y = grad_Y;
     // ir_mul copies: the reverse kernels' loops over channels then run over contiguous memory.
     const int N = g.num_nodes;
-    Matrix xT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::xT"), N, m_tp.dim1());
-    Matrix gT(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::channelwise_tp::gT"), N, m_tp.dim_out());
-    Matrix gxT("fastmlip::channelwise_tp::grad_xT", N, m_tp.dim1());  // zero: entries no path reads
+    Matrix xT = m_xT.get(N, m_tp.dim1());
+    Matrix gT = m_outT.get(N, m_tp.dim_out());
+    Matrix gxT = m_gxT.get(N, m_tp.dim1());
+    Kokkos::deep_copy(gxT, T(0));  // zero: entries no path reads
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::grad_out_to_ir_mul", m_entries_out, grad_out, gT);
     f.m_xT = xT;
@@ -291,6 +293,10 @@ class ChannelwiseTPKokkos {
   ChannelwiseTP m_tp;
   Functor m_f;
   Kokkos::View<const impl::IrrepEntryDev*, ExecSpace> m_entries1, m_entries_out;
+  // The ir_mul copies of one call, reused by the next (impl/grow_buffer.hpp): one object's calls
+  // must not overlap, as in a model, which calls its layers' kernels one after another.
+  mutable impl::GrowBuffer<T, ExecSpace> m_xT{"fastmlip::channelwise_tp::xT"},
+      m_outT{"fastmlip::channelwise_tp::outT"}, m_gxT{"fastmlip::channelwise_tp::grad_xT"};
 };
 
 }  // namespace fastmlip::kernels

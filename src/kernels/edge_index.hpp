@@ -12,8 +12,19 @@
 #include "core/error.hpp"
 #include "graph/atom_graph.hpp"
 #include "kernels/impl/edge_index_impl.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 
 namespace fastmlip::kernels {
+
+/// Storage that EdgeIndex::from_graph can build into instead of allocating: a model keeps one
+/// and rebuilds its index there every step (impl/grow_buffer.hpp). An index built into it is
+/// valid until the next build.
+template <class ExecSpace>
+struct EdgeIndexStorage {
+  impl::GrowBuffer<int, ExecSpace> receiver_ptr{"fastmlip::edge_index::receiver_ptr"},
+      sender_ptr{"fastmlip::edge_index::sender_ptr"}, cursor{"fastmlip::edge_index::cursor"},
+      sender_edges{"fastmlip::edge_index::sender_edges"};
+};
 
 template <class ExecSpace>
 struct EdgeIndex {
@@ -30,23 +41,13 @@ struct EdgeIndex {
   /// receive nothing); only the transpose by sender is built, on ExecSpace.
   template <class T>
   static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g) {
-    EdgeIndex out;
-    const int N = g.n_total, E = g.num_edges();
-    out.num_nodes = N;
-    out.num_edges = E;
-    out.sender = g.neighbor;
-    out.receiver = g.center;
-    Transpose f;
-    f.m_center_start = g.center_start;
-    f.m_num_local = g.n_local;
-    f.m_num_edges = E;
-    f.m_receiver_ptr = Kokkos::View<int*, ExecSpace>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::receiver_ptr"), N + 1);
-    Kokkos::parallel_for("fastmlip::edge_index::receiver_ptr",
-                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagReceiverPtr>(0, N + 1), f);
-    out.receiver_ptr = f.m_receiver_ptr;
-    out.transpose(g.neighbor);
-    return out;
+    return from_graph(g, nullptr);
+  }
+  /// As from_graph(g), its arrays in `storage` (no allocation once it is large enough).
+  template <class T>
+  static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g,
+                              EdgeIndexStorage<ExecSpace>& storage) {
+    return from_graph(g, &storage);
   }
 
   /// From host arrays. Edges must be sorted by receiver (the neighbour-list order); throws
@@ -102,13 +103,46 @@ struct EdgeIndex {
   /// sender_ptr and sender_edges from `sender` (num_nodes and num_edges set): the edge ids
   /// grouped by sender in ascending order (so that the gradient kernels sum in a fixed order),
   /// built on ExecSpace (impl/edge_index_impl.hpp).
-  void transpose(const Kokkos::View<const int*, ExecSpace>& sender_of_edge) {
+  template <class T>
+  static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g,
+                              EdgeIndexStorage<ExecSpace>* storage) {
+    EdgeIndex out;
+    const int N = g.n_total, E = g.num_edges();
+    out.num_nodes = N;
+    out.num_edges = E;
+    out.sender = g.neighbor;
+    out.receiver = g.center;
+    Transpose f;
+    f.m_center_start = g.center_start;
+    f.m_num_local = g.n_local;
+    f.m_num_edges = E;
+    f.m_receiver_ptr =
+        storage != nullptr
+            ? storage->receiver_ptr.vector(N + 1)
+            : Kokkos::View<int*, ExecSpace>(
+                  Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::receiver_ptr"),
+                  N + 1);
+    Kokkos::parallel_for("fastmlip::edge_index::receiver_ptr",
+                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagReceiverPtr>(0, N + 1), f);
+    out.receiver_ptr = f.m_receiver_ptr;
+    out.transpose(g.neighbor, storage);
+    return out;
+  }
+
+  void transpose(const Kokkos::View<const int*, ExecSpace>& sender_of_edge,
+                 EdgeIndexStorage<ExecSpace>* storage = nullptr) {
     Transpose f;
     f.m_sender = sender_of_edge;
-    f.m_sender_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::sender_ptr", num_nodes + 1);
-    f.m_cursor = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::cursor", num_nodes);
-    f.m_sender_edges = Kokkos::View<int*, ExecSpace>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"), num_edges);
+    if (storage != nullptr) {
+      f.m_sender_ptr = storage->sender_ptr.zeros(num_nodes + 1);
+      f.m_cursor = storage->cursor.zeros(num_nodes);
+      f.m_sender_edges = storage->sender_edges.vector(num_edges);
+    } else {
+      f.m_sender_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::sender_ptr", num_nodes + 1);
+      f.m_cursor = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::cursor", num_nodes);
+      f.m_sender_edges = Kokkos::View<int*, ExecSpace>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"), num_edges);
+    }
     using Range = Kokkos::RangePolicy<ExecSpace, typename Transpose::TagCount>;
     Kokkos::parallel_for("fastmlip::edge_index::count_senders", Range(0, num_edges), f);
     Kokkos::parallel_scan("fastmlip::edge_index::sender_offsets",

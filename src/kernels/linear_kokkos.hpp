@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/linear_gemm.hpp"
 #include "kernels/impl/linear_impl.hpp"
 #include "kernels/impl/team_scratch.hpp"
@@ -133,11 +134,12 @@ class LinearKokkos {
       Group g;
       g.m_set = set;
       g.m_sets = sets;
-      g.m_count = Kokkos::View<int*, ExecSpace>("fastmlip::linear::set_count", sets);
-      g.m_group_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::linear::set_ptr", sets + 1);
-      g.m_tile_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::linear::tile_ptr", sets + 1);
-      g.m_nodes = Kokkos::View<int*, ExecSpace>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::linear::order"), nodes);
+      // Reused from call to call (impl/grow_buffer.hpp); the offsets and the order are written in
+      // full by the launches below, the counts start from zero.
+      g.m_count = m_count.zeros(sets);
+      g.m_group_ptr = m_group_ptr.vector(sets + 1);
+      g.m_tile_ptr = m_tile_ptr.vector(sets + 1);
+      g.m_nodes = m_order.vector(nodes);
       using Count = Kokkos::RangePolicy<ExecSpace, typename Group::TagCount>;
       using Offsets = Kokkos::RangePolicy<ExecSpace, typename Group::TagOffsets>;
       using Fill = Kokkos::RangePolicy<ExecSpace, typename Group::TagFill>;
@@ -167,6 +169,10 @@ class LinearKokkos {
   }
   EquivariantLinear m_lin;
   Functor m_f;
+  // The grouping of nodes by weight set, per call; one object's calls must not overlap.
+  mutable impl::GrowBuffer<int, ExecSpace> m_count{"fastmlip::linear::set_count"},
+      m_group_ptr{"fastmlip::linear::set_ptr"}, m_tile_ptr{"fastmlip::linear::tile_ptr"},
+      m_order{"fastmlip::linear::order"};
 };
 
 }  // namespace fastmlip::kernels

@@ -7,6 +7,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -562,6 +563,40 @@ TEST(MaceModel, HeadsAreChosenByName) {
   models::MaceResult<double> rd;
   md.compute(g.view(), nullptr, false, rd);
   EXPECT_EQ(rd.energy, r1.energy);
+}
+
+// Issue 20's "scratch reused across steps": a second compute() on a graph of the same size
+// allocates nothing (on a GPU each allocation is a cudaMalloc and each free a device
+// synchronisation). Counted with Kokkos' allocation hook; the first step must allocate, which
+// shows the hook sees the model's allocations. Exact and radial-spline models, with the ghost
+// exchange, species-indexed linears and dE/dv.
+std::atomic<int> g_allocations{0};
+
+TEST(MaceModel, ASecondStepOfTheSameSizeAllocatesNothing) {
+  Kokkos::Tools::Experimental::set_allocate_data_callback(
+      [](Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) { ++g_allocations; });
+  for (const double spacing : {0.0, 0.01}) {
+    for (const auto& v : variants()) {
+      models::MaceOptions opt;
+      opt.head = v.head;
+      opt.radial_spacing = spacing;
+      Model<double> m(make_mace_potential(v.cfg, 5), opt);
+      const auto g = ghost_graph<double>(cluster(11, 7), v.cfg.r_max);
+      CopyExchange<double> ex(g.n_local, g.owner);
+      models::MaceResult<double> r;
+      g_allocations = 0;
+      m.compute(g.view(), &ex, true, r);
+      EXPECT_GT(g_allocations.load(), 0) << v.name << ": the hook saw no allocation in the first step";
+      const double e1 = r.energy;
+      for (int step = 2; step <= 3; ++step) {
+        g_allocations = 0;
+        m.compute(g.view(), &ex, true, r);
+        EXPECT_EQ(g_allocations.load(), 0) << v.name << " spacing " << spacing << ", step " << step;
+        EXPECT_EQ(r.energy, e1) << v.name;
+      }
+    }
+  }
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
 }
 
 TEST(MaceModel, ReportsItsShape) {

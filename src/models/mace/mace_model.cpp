@@ -37,6 +37,7 @@
 #include "graph/impl/atom_graph_impl.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/edge_index.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/linear_kokkos.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
@@ -69,17 +70,7 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   /// A grow-only buffer handing out matrices of exact shape (the kernels check extents):
   /// storage is reused across steps, so an MD run allocates only when the system grows.
-  struct Buffer {
-    Kokkos::View<T*, ExecSpace> store;
-    Matrix get(int rows, int cols) {
-      const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-      if (store.extent(0) < n) {
-        store = Kokkos::View<T*, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::mace::buffer"),
-                                            n + n / 4);
-      }
-      return Matrix(store.data(), rows, cols);
-    }
-  };
+  using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;
 
   static Matrix weights(const std::vector<double>& w, int rows) {
     const int cols = rows > 0 ? static_cast<int>(w.size()) / rows : 0;
@@ -161,6 +152,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   int n_local = 0, n_total = 0, num_edges = 0;
   Ints species_all, species_local;
   kernels::EdgeIndex<ExecSpace> graph_index;  // the graph's own views, plus the transpose by sender
+  kernels::EdgeIndexStorage<ExecSpace> graph_index_storage;            // graph_index's own arrays, reused
   Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> vectors;  // [E][3] the graph's own
   Vector r;     // [E] lengths
   Matrix Y, B;  // [E][sh], [E][num_bessel]
@@ -782,7 +774,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     num_edges = g.num_edges();
     species_all = g.species;
     species_local = Kokkos::subview(g.species, Kokkos::pair<int, int>(0, n_local));
-    graph_index = kernels::EdgeIndex<ExecSpace>::from_graph(g);
+    graph_index = kernels::EdgeIndex<ExecSpace>::from_graph(g, graph_index_storage);
     if (inter_energy.extent(0) < static_cast<std::size_t>(n_local)) {
       inter_energy = Kokkos::View<double*, ExecSpace>("fastmlip::mace::inter_energy", n_local);
     }

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file Grow-only working storage for the kernels and models: a per-step array is allocated
+/// once and reused while the system does not grow. On a GPU every allocation is a cudaMalloc and
+/// every free a device synchronisation, so a step of MD that allocated its scratch anew paid both
+/// a few dozen times; on the host it paid the allocator and, for zeroed arrays, a first touch.
+/// Views handed out are unmanaged windows on the storage, valid until the next larger request.
+#include <Kokkos_Core.hpp>
+#include <cstddef>
+#include <string>
+
+namespace fastmlip::kernels::impl {
+
+template <class V, class ExecSpace>
+class GrowBuffer {
+ public:
+  using Matrix = Kokkos::View<V**, Kokkos::LayoutRight, ExecSpace>;
+  using Vector = Kokkos::View<V*, ExecSpace>;
+
+  GrowBuffer() = default;
+  explicit GrowBuffer(std::string label) : m_label(std::move(label)) {}
+
+  /// A rows x cols matrix (row-major, contiguous) on the storage; contents undefined.
+  Matrix get(int rows, int cols) {
+    return Matrix(reserve(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols)), rows, cols);
+  }
+  /// An n-vector on the storage; contents undefined.
+  Vector vector(std::size_t n) { return Vector(reserve(n), n); }
+  /// As vector(n), every value zero.
+  Vector zeros(std::size_t n) {
+    Vector v = vector(n);
+    Kokkos::deep_copy(v, V(0));
+    return v;
+  }
+
+ private:
+  V* reserve(std::size_t n) {
+    if (m_store.extent(0) < n) {
+      // A quarter to spare, so that a system that grows a little (MD) does not reallocate often.
+      m_store =
+          Kokkos::View<V*, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, m_label), n + n / 4);
+    }
+    return m_store.data();
+  }
+
+  std::string m_label = "fastmlip::scratch";
+  Kokkos::View<V*, ExecSpace> m_store;
+};
+
+}  // namespace fastmlip::kernels::impl
