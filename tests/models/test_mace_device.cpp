@@ -12,6 +12,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -284,6 +285,49 @@ TEST(MaceDevice, DefaultBackendIsCudaKernelsWhereTheyRunElseKokkos) {
   } else {
     EXPECT_EQ((kernels::impl::resolve<Device, double>(kernels::Backend::automatic)),
               kernels::Backend::kokkos);
+  }
+}
+
+// Issue 20's "scratch reused across steps", on the device: after the first step, a step on a
+// graph of the same size makes no Kokkos allocation (each would be a cudaMalloc and a
+// synchronising free): the graph's copy, the edge index, the activations, the kernels' working
+// arrays and the host copy of the exchanged rows are all reused. The MP-0 small shape with
+// ghosts through the exchange, on the default kernels and on the Kokkos path, exact and with
+// radial splines. (The hand-written CUDA kernels allocate outside Kokkos only when their
+// weights are set.)
+std::atomic<int> g_device_allocations{0};
+
+TEST(MaceDevice, ASecondStepOfTheSameSizeAllocatesNothing) {
+  if constexpr (!kHasDevice) {
+    GTEST_SKIP() << "Kokkos has no device backend in this build (the host model's twin of this test is "
+                    "MaceModel.ASecondStepOfTheSameSizeAllocatesNothing)";
+  } else {
+    const auto pot = io::read_potential_file(fixture_dir() + "/mp_small.safetensors");
+    Kokkos::Tools::Experimental::set_allocate_data_callback(
+        [](Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) { ++g_device_allocations; });
+    for (const auto backend : {kernels::Backend::automatic, kernels::Backend::kokkos}) {
+      for (const double spacing : {0.0, 0.005}) {
+        models::MaceOptions opt;
+        opt.backend = backend;
+        opt.radial_spacing = spacing;
+        models::MaceModel<Device, float> dev(pot, opt);
+        const Structure s = random_structure(40, 9.0, 1.8, static_cast<int>(dev.species().size()), 13, true);
+        const auto g = ghost_graph<float>(s, dev.cutoff());
+        graph::GraphMirror<float, typename Device::memory_space> mirror;
+        CopyExchange<float> ex(g.n_local, g.owner);
+        models::MaceResult<float> r;
+        g_device_allocations = 0;
+        dev.compute(mirror.of(g.view()), &ex, true, r);
+        EXPECT_GT(g_device_allocations.load(), 0) << "the hook saw no allocation in the first step";
+        for (int step = 2; step <= 3; ++step) {
+          g_device_allocations = 0;
+          dev.compute(mirror.of(g.view()), &ex, true, r);
+          EXPECT_EQ(g_device_allocations.load(), 0)
+              << dev.kernel_backends() << ", spacing " << spacing << ", step " << step;
+        }
+      }
+    }
+    Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
   }
 }
 

@@ -152,7 +152,11 @@ struct MaceModel<ExecSpace, T>::Impl {
   int n_local = 0, n_total = 0, num_edges = 0;
   Ints species_all, species_local;
   kernels::EdgeIndex<ExecSpace> graph_index;  // the graph's own views, plus the transpose by sender
-  kernels::EdgeIndexStorage<ExecSpace> graph_index_storage;            // graph_index's own arrays, reused
+  // graph_index's own arrays, reused from step to step.
+  kernels::EdgeIndexStorage<ExecSpace> graph_index_storage;
+  // The host copy of the rows the caller's communication exchanges, where ExecSpace's memory is
+  // not the host's (exchange_rows).
+  kernels::impl::GrowBuffer<T, Kokkos::HostSpace> exchange_rows_host{"fastmlip::mace::exchange_rows_host"};
   Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> vectors;  // [E][3] the graph's own
   Vector r;     // [E] lengths
   Matrix Y, B;  // [E][sh], [E][num_bessel]
@@ -391,7 +395,8 @@ struct MaceModel<ExecSpace, T>::Impl {
     if constexpr (kHostMemory) {
       run(rows.data());
     } else {
-      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rows);
+      const auto host = exchange_rows_host.get(static_cast<int>(rows.extent(0)), width);
+      Kokkos::deep_copy(host, rows);
       run(host.data());
       Kokkos::deep_copy(rows, host);
     }
