@@ -39,7 +39,7 @@ Kokkos::View<const V*, typename DeviceType::memory_space> on_device(const V* hos
     (void)label;
     return Result(host, n);
   } else {
-    fastmlip::graph::grow_rows(staging, n, label);
+    fastmlip::grow_rows(staging, n, label);
     const Kokkos::pair<std::size_t, std::size_t> range(0, n);
     Kokkos::deep_copy(
         Kokkos::subview(staging, range),

@@ -23,20 +23,11 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/grow_rows.hpp"
 #include "graph/atom_graph.hpp"
 #include "graph/impl/graph_builder_impl.hpp"
 
 namespace fastmlip::graph {
-
-/// Makes `view` hold at least `n` rows (its first extent), reallocating with headroom when it is
-/// shorter: edge counts fluctuate from step to step, so an MD run reallocates rarely. Contents
-/// are not kept. For the per-step buffers of the graph and of whoever copies it.
-template <class View>
-void grow_rows(View& view, std::size_t n, const std::string& label) {
-  if (view.extent(0) < n) {
-    view = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n + n / 5 + 16);
-  }
-}
 
 /// Two atoms (indices into the positions) closer than the builder's minimum distance.
 class ClosePairError : public NumericalError {

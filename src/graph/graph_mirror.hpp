@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "core/grow_rows.hpp"
 #include "graph/atom_graph.hpp"
-#include "graph/graph_builder.hpp"
 
 namespace fastmlip::graph {
 

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <string>
 
+#include "core/grow_rows.hpp"
+
 namespace fastmlip::kernels::impl {
 
 template <class V, class ExecSpace>
@@ -35,11 +37,7 @@ class GrowBuffer {
 
  private:
   V* reserve(std::size_t n) {
-    if (m_store.extent(0) < n) {
-      // A quarter to spare, so that a system that grows a little (MD) does not reallocate often.
-      m_store =
-          Kokkos::View<V*, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, m_label), n + n / 4);
-    }
+    grow_rows(m_store, n, m_label);  // with headroom, as the graph's arrays
     return m_store.data();
   }
 
