@@ -16,9 +16,9 @@
 
 namespace fastmlip::kernels {
 
-/// Storage that EdgeIndex::from_graph can build into instead of allocating: a model keeps one
-/// and rebuilds its index there every step (impl/grow_buffer.hpp). An index built into it is
-/// valid until the next build.
+/// The arrays EdgeIndex builds (the receiver offsets and the transpose by sender): a model keeps
+/// one and rebuilds its index there every step, allocating only when the graph grows
+/// (impl/grow_buffer.hpp). An index built into it stays valid, but changes with the next build.
 template <class ExecSpace>
 struct EdgeIndexStorage {
   impl::GrowBuffer<int, ExecSpace> receiver_ptr{"fastmlip::edge_index::receiver_ptr"},
@@ -30,7 +30,8 @@ template <class ExecSpace>
 struct EdgeIndex {
   int num_nodes = 0;
   int num_edges = 0;
-  Kokkos::View<const int*, ExecSpace> receiver_ptr;  ///< [num_nodes + 1]: edges of receiver n are [ptr(n), ptr(n+1))
+  Kokkos::View<const int*, ExecSpace>
+      receiver_ptr;  ///< [num_nodes + 1]: edges of receiver n are [ptr(n), ptr(n+1))
   Kokkos::View<const int*, ExecSpace> sender;        ///< [E]
   Kokkos::View<const int*, ExecSpace> receiver;      ///< [E]
   Kokkos::View<const int*, ExecSpace> sender_ptr;    ///< [num_nodes + 1] into sender_edges
@@ -41,13 +42,29 @@ struct EdgeIndex {
   /// receive nothing); only the transpose by sender is built, on ExecSpace.
   template <class T>
   static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g) {
-    return from_graph(g, nullptr);
+    EdgeIndexStorage<ExecSpace> fresh;  // the index's views keep its arrays alive
+    return from_graph(g, fresh);
   }
   /// As from_graph(g), its arrays in `storage` (no allocation once it is large enough).
   template <class T>
   static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g,
                               EdgeIndexStorage<ExecSpace>& storage) {
-    return from_graph(g, &storage);
+    EdgeIndex out;
+    const int N = g.n_total, E = g.num_edges();
+    out.num_nodes = N;
+    out.num_edges = E;
+    out.sender = g.neighbor;
+    out.receiver = g.center;
+    Transpose f;
+    f.m_center_start = g.center_start;
+    f.m_num_local = g.n_local;
+    f.m_num_edges = E;
+    f.m_receiver_ptr = storage.receiver_ptr.vector(N + 1);
+    Kokkos::parallel_for("fastmlip::edge_index::receiver_ptr",
+                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagReceiverPtr>(0, N + 1), f);
+    out.receiver_ptr = f.m_receiver_ptr;
+    out.transpose(g.neighbor, storage);
+    return out;
   }
 
   /// From host arrays. Edges must be sorted by receiver (the neighbour-list order); throws
@@ -70,12 +87,14 @@ struct EdgeIndex {
     std::vector<int> count_r(num_nodes + 1, 0);
     for (int e = 0; e < E; ++e) {
       if (sender[e] < 0 || sender[e] >= num_nodes || receiver[e] < 0 || receiver[e] >= num_nodes) {
-        throw InputError("EdgeIndex::build: edge " + std::to_string(e) + " (" + std::to_string(sender[e]) + " -> " +
-                         std::to_string(receiver[e]) + ") names a node outside 0.." + std::to_string(num_nodes - 1));
+        throw InputError("EdgeIndex::build: edge " + std::to_string(e) + " (" + std::to_string(sender[e]) +
+                         " -> " + std::to_string(receiver[e]) + ") names a node outside 0.." +
+                         std::to_string(num_nodes - 1));
       }
       if (e > 0 && receiver[e] < receiver[e - 1]) {
         throw InputError("EdgeIndex::build: edges must be sorted by receiver; edge " + std::to_string(e) +
-                         " has receiver " + std::to_string(receiver[e]) + " after " + std::to_string(receiver[e - 1]));
+                         " has receiver " + std::to_string(receiver[e]) + " after " +
+                         std::to_string(receiver[e - 1]));
       }
       h_s(e) = sender[e];
       h_r(e) = receiver[e];
@@ -93,7 +112,8 @@ struct EdgeIndex {
     g.receiver_ptr = rptr;
     g.sender = snd;
     g.receiver = rcv;
-    g.transpose(snd);
+    EdgeIndexStorage<ExecSpace> fresh;  // the index's views keep its arrays alive
+    g.transpose(snd, fresh);
     return g;
   }
 
@@ -103,46 +123,13 @@ struct EdgeIndex {
   /// sender_ptr and sender_edges from `sender` (num_nodes and num_edges set): the edge ids
   /// grouped by sender in ascending order (so that the gradient kernels sum in a fixed order),
   /// built on ExecSpace (impl/edge_index_impl.hpp).
-  template <class T>
-  static EdgeIndex from_graph(const graph::AtomGraph<T, typename ExecSpace::memory_space>& g,
-                              EdgeIndexStorage<ExecSpace>* storage) {
-    EdgeIndex out;
-    const int N = g.n_total, E = g.num_edges();
-    out.num_nodes = N;
-    out.num_edges = E;
-    out.sender = g.neighbor;
-    out.receiver = g.center;
-    Transpose f;
-    f.m_center_start = g.center_start;
-    f.m_num_local = g.n_local;
-    f.m_num_edges = E;
-    f.m_receiver_ptr =
-        storage != nullptr
-            ? storage->receiver_ptr.vector(N + 1)
-            : Kokkos::View<int*, ExecSpace>(
-                  Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::receiver_ptr"),
-                  N + 1);
-    Kokkos::parallel_for("fastmlip::edge_index::receiver_ptr",
-                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagReceiverPtr>(0, N + 1), f);
-    out.receiver_ptr = f.m_receiver_ptr;
-    out.transpose(g.neighbor, storage);
-    return out;
-  }
-
   void transpose(const Kokkos::View<const int*, ExecSpace>& sender_of_edge,
-                 EdgeIndexStorage<ExecSpace>* storage = nullptr) {
+                 EdgeIndexStorage<ExecSpace>& storage) {
     Transpose f;
     f.m_sender = sender_of_edge;
-    if (storage != nullptr) {
-      f.m_sender_ptr = storage->sender_ptr.zeros(num_nodes + 1);
-      f.m_cursor = storage->cursor.zeros(num_nodes);
-      f.m_sender_edges = storage->sender_edges.vector(num_edges);
-    } else {
-      f.m_sender_ptr = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::sender_ptr", num_nodes + 1);
-      f.m_cursor = Kokkos::View<int*, ExecSpace>("fastmlip::edge_index::cursor", num_nodes);
-      f.m_sender_edges = Kokkos::View<int*, ExecSpace>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::edge_index::sender_edges"), num_edges);
-    }
+    f.m_sender_ptr = storage.sender_ptr.zeros(num_nodes + 1);
+    f.m_cursor = storage.cursor.zeros(num_nodes);
+    f.m_sender_edges = storage.sender_edges.vector(num_edges);
     using Range = Kokkos::RangePolicy<ExecSpace, typename Transpose::TagCount>;
     Kokkos::parallel_for("fastmlip::edge_index::count_senders", Range(0, num_edges), f);
     Kokkos::parallel_scan("fastmlip::edge_index::sender_offsets",

@@ -4,10 +4,12 @@
 /// once and reused while the system does not grow. On a GPU every allocation is a cudaMalloc and
 /// every free a device synchronisation, so a step of MD that allocated its scratch anew paid both
 /// a few dozen times; on the host it paid the allocator and, for zeroed arrays, a first touch.
-/// Views handed out are unmanaged windows on the storage, valid until the next larger request.
+/// Matrices handed out are unmanaged windows on the storage, valid until the next larger request;
+/// vectors share its reference count.
 #include <Kokkos_Core.hpp>
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "core/grow_rows.hpp"
 
@@ -26,8 +28,13 @@ class GrowBuffer {
   Matrix get(int rows, int cols) {
     return Matrix(reserve(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols)), rows, cols);
   }
-  /// An n-vector on the storage; contents undefined.
-  Vector vector(std::size_t n) { return Vector(reserve(n), n); }
+  /// An n-vector on the storage; contents undefined. It shares the storage's reference count,
+  /// so it stays valid after a larger request (which moves this buffer to new storage) and after
+  /// the buffer itself is gone.
+  Vector vector(std::size_t n) {
+    reserve(n);
+    return Kokkos::subview(m_store, std::pair<std::size_t, std::size_t>(0, n));
+  }
   /// As vector(n), every value zero.
   Vector zeros(std::size_t n) {
     Vector v = vector(n);
