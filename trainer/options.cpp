@@ -131,9 +131,13 @@ std::vector<OptionSpec> build_table() {
                   "RealAgnosticDensityResidualInteractionBlock).",
                   {},
                   {"RealAgnosticResidualInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"}));
+  t.push_back(opt(model, "radial_type", T::kChoice, "bessel",
+                  "Radial basis of the edge length (mace-torch's Bessel, Gaussian or Chebyshev).", {},
+                  {"bessel", "gaussian", "chebyshev"}));
   t.push_back(opt(model, "distance_transform", T::kChoice, "None",
-                  "Transform of the edge length before the radial basis (Agnesi: MPA-0, OMAT-0, MATPES).", {},
-                  {"None", "Agnesi"}));
+                  "Transform of the edge length before the radial basis (Agnesi: MPA-0, OMAT-0, MATPES; "
+                  "or Soft).",
+                  {}, {"None", "Agnesi", "Soft"}));
   t.push_back(opt(model, "pair_repulsion", T::kBool, "false", "Add mace-torch's ZBL pair repulsion."));
   t.push_back(opt(model, "foundation_model", T::kPath, std::nullopt,
                   "Potential file to fine-tune from (e.g. potentials/chgnet-0.3.0.safetensors)."));

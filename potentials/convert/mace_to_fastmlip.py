@@ -34,6 +34,7 @@ import argparse
 import math
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -49,8 +50,8 @@ SUPPORTED = (
     "and RealAgnosticResidualInteractionBlock and their Density variants; 1 to 3 interactions; "
     "hidden irreps Cx0e, "
     "Cx0e+Cx1o or Cx0e+Cx1o+Cx2e (max_L 0 to 2); correlation 1 to 3; spherical harmonics "
-    "max_ell 1 to 3; a Bessel radial basis with a polynomial cutoff, without a distance transform "
-    "or with the Agnesi one; "
+    "max_ell 1 to 3; a Bessel, Gaussian or Chebyshev radial basis with a polynomial cutoff, without "
+    "a distance transform or with the Agnesi or Soft one; "
     "a radial MLP with SiLU; LinearReadoutBlock and NonLinearReadoutBlock with a SiLU gate; "
     "optional ZBL pair repulsion; one or more heads"
 )
@@ -91,9 +92,12 @@ ALLOWED_MODULE_CLASSES = {
     "mace.modules.blocks.LinearNodeEmbeddingBlock",
     "mace.modules.blocks.RadialEmbeddingBlock",
     "mace.modules.radial.BesselBasis",
+    "mace.modules.radial.GaussianBasis",
+    "mace.modules.radial.ChebychevBasis",
     "mace.modules.radial.PolynomialCutoff",
     "mace.modules.radial.ZBLBasis",
     "mace.modules.radial.AgnesiTransform",
+    "mace.modules.radial.SoftTransform",
     "mace.modules.blocks.AtomicEnergiesBlock",
     "mace.modules.blocks.ScaleShiftBlock",
     "mace.modules.blocks.RealAgnosticInteractionBlock",
@@ -134,10 +138,11 @@ _ALLOWED_TENSORS = [
     r"atomic_numbers", r"r_max", r"num_interactions",
     rf"node_embedding\.linear\.{_E3NN_LINEAR}",
     r"radial_embedding\.bessel_fn\.(bessel_weights|r_max|prefactor)",
+    r"radial_embedding\.bessel_fn\.(gaussian_weights|n)",  # GaussianBasis' centres, ChebychevBasis' orders
     r"radial_embedding\.cutoff_fn\.(p|r_max)",
-    # AgnesiTransform: a, q, p (buffers, or parameters when trainable) and the covalent radii
-    # by atomic number (ase.data.covalent_radii as the model holds them).
-    r"radial_embedding\.distance_transform\.(a|q|p|covalent_radii)",
+    # AgnesiTransform: a, q, p; SoftTransform: alpha (buffers, or parameters when trainable);
+    # both: the covalent radii by atomic number (ase.data.covalent_radii as the model holds them).
+    r"radial_embedding\.distance_transform\.(a|q|p|alpha|covalent_radii)",
     r"atomic_energies_fn\.atomic_energies",
     r"scale_shift\.(scale|shift)",
     r"pair_repulsion_fn\.(c|a_exp|a_prefactor|p|covalent_radii|r_max)",
@@ -210,7 +215,11 @@ _CLASS_ATTRIBUTES = {
                              "shared_weights": _any},
     "Contraction": {"num_features": _any, "coupling_irreps": _any, "correlation": _any},
     "RadialEmbeddingBlock": {"out_dim": _any, "apply_cutoff": _is(True)},
-    "BesselBasis": {}, "PolynomialCutoff": {}, "ZBLBasis": {}, "AgnesiTransform": {},
+    "BesselBasis": {}, "PolynomialCutoff": {}, "ZBLBasis": {}, "AgnesiTransform": {}, "SoftTransform": {},
+    # GaussianBasis.coeff is read by forward but not saved: inspect() checks it is the value the
+    # loader recomputes from r_max and N. ChebychevBasis' two are shapes only.
+    "GaussianBasis": {"coeff": _any},
+    "ChebychevBasis": {"num_basis": _any, "r_max": _any},
     "LinearNodeEmbeddingBlock": {}, "AtomicEnergiesBlock": {}, "ScaleShiftBlock": {},
     "LinearReadoutBlock": {},
     "NonLinearReadoutBlock": {"hidden_irreps": _any, "num_heads": _any},
@@ -522,7 +531,8 @@ def _inspect_structure(model, cls):
     import torch
     from e3nn import o3
     from mace.modules.blocks import AtomicEnergiesBlock, RadialEmbeddingBlock
-    from mace.modules.radial import AgnesiTransform, BesselBasis, PolynomialCutoff, ZBLBasis
+    from mace.modules.radial import (AgnesiTransform, BesselBasis, ChebychevBasis, GaussianBasis, PolynomialCutoff,
+                                     SoftTransform, ZBLBasis)
 
     float_dtypes = {v.dtype for v in model.state_dict().values() if v.is_floating_point()}
     if float_dtypes - {torch.float32, torch.float64} or len(float_dtypes) != 1:
@@ -542,26 +552,49 @@ def _inspect_structure(model, cls):
     if len(set(heads)) != len(heads):
         raise ValueError(f"mace_to_fastmlip: the model's head names {heads} repeat")
 
-    # Radial embedding: Bessel x polynomial envelope, the Bessel part optionally at an
-    # Agnesi-transformed distance (its constants and radii are tensors, written as they are).
+    # Radial embedding: basis x polynomial envelope, the basis optionally at a transformed
+    # distance (the transform's constants and radii are tensors, written as they are).
     radial = model.radial_embedding
     _check(isinstance(radial, RadialEmbeddingBlock), "radial_embedding")
-    if not isinstance(radial.bessel_fn, BesselBasis):
+    radial_types = {BesselBasis: "bessel", GaussianBasis: "gaussian", ChebychevBasis: "chebyshev"}
+    if type(radial.bessel_fn) not in radial_types:  # pylint: disable=unidiomatic-typecheck
         _refuse(f"the radial basis is {type(radial.bessel_fn).__name__}")
+    radial_type = radial_types[type(radial.bessel_fn)]
     distance_transform = "None"
     if hasattr(radial, "distance_transform"):
-        if not isinstance(radial.distance_transform, AgnesiTransform):
+        transforms = {AgnesiTransform: "Agnesi", SoftTransform: "Soft"}
+        if type(radial.distance_transform) not in transforms:  # pylint: disable=unidiomatic-typecheck
             _refuse(f"the radial basis has a {type(radial.distance_transform).__name__} distance transform")
-        distance_transform = "Agnesi"
+        distance_transform = transforms[type(radial.distance_transform)]
         radii = radial.distance_transform.covalent_radii
         for z in atomic_numbers:
             _check(z < radii.numel() and float(radii[z]) > 0,
-                   f"the Agnesi transform has a positive covalent radius for Z = {z}")
+                   f"the {distance_transform} transform has a positive covalent radius for Z = {z}")
     _check(isinstance(radial.cutoff_fn, PolynomialCutoff), "cutoff_fn")
     r_max = _finite(float(model.r_max), "r_max")
-    _check(float(radial.bessel_fn.r_max) == r_max and float(radial.cutoff_fn.r_max) == r_max,
-           "r_max of the model, the Bessel basis and the cutoff agree")
-    num_bessel = int(radial.bessel_fn.bessel_weights.shape[0])
+    _check(float(radial.cutoff_fn.r_max) == r_max, "r_max of the model and the cutoff agree")
+    basis = radial.bessel_fn
+    if radial_type == "bessel":
+        _check(float(basis.r_max) == r_max, "r_max of the model and the Bessel basis agree")
+        num_bessel = int(basis.bessel_weights.shape[0])
+    elif radial_type == "gaussian":
+        # The loader recomputes coeff (a plain attribute, not saved) from r_max and N as
+        # GaussianBasis.__init__ does; a model whose coeff is anything else is refused.
+        num_bessel = int(basis.gaussian_weights.shape[0])
+        _check(num_bessel >= 2 and float(basis.coeff) == -0.5 / (r_max / (num_bessel - 1)) ** 2,
+               "the Gaussian basis' coeff is -0.5 / (r_max / (N - 1))^2")
+    else:
+        # torch.special.chebyshev_polynomial_t has no derivative in torch, so mace-torch's own
+        # forces and stress for this basis leave out dB/dr; fastmlip's are -dE/dr exactly.
+        warnings.warn("mace_to_fastmlip: the model has a Chebyshev radial basis; mace-torch computes its forces "
+                      "and stress without the basis' derivative (torch.special.chebyshev_polynomial_t is not "
+                      "differentiable), fastmlip as the exact -dE/dr of the same energy: energies agree, forces "
+                      "and stress differ by that term (docs/mace-potential.md)", stacklevel=2)
+        num_bessel = int(basis.n.numel())
+        _check(float(basis.r_max) == r_max and basis.num_basis == num_bessel and
+               [float(v) for v in basis.n.flatten().tolist()] == [float(k) for k in range(1, num_bessel + 1)],
+               "the Chebyshev basis has orders 1..N and the model's r_max")
+    _check(int(radial.out_dim) == num_bessel, "the radial embedding's width is its basis size")
     p = int(radial.cutoff_fn.p)
 
     sh = model.spherical_harmonics
@@ -639,7 +672,7 @@ def _inspect_structure(model, cls):
         "r_max": r_max,
         "num_bessel": num_bessel,
         "num_polynomial_cutoff": p,
-        "radial_type": "bessel",
+        "radial_type": radial_type,
         "distance_transform": distance_transform,
         "max_ell": max_ell,
         "num_interactions": num_interactions,

@@ -23,6 +23,13 @@ void DistanceTransformParams::validate(int num_elements) const {
                        "; it must be positive");
     }
   }
+  if (kind == DistanceTransformKind::Soft) {
+    if (!std::isfinite(alpha) || alpha <= 0.0) {
+      throw InputError("distance transform Soft: alpha = " + std::to_string(alpha) +
+                       "; it needs a finite, positive value");
+    }
+    return;
+  }
   if (!std::isfinite(a) || !std::isfinite(q) || !std::isfinite(p) || a <= 0.0 || p <= q) {
     throw InputError("distance transform Agnesi: a = " + std::to_string(a) + ", q = " + std::to_string(q) +
                      ", p = " + std::to_string(p) + "; it needs finite values with a > 0 and p > q");

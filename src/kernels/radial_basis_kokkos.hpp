@@ -15,8 +15,8 @@
 namespace fastmlip::kernels {
 
 template <class ExecSpace, class T>
-class RadialBesselKokkos {
-  static_assert(is_kernel_scalar_v<T>, "RadialBesselKokkos: T must be float, double or a Dual of them");
+class RadialBasisKokkos {
+  static_assert(is_kernel_scalar_v<T>, "RadialBasisKokkos: T must be float, double or a Dual of them");
 
  public:
   using Vector = Kokkos::View<T*, ExecSpace>;
@@ -24,14 +24,17 @@ class RadialBesselKokkos {
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
-  explicit RadialBesselKokkos(const RadialBesselParams& params) : m_params(params) {
+  explicit RadialBasisKokkos(const RadialBasisParams& params) : m_params(params) {
     params.validate();
     m_f.m_w = impl::upload<ExecSpace>(std::vector<T>(params.frequencies.begin(), params.frequencies.end()),
-                                      "fastmlip::radial_bessel::frequencies");
+                                      "fastmlip::radial_basis::frequencies");
     m_f.m_num_basis = params.num_basis();
     m_f.m_p = params.envelope_p;
     m_f.m_inv_rmax = static_cast<T>(1.0 / params.r_max);
     m_f.m_c = static_cast<T>(params.c());
+    m_f.m_gamma = params.gaussian_coeff;
+    m_f.m_inv_rmax_wide = 1.0 / params.r_max;
+    m_f.m_kind = params.kind;
     m_f.m_harmonic = params.harmonic();
   }
 
@@ -43,7 +46,7 @@ class RadialBesselKokkos {
     auto f = m_f;
     f.m_r = r;
     f.m_out = out;
-    Kokkos::parallel_for("fastmlip::radial_bessel::compute",
+    Kokkos::parallel_for("fastmlip::radial_basis::compute",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagCompute>(0, r.extent(0)), f);
   }
 
@@ -55,12 +58,12 @@ class RadialBesselKokkos {
     f.m_r = r;
     f.m_grad_out = grad_out;
     f.m_grad_r = grad_r;
-    Kokkos::parallel_for("fastmlip::radial_bessel::reverse",
+    Kokkos::parallel_for("fastmlip::radial_basis::reverse",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, r.extent(0)), f);
   }
 
-  /// out(e, n) = c sin(w_n x(e)) / x(e) f_p(r(e) / r_max): the basis at a transformed distance
-  /// x (distance_transform.hpp), the envelope at the distance r.
+  /// out(e, n) = b_n(x(e)) f_p(r(e) / r_max): the basis at a transformed distance x
+  /// (distance_transform.hpp), the envelope at the distance r.
   void compute_at(ConstVector x, ConstVector r, Matrix out) const {
     check_rows("compute_at", r, out.extent(0), out.extent(1));
     check_rows("compute_at", x, out.extent(0), out.extent(1));
@@ -68,7 +71,7 @@ class RadialBesselKokkos {
     f.m_x = x;
     f.m_r = r;
     f.m_out = out;
-    Kokkos::parallel_for("fastmlip::radial_bessel::compute_at",
+    Kokkos::parallel_for("fastmlip::radial_basis::compute_at",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagComputeAt>(0, r.extent(0)), f);
   }
 
@@ -85,36 +88,42 @@ class RadialBesselKokkos {
     f.m_r = r;
     f.m_grad_out = grad_out;
     f.m_grad_r = grad_r;
-    Kokkos::parallel_for("fastmlip::radial_bessel::reverse_at",
+    Kokkos::parallel_for("fastmlip::radial_basis::reverse_at",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseAt>(0, r.extent(0)), f);
   }
 
-  /// grad_w(n) = sum_e grad_out(e, n) dR_n/dw_n: for learnable frequencies (CHGNet).
+  /// grad_w(n) = sum_e grad_out(e, n) dR_n/dw_n: for learnable frequencies (CHGNet; a Bessel
+  /// basis only).
   void reverse_frequencies(ConstVector r, ConstMatrix grad_out, Vector grad_w) const {
+    if (m_params.kind != RadialBasisKind::Bessel) {
+      throw UnsupportedError(std::string("RadialBasisKokkos::reverse_frequencies: the ") + m_params.name() +
+                             " basis has no learnable frequencies");
+    }
     check_rows("reverse_frequencies", r, grad_out.extent(0), grad_out.extent(1));
     if (static_cast<int>(grad_w.extent(0)) != num_basis()) {
-      throw InputError("RadialBesselKokkos::reverse_frequencies: grad_w has " + std::to_string(grad_w.extent(0)) +
-                       " entries, expected " + std::to_string(num_basis()));
+      throw InputError("RadialBasisKokkos::reverse_frequencies: grad_w has " +
+                       std::to_string(grad_w.extent(0)) + " entries, expected " +
+                       std::to_string(num_basis()));
     }
     auto f = m_f;
     f.m_r = r;
     f.m_grad_out = grad_out;
     f.m_grad_w = grad_w;
-    Kokkos::parallel_for("fastmlip::radial_bessel::reverse_frequencies",
-                         Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseFrequencies>(num_basis(), Kokkos::AUTO),
-                         f);
+    Kokkos::parallel_for(
+        "fastmlip::radial_basis::reverse_frequencies",
+        Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverseFrequencies>(num_basis(), Kokkos::AUTO), f);
   }
 
  private:
-  using Functor = impl::RadialBesselFunctor<ExecSpace, T>;
+  using Functor = impl::RadialBasisFunctor<ExecSpace, T>;
   void check_rows(const char* what, const ConstVector& r, std::size_t rows, std::size_t cols) const {
     if (rows != r.extent(0) || static_cast<int>(cols) != num_basis()) {
-      throw InputError(std::string("RadialBesselKokkos::") + what + ": array is " + std::to_string(rows) + " x " +
-                       std::to_string(cols) + ", expected " + std::to_string(r.extent(0)) + " x " +
+      throw InputError(std::string("RadialBasisKokkos::") + what + ": array is " + std::to_string(rows) +
+                       " x " + std::to_string(cols) + ", expected " + std::to_string(r.extent(0)) + " x " +
                        std::to_string(num_basis()) + " (edges x basis functions)");
     }
   }
-  RadialBesselParams m_params;
+  RadialBasisParams m_params;
   Functor m_f;
 };
 

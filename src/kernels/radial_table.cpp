@@ -10,16 +10,15 @@
 
 namespace fastmlip::kernels {
 
-void evaluate_radial_function(const RadialBesselParams& bessel, const RadialMLP& mlp, double r, double* value,
+void evaluate_radial_function(const RadialBasisParams& basis, const RadialMLP& mlp, double r, double* value,
                               double* derivative) {
   // Forward mode: every activation carries its derivative with respect to r alongside.
-  const int N = bessel.num_basis();
+  const int N = basis.num_basis();
   std::vector<double> h(N), dh(N);
-  const double f = reference::envelope(bessel, r), df = reference::envelope_derivative(bessel, r);
+  const double f = reference::envelope(basis, r), df = reference::envelope_derivative(basis, r);
   for (int n = 0; n < N; ++n) {
-    const double w = bessel.frequencies[n];
-    const double s = std::sin(w * r), c = std::cos(w * r);
-    const double b = bessel.c() * s / r, db = bessel.c() * (w * c / r - s / (r * r));
+    double b, db;
+    reference::basis_function(basis, n, r, b, db);
     h[n] = b * f;
     dh[n] = db * f + b * df;
   }
@@ -70,31 +69,33 @@ void RadialTable::validate() const {
   }
 }
 
-RadialTable RadialTable::build(const RadialBesselParams& bessel, const RadialMLP& mlp, double spacing, double r_lo) {
-  bessel.validate();
+RadialTable RadialTable::build(const RadialBasisParams& basis, const RadialMLP& mlp, double spacing,
+                               double r_lo) {
+  basis.validate();
   mlp.validate();
-  if (mlp.width_in() != bessel.num_basis()) {
-    throw InputError("RadialTable: the MLP takes " + std::to_string(mlp.width_in()) + " inputs but the basis has " +
-                     std::to_string(bessel.num_basis()) + " functions");
+  if (mlp.width_in() != basis.num_basis()) {
+    throw InputError("RadialTable: the MLP takes " + std::to_string(mlp.width_in()) +
+                     " inputs but the basis has " + std::to_string(basis.num_basis()) + " functions");
   }
   if (!(spacing > 0) || !std::isfinite(spacing)) {
     throw InputError("RadialTable: the knot spacing must be a positive length in Angstrom, got " +
                      std::to_string(spacing));
   }
-  if (!(r_lo >= kMinRLo) || !(r_lo < bessel.r_max)) {
-    throw InputError("RadialTable: the table's lower end r_lo = " + std::to_string(r_lo) + " A must lie in [" +
-                     std::to_string(kMinRLo) + ", r_max = " + std::to_string(bessel.r_max) + ")");
+  if (!(r_lo >= kMinRLo) || !(r_lo < basis.r_max)) {
+    throw InputError("RadialTable: the table's lower end r_lo = " + std::to_string(r_lo) +
+                     " A must lie in [" + std::to_string(kMinRLo) +
+                     ", r_max = " + std::to_string(basis.r_max) + ")");
   }
-  const double intervals = std::ceil((bessel.r_max - r_lo) / spacing - 1e-9);
+  const double intervals = std::ceil((basis.r_max - r_lo) / spacing - 1e-9);
   if (intervals + 1 > kMaxKnots) {
     throw InputError("RadialTable: spacing " + std::to_string(spacing) + " A needs " +
-                     std::to_string(static_cast<long long>(intervals) + 1) + " knots on [" + std::to_string(r_lo) +
-                     ", " + std::to_string(bessel.r_max) + "]; at most " + std::to_string(kMaxKnots) +
-                     " are supported, so use a coarser spacing");
+                     std::to_string(static_cast<long long>(intervals) + 1) + " knots on [" +
+                     std::to_string(r_lo) + ", " + std::to_string(basis.r_max) + "]; at most " +
+                     std::to_string(kMaxKnots) + " are supported, so use a coarser spacing");
   }
   RadialTable t;
   t.r_lo = r_lo;
-  t.r_max = bessel.r_max;
+  t.r_max = basis.r_max;
   t.knots = static_cast<int>(intervals) + 1;
   t.h = (t.r_max - t.r_lo) / (t.knots - 1);
   t.width = mlp.width_out();
@@ -105,7 +106,7 @@ RadialTable RadialTable::build(const RadialBesselParams& bessel, const RadialMLP
     // The last knot is r_max itself, where R and R' are zero (the envelope and its first
     // derivative vanish at u = 1 and the MLP maps 0 to 0), matching R = 0 beyond it.
     const double r = k + 1 == t.knots ? t.r_max : t.r_lo + k * t.h;
-    evaluate_radial_function(bessel, mlp, r, v.data(), d.data());
+    evaluate_radial_function(basis, mlp, r, v.data(), d.data());
     for (std::size_t j = 0; j < W; ++j) {
       t.data[(2 * static_cast<std::size_t>(k)) * W + j] = v[j];
       t.data[(2 * static_cast<std::size_t>(k) + 1) * W + j] = t.h * d[j];
@@ -122,7 +123,7 @@ RadialTable RadialTable::build(const RadialBesselParams& bessel, const RadialMLP
     const double* m1 = y1 + W;
     for (double s : ts) {
       const double r = t.r_lo + (k + s) * t.h;
-      evaluate_radial_function(bessel, mlp, r, v.data(), d.data());
+      evaluate_radial_function(basis, mlp, r, v.data(), d.data());
       const double s2 = s * s, s3 = s2 * s;
       const double h00 = 2 * s3 - 3 * s2 + 1, h10 = s3 - 2 * s2 + s, h01 = -2 * s3 + 3 * s2, h11 = s3 - s2;
       const double g00 = 6 * s2 - 6 * s, g10 = 3 * s2 - 4 * s + 1, g01 = -6 * s2 + 6 * s, g11 = 3 * s2 - 2 * s;

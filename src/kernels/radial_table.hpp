@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// \file MACE's radial function R(r) = MLP(Bessel(r) f_p(r / r_max)) tabulated as a cubic
+/// \file MACE's radial function R(r) = MLP(b(r) f_p(r / r_max)), b the radial basis, tabulated as a cubic
 /// Hermite spline, for inference.
 ///
 /// In MACE the radial MLP sees only the edge length, so its whole output row (weight_numel
@@ -48,10 +48,10 @@ struct RadialTable {
   /// Largest knot count: bounds the table's memory (2 x knots x width values).
   static constexpr int kMaxKnots = 1 << 20;
 
-  /// Tabulates MLP(Bessel(r)) on [r_lo, bessel.r_max] with spacing at most `spacing` (the
+  /// Tabulates MLP(b(r) f_p) on [r_lo, basis.r_max] with spacing at most `spacing` (the
   /// spacing actually used divides the interval evenly). Throws InputError for spacing <= 0
   /// or too fine (over kMaxKnots knots), or r_lo outside [kMinRLo, r_max).
-  static RadialTable build(const RadialBesselParams& bessel, const RadialMLP& mlp, double spacing, double r_lo);
+  static RadialTable build(const RadialBasisParams& basis, const RadialMLP& mlp, double spacing, double r_lo);
 
   /// Throws InputError if the sizes and bounds do not fit together.
   void validate() const;
@@ -59,7 +59,7 @@ struct RadialTable {
 
 /// The exact radial function and its derivative at one r in (0, r_max), in double:
 /// value[j] = MLP(B(r))_j, derivative[j] = d/dr of it. Used to build tables and to test them.
-void evaluate_radial_function(const RadialBesselParams& bessel, const RadialMLP& mlp, double r, double* value,
+void evaluate_radial_function(const RadialBasisParams& basis, const RadialMLP& mlp, double r, double* value,
                               double* derivative);
 
 }  // namespace fastmlip::kernels

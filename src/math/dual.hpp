@@ -189,6 +189,12 @@ FASTMLIP_HOST_DEVICE Dual<T> exp(const Dual<T>& a) {
   const T e = exp(a.v);
   return {e, a.d * e};
 }
+template <class T>
+FASTMLIP_HOST_DEVICE Dual<T> tanh(const Dual<T>& a) {
+  using std::tanh;
+  const T t = tanh(a.v);
+  return {t, a.d * (T(1) - t * t)};
+}
 /// d sqrt(a) = d a / (2 sqrt(a)); at a = 0 the tangent is 0 when d a is (a clamped norm never
 /// differentiates there), never a NaN from 0/0.
 template <class T>

@@ -257,8 +257,8 @@ namespace {
 // A radial table (r_max 4 A, knots 0.02 A apart from 0.05 A) of a random radial MLP with
 // `width` outputs.
 RadialTable random_table(int width, std::uint64_t seed) {
-  return RadialTable::build(RadialBesselParams::mace(6, 4.0, 5), test::random_radial_mlp({6, 9, width}, 1.68, seed),
-                            0.02, 0.05);
+  return RadialTable::build(RadialBasisParams::mace(6, 4.0, 5),
+                            test::random_radial_mlp({6, 9, width}, 1.68, seed), 0.02, 0.05);
 }
 
 // Weights evaluated from a radial table inside the TP kernels agree with the same weights

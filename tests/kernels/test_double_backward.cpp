@@ -147,11 +147,11 @@ TYPED_TEST(DoubleBackward, SphericalHarmonics) {
 
 // Radial Bessel basis: [r, grad_out] -> [out, grad_r, grad_frequencies].
 struct BesselCase {
-  RadialBesselParams params;
+  RadialBasisParams params;
   int n;
   template <class S>
   std::vector<S> operator()(const std::vector<S>& in) const {
-    const RadialBesselKokkos<Exec, S> k(params);
+    const RadialBasisKokkos<Exec, S> k(params);
     const int N = k.num_basis();
     Vec<S> r("r", n), gr("gr", n), gw("gw", N);
     std::copy(in.begin(), in.begin() + n, r.data());
@@ -190,8 +190,8 @@ struct FourierCase {
 
 TYPED_TEST(DoubleBackward, RadialAndAngularBases) {
   test::Uniform u(12);
-  const std::vector<RadialBesselParams> radial{RadialBesselParams::mace(8, 5.0, 5),
-                                               RadialBesselParams::chgnet({3.0, 6.5, 9.1, 12.9}, 4.5)};
+  const std::vector<RadialBasisParams> radial{RadialBasisParams::mace(8, 5.0, 5),
+                                              RadialBasisParams::chgnet({3.0, 6.5, 9.1, 12.9}, 4.5)};
   for (int n : {0, 1, 13, 200}) {
     for (const auto& p : radial) {
       const std::size_t size = n + static_cast<std::size_t>(n) * p.num_basis();
@@ -408,7 +408,7 @@ TYPED_TEST(DoubleBackward, SymmetricContraction) {
 // L = 1/2 sum |F - F_ref|^2.
 struct MiniMaceParams {
   int elements = 2;
-  RadialBesselParams bessel = RadialBesselParams::chgnet({3.1, 6.4, 9.2, 12.7, 15.5}, 4.0);
+  RadialBasisParams bessel = RadialBasisParams::chgnet({3.1, 6.4, 9.2, 12.7, 15.5}, 4.0);
   RadialMLP mlp;
   std::vector<double> emb, lin, readout;
   Nested sc_weights;
@@ -478,7 +478,7 @@ struct MiniMaceModel {
     Mat<S> Y("Y", E, sd), B("B", E, p.bessel.num_basis()), R("R", E, tp.weight_numel), A("A", N, tp.dim_out()),
         A2("A2", N, lin.irreps_out.dim()), C("C", N, sc.dim_out()), En("En", N, 1);
     compute_spherical_harmonics(lmax, E, vec.data(), Y.data());
-    const RadialBesselKokkos<Exec, S> k_bessel(p.bessel);
+    const RadialBasisKokkos<Exec, S> k_bessel(p.bessel);
     const RadialMLPKokkos<Exec, S> k_mlp(p.mlp);
     const ChannelwiseTPKokkos<Exec, S> k_tp(tp);
     SymmetricContractionKokkos<Exec, S> k_sc(sc);

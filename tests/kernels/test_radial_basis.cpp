@@ -20,13 +20,14 @@ using Exec = Kokkos::DefaultHostExecutionSpace;
 using test::Tolerance;
 
 // MACE (harmonic, recurrence path) and CHGNet after training (frequencies moved: direct path).
-std::vector<RadialBesselParams> radial_cases() {
+std::vector<RadialBasisParams> radial_cases() {
   std::vector<double> trained;
   for (int n = 1; n <= 9; ++n) {
     trained.push_back(n * M_PI * (1.0 + 0.013 * std::sin(3.0 * n)));
   }
-  return {RadialBesselParams::mace(8, 5.0, 5), RadialBesselParams::mace(1, 4.0, 6),
-          RadialBesselParams::chgnet(trained, 6.0), RadialBesselParams::chgnet({M_PI, 2 * M_PI, 3 * M_PI}, 3.0)};
+  return {RadialBasisParams::mace(8, 5.0, 5), RadialBasisParams::mace(1, 4.0, 6),
+          RadialBasisParams::chgnet(trained, 6.0),
+          RadialBasisParams::chgnet({M_PI, 2 * M_PI, 3 * M_PI}, 3.0)};
 }
 
 // Edge lengths from 0.3 A to 10% beyond the cutoff (the envelope must zero those).
@@ -56,7 +57,7 @@ TYPED_TEST_SUITE(RadialBasis, Dtypes);
 TYPED_TEST(RadialBasis, KokkosMatchesReference) {
   using T = TypeParam;
   for (const auto& p : radial_cases()) {
-    const RadialBesselKokkos<Exec, T> k(p);
+    const RadialBasisKokkos<Exec, T> k(p);
     for (int E : test::test_sizes()) {
       const auto rd = lengths(E, p.r_max, 1 + E);
       auto r = to_view<T>(rd);
@@ -64,7 +65,7 @@ TYPED_TEST(RadialBasis, KokkosMatchesReference) {
       Kokkos::deep_copy(out, T(777));  // poison: every element must be written
       k.compute(r, out);
       std::vector<T> rt(r.data(), r.data() + E), ref(static_cast<std::size_t>(E) * p.num_basis());
-      reference::compute_radial_bessel(p, E, rt.data(), ref.data());
+      reference::compute_radial_basis(p, E, rt.data(), ref.data());
       const double scale = p.c() / 0.3;  // |R_n| <= c / r
       for (int e = 0; e < E; ++e) {
         for (int n = 0; n < p.num_basis(); ++n) {
@@ -79,7 +80,7 @@ TYPED_TEST(RadialBasis, KokkosMatchesReference) {
 TYPED_TEST(RadialBasis, ReverseMatchesReferenceAndFiniteDifferences) {
   using T = TypeParam;
   for (const auto& p : radial_cases()) {
-    const RadialBesselKokkos<Exec, T> k(p);
+    const RadialBasisKokkos<Exec, T> k(p);
     for (int E : test::test_sizes()) {
       const auto rd = lengths(E, p.r_max, 100 + E);
       const auto gd = lengths(E * p.num_basis(), 1.0, 200 + E);  // arbitrary upstream gradient
@@ -98,9 +99,9 @@ TYPED_TEST(RadialBasis, ReverseMatchesReferenceAndFiniteDifferences) {
       for (int e = 0; e < E; ++e) {
         rr[e] = static_cast<double>(r(e));
       }
-      auto loss = [&](const RadialBesselParams& q, const std::vector<double>& x) {
+      auto loss = [&](const RadialBasisParams& q, const std::vector<double>& x) {
         std::vector<double> out(static_cast<std::size_t>(E) * q.num_basis());
-        reference::compute_radial_bessel(q, E, x.data(), out.data());
+        reference::compute_radial_basis(q, E, x.data(), out.data());
         double s = 0;
         for (std::size_t i = 0; i < out.size(); ++i) {
           s += out[i] * gg[i];
@@ -134,8 +135,8 @@ TYPED_TEST(RadialBasis, ReverseMatchesReferenceAndFiniteDifferences) {
 // differences of the reference composed with the transform, for two element pairs.
 TYPED_TEST(RadialBasis, TransformedDistanceMatchesReferenceAndFiniteDifferences) {
   using T = TypeParam;
-  const auto p = RadialBesselParams::mace(8, 6.0, 5);
-  const RadialBesselKokkos<Exec, T> k(p);
+  const auto p = RadialBasisParams::mace(8, 6.0, 5);
+  const RadialBasisKokkos<Exec, T> k(p);
   const double a = 1.0805, q = 0.9183, pp = 4.5791;
   auto transform = [&](double r, double r0, double& x, double& dxdr) {
     impl::agnesi_transform(r, r0, a, q, pp, x, dxdr);
@@ -157,7 +158,7 @@ TYPED_TEST(RadialBasis, TransformedDistanceMatchesReferenceAndFiniteDifferences)
       k.compute_at(x, r, out);
       std::vector<T> xt(x.data(), x.data() + E), rt(r.data(), r.data() + E),
           ref(static_cast<std::size_t>(E) * p.num_basis());
-      reference::compute_radial_bessel_at(p, E, xt.data(), rt.data(), ref.data());
+      reference::compute_radial_basis_at(p, E, xt.data(), rt.data(), ref.data());
       for (int i = 0; i < E * p.num_basis(); ++i) {
         ASSERT_NEAR(out.data()[i], ref[i], Tolerance<T>::kernel * p.c() / std::max(1e-3, xd[i / p.num_basis()]))
             << "entry " << i;
@@ -167,12 +168,12 @@ TYPED_TEST(RadialBasis, TransformedDistanceMatchesReferenceAndFiniteDifferences)
       Kokkos::deep_copy(grad_r, T(777));
       k.reverse_at(x, dxdr, r, g, grad_r);
       std::vector<T> st(dxdr.data(), dxdr.data() + E), gt(g.data(), g.data() + E * p.num_basis()), gref(E);
-      reference::reverse_radial_bessel_at(p, E, xt.data(), st.data(), rt.data(), gt.data(), gref.data());
+      reference::reverse_radial_basis_at(p, E, xt.data(), st.data(), rt.data(), gt.data(), gref.data());
       auto loss = [&](double rr, int e) {
         double xx, dd;
         transform(rr, r0, xx, dd);
         std::vector<double> o(p.num_basis());
-        reference::compute_radial_bessel_at(p, 1, &xx, &rr, o.data());
+        reference::compute_radial_basis_at(p, 1, &xx, &rr, o.data());
         double sum = 0;
         for (int n = 0; n < p.num_basis(); ++n) {
           sum += o[n] * static_cast<double>(gt[e * p.num_basis() + n]);
@@ -189,6 +190,182 @@ TYPED_TEST(RadialBasis, TransformedDistanceMatchesReferenceAndFiniteDifferences)
       }
     }
   }
+}
+
+// mace-torch's other radial_types. Gaussian: a centre at 0 and at r_max, N = 2 the smallest;
+// Chebyshev: T_1..T_N at r itself, whose values grow to ~r^N (checked relative to the largest).
+// Each plain (compute / reverse) and at a Soft-transformed distance (compute_at / reverse_at):
+// against the reference (closed forms, not the kernel's recurrence) and its finite differences.
+TYPED_TEST(RadialBasis, GaussianAndChebyshevMatchReferenceAndFiniteDifferences) {
+  using T = TypeParam;
+  const std::vector<RadialBasisParams> cases = {
+      RadialBasisParams::gaussian(8, 5.0, 6), RadialBasisParams::gaussian(2, 4.0, 5),
+      RadialBasisParams::chebyshev(6, 4.5, 5), RadialBasisParams::chebyshev(1, 5.0, 5),
+      RadialBasisParams::chebyshev(10, 6.0, 5)};
+  const double alpha = 4.0;
+  for (const auto& p : cases) {
+    const RadialBasisKokkos<Exec, T> k(p);
+    const int N = p.num_basis();
+    for (bool transformed : {false, true}) {
+      for (int E : test::test_sizes()) {
+        const double rsum = 2.48;  // Ni + Ni in ase's covalent radii
+        const auto rd = lengths(E, p.r_max, 500 + E);
+        const auto gd = lengths(E * N, 1.0, 600 + E);
+        std::vector<double> xd(rd), sd(E, 1.0);
+        if (transformed) {
+          for (int e = 0; e < E; ++e) {
+            impl::soft_transform(rd[e], rsum, alpha, xd[e], sd[e]);
+          }
+        }
+        auto r = to_view<T>(rd), x = to_view<T>(xd), dxdr = to_view<T>(sd);
+        Kokkos::View<T**, Kokkos::LayoutRight, Exec> out("out", E, N), g("g", E, N);
+        Kokkos::deep_copy(out, T(777));
+        if (transformed) {
+          k.compute_at(x, r, out);
+        } else {
+          k.compute(r, out);
+        }
+        std::vector<T> xt(x.data(), x.data() + E), rt(r.data(), r.data() + E),
+            st(dxdr.data(), dxdr.data() + E), ref(static_cast<std::size_t>(E) * N);
+        reference::compute_radial_basis_at(p, E, xt.data(), rt.data(), ref.data());
+        double largest = 1.0;
+        for (T v : ref) {
+          largest = std::max(largest, std::abs(static_cast<double>(v)));
+        }
+        for (int i = 0; i < E * N; ++i) {
+          // Near the cutoff the envelope is a difference of terms up to (p+1)(p+2)/2 times larger
+          // than itself, so its rounding error is that times b_n(x) (large for Chebyshev).
+          double b, db;
+          reference::basis_function(p, i % N, static_cast<double>(xt[i / N]), b, db);
+          const double scale = std::max(largest, 0.5 * (p.envelope_p + 1) * (p.envelope_p + 2) * std::abs(b));
+          ASSERT_NEAR(out.data()[i], ref[i], Tolerance<T>::kernel * scale)
+              << p.name() << (transformed ? " (Soft)" : "") << " entry " << i;
+          g.data()[i] = static_cast<T>(gd[i] - 0.5);
+        }
+        Kokkos::View<T*, Exec> grad_r("grad_r", E);
+        Kokkos::deep_copy(grad_r, T(777));
+        if (transformed) {
+          k.reverse_at(x, dxdr, r, g, grad_r);
+        } else {
+          k.reverse(r, g, grad_r);
+        }
+        std::vector<T> gt(g.data(), g.data() + E * N), gref(E);
+        reference::reverse_radial_basis_at(p, E, xt.data(), st.data(), rt.data(), gt.data(), gref.data());
+        auto loss = [&](double rr, int e) {
+          double xx = rr, dd = 1.0;
+          if (transformed) {
+            impl::soft_transform(rr, rsum, alpha, xx, dd);
+          }
+          std::vector<double> o(N);
+          reference::compute_radial_basis_at(p, 1, &xx, &rr, o.data());
+          double sum = 0;
+          for (int n = 0; n < N; ++n) {
+            sum += o[n] * static_cast<double>(gt[e * N + n]);
+          }
+          return sum;
+        };
+        const double h = 1e-6;
+        for (int e = 0; e < E; e += std::max(1, E / 50)) {
+          const double re = static_cast<double>(rt[e]);
+          const double fd = (loss(re + h, e) - loss(re - h, e)) / (2 * h);
+          const double scale = std::max({1.0, std::abs(fd), largest / re});
+          EXPECT_NEAR(gref[e], fd, 1e-6 * scale) << p.name() << " reference, edge " << e << " r " << re;
+          EXPECT_NEAR(grad_r(e), gref[e], (std::is_same_v<T, float> ? 2e-3 : 1e-9) * scale)
+              << p.name() << (transformed ? " (Soft)" : "") << " edge " << e;
+        }
+      }
+    }
+    // The frequencies' gradient is CHGNet's (Bessel); these bases have none to learn.
+    Kokkos::View<T*, Exec> r1("r", 1), gw("gw", N);
+    Kokkos::View<T**, Kokkos::LayoutRight, Exec> g1("g", 1, N);
+    Kokkos::deep_copy(r1, T(1));
+    EXPECT_THROW(k.reverse_frequencies(r1, g1, gw), UnsupportedError);
+  }
+}
+
+// The constructors give mace-torch's buffers: GaussianBasis' linspace(0, r_max, N) and
+// coefficient -0.5 / (r_max / (N-1))^2, ChebychevBasis' orders 1..N; and what they refuse.
+TEST(RadialBasisParams, GaussianAndChebyshevAreMaceTorchs) {
+  const auto g = RadialBasisParams::gaussian(5, 6.0, 5);
+  EXPECT_EQ(g.frequencies, (std::vector<double>{0.0, 1.5, 3.0, 4.5, 6.0}));
+  EXPECT_DOUBLE_EQ(g.gaussian_coeff, -0.5 / (1.5 * 1.5));
+  EXPECT_FALSE(g.harmonic());
+  EXPECT_STREQ(g.name(), "gaussian");
+  const auto c = RadialBasisParams::chebyshev(3, 5.0, 5);
+  EXPECT_EQ(c.frequencies, (std::vector<double>{1.0, 2.0, 3.0}));
+  EXPECT_FALSE(c.harmonic()) << "orders 1..N are not Bessel frequencies";
+  EXPECT_EQ(radial_basis_kind("chebyshev"), RadialBasisKind::Chebyshev);
+  try {
+    radial_basis_kind("fourier");
+    FAIL() << "an unknown radial_type must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("supported: bessel, gaussian, chebyshev"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(RadialBasisParams::gaussian(1, 5.0, 5), InputError) << "one Gaussian has no width";
+  auto bad = c;
+  bad.frequencies[1] = 4.0;
+  EXPECT_THROW(bad.validate(), InputError);
+  // T_3(x) = 4x^3 - 3x and T_3' = 12x^2 - 3, on both sides of 1.
+  for (double xx : {0.4, 1.0, 2.7}) {
+    double b, db;
+    reference::basis_function(c, 2, xx, b, db);
+    EXPECT_NEAR(b, 4 * xx * xx * xx - 3 * xx, 1e-12 * std::max(1.0, std::abs(b)));
+    EXPECT_NEAR(db, 12 * xx * xx - 3, 1e-9 * std::max(1.0, std::abs(db)));
+  }
+}
+
+// Soft: x -> p0 = 3/4 r0 for bonds much shorter than r0, x -> r well beyond 4/3 r0 (r0 the sum
+// of the two radii), x = (p0 + m) / 2 at the midpoint m, and dx/dr its derivative; the dispatch
+// takes Agnesi's r0 as half the sum.
+TEST(DistanceTransform, SoftFollowsMaceTorchsFormulaAndItsDerivative) {
+  const double r0 = 2.2, alpha = 4.0, p0 = 0.75 * r0, p1 = 4.0 / 3.0 * r0, m = 0.5 * (p0 + p1);
+  double x, dxdr;
+  impl::soft_transform(0.3, r0, alpha, x, dxdr);
+  EXPECT_NEAR(x, p0, 0.02);
+  impl::soft_transform(3 * r0, r0, alpha, x, dxdr);
+  EXPECT_NEAR(x, 3 * r0, 1e-3);
+  EXPECT_NEAR(dxdr, 1.0, 1e-3);
+  impl::soft_transform(m, r0, alpha, x, dxdr);
+  EXPECT_NEAR(x, 0.5 * (p0 + m), 1e-14);
+  for (double r : {0.5, 1.7, 2.2, 2.9, 4.1}) {
+    const double h = 1e-6;
+    double xp, xm, d;
+    impl::soft_transform(r + h, r0, alpha, xp, d);
+    impl::soft_transform(r - h, r0, alpha, xm, d);
+    impl::soft_transform(r, r0, alpha, x, dxdr);
+    EXPECT_NEAR(dxdr, (xp - xm) / (2 * h), 1e-8) << "r " << r;
+    if (r >= p0) {
+      EXPECT_GT(dxdr, 0.0) << "x grows with r from p0 on (below it, x dips slightly under p0)";
+    }
+    DistanceTransformConstants c;
+    c.kind = DistanceTransformKind::Soft;
+    c.alpha = alpha;
+    double x2, d2;
+    impl::distance_transform(c, r, r0, x2, d2);
+    EXPECT_EQ(x2, x);
+    c.kind = DistanceTransformKind::Agnesi;
+    c.a = 1.0805;
+    c.q = 0.9183;
+    c.p = 4.5791;
+    impl::distance_transform(c, r, r0, x2, d2);
+    impl::agnesi_transform(r, 0.5 * r0, c.a, c.q, c.p, x, dxdr);
+    EXPECT_EQ(x2, x);
+    EXPECT_EQ(d2, dxdr);
+  }
+  DistanceTransformParams t;
+  t.kind = DistanceTransformKind::Soft;
+  t.covalent_radii = {1.24};
+  t.alpha = 0.0;
+  try {
+    t.validate(1);
+    FAIL() << "alpha 0 must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("Soft: alpha"), std::string::npos) << e.what();
+  }
+  t.alpha = 4.0;
+  EXPECT_NO_THROW(t.validate(1));
+  EXPECT_STREQ(t.name(), "Soft");
 }
 
 TEST(DistanceTransform, ValidateNamesTheBadValue) {
@@ -214,7 +391,7 @@ TEST(DistanceTransform, ValidateNamesTheBadValue) {
 
 TEST(RadialBasisEnvelope, IsSmoothAtTheCutoffAndOneAtZero) {
   for (int p : {1, 5, 6, 8}) {
-    RadialBesselParams q = RadialBesselParams::mace(4, 5.0, p);
+    RadialBasisParams q = RadialBasisParams::mace(4, 5.0, p);
     EXPECT_DOUBLE_EQ(reference::envelope(q, 1e-300), 1.0);
     EXPECT_NEAR(reference::envelope(q, 5.0 - 1e-9), 0.0, 1e-12);
     EXPECT_NEAR(reference::envelope_derivative(q, 5.0 - 1e-9), 0.0, 1e-9);
@@ -229,7 +406,7 @@ TEST(RadialBasisEnvelope, IsSmoothAtTheCutoffAndOneAtZero) {
     }
   }
   // CHGNet's envelope is 1 - 45 u^8 + 80 u^9 - 36 u^10 (FastCHGNet eq. 12).
-  const auto q = RadialBesselParams::chgnet({M_PI}, 6.0);
+  const auto q = RadialBasisParams::chgnet({M_PI}, 6.0);
   const double u = 0.7;
   EXPECT_NEAR(reference::envelope(q, u * 6.0), 1 - 45 * std::pow(u, 8) + 80 * std::pow(u, 9) - 36 * std::pow(u, 10), 1e-14);
 }
@@ -317,7 +494,7 @@ TEST(RadialBasisParity, MatchesMaceTorchAndChgnet) {
   };
   ASSERT_EQ(data["mace"].size(), 3u);
   for (const auto& c : data["mace"]) {
-    auto p = RadialBesselParams::mace(c["num_basis"].get<int>(), c["r_max"].get<double>(), c["p"].get<int>());
+    auto p = RadialBasisParams::mace(c["num_basis"].get<int>(), c["r_max"].get<double>(), c["p"].get<int>());
     // The model's own weights (they are what a converted model carries), equal to n pi / r_max.
     const auto w = c["bessel_weights"].get<std::vector<double>>();
     for (std::size_t n = 0; n < w.size(); ++n) {
@@ -325,19 +502,20 @@ TEST(RadialBasisParity, MatchesMaceTorchAndChgnet) {
     }
     p.frequencies = w;
     const auto r = c["r"].get<std::vector<double>>(), expect = c["values"].get<std::vector<double>>();
-    check(RadialBesselKokkos<Exec, double>(p), r, expect, p.num_basis(), "mace");
+    check(RadialBasisKokkos<Exec, double>(p), r, expect, p.num_basis(), "mace");
     std::vector<double> ref(expect.size());
-    reference::compute_radial_bessel(p, r.size(), r.data(), ref.data());
+    reference::compute_radial_basis(p, r.size(), r.data(), ref.data());
     for (std::size_t i = 0; i < ref.size(); ++i) {
       EXPECT_NEAR(ref[i], expect[i], 1e-12 * std::max(1.0, std::abs(expect[i]))) << "mace reference " << i;
     }
   }
   ASSERT_EQ(data["chgnet_radial"].size(), 2u);
   for (const auto& c : data["chgnet_radial"]) {
-    const auto p = RadialBesselParams::chgnet(c["frequencies"].get<std::vector<double>>(), c["cutoff"].get<double>());
+    const auto p =
+        RadialBasisParams::chgnet(c["frequencies"].get<std::vector<double>>(), c["cutoff"].get<double>());
     EXPECT_FALSE(p.harmonic());  // trained frequencies: the direct path is exercised
-    check(RadialBesselKokkos<Exec, double>(p), c["r"].get<std::vector<double>>(), c["values"].get<std::vector<double>>(),
-          p.num_basis(), "chgnet radial");
+    check(RadialBasisKokkos<Exec, double>(p), c["r"].get<std::vector<double>>(),
+          c["values"].get<std::vector<double>>(), p.num_basis(), "chgnet radial");
   }
   ASSERT_EQ(data["chgnet_fourier"].size(), 2u);
   for (const auto& c : data["chgnet_fourier"]) {
@@ -349,18 +527,18 @@ TEST(RadialBasisParity, MatchesMaceTorchAndChgnet) {
 }
 
 TEST(RadialBasisErrors, UnsupportedSizesAndShapesAreClearErrors) {
-  EXPECT_THROW(RadialBesselParams::mace(0, 5.0, 5), InputError);
-  EXPECT_THROW(RadialBesselParams::mace(kMaxRadialBasis + 1, 5.0, 5), InputError);
-  EXPECT_THROW(RadialBesselParams::mace(8, -1.0, 5), InputError);
-  EXPECT_THROW(RadialBesselParams::mace(8, 5.0, 0), InputError);
+  EXPECT_THROW(RadialBasisParams::mace(0, 5.0, 5), InputError);
+  EXPECT_THROW(RadialBasisParams::mace(kMaxRadialBasis + 1, 5.0, 5), InputError);
+  EXPECT_THROW(RadialBasisParams::mace(8, -1.0, 5), InputError);
+  EXPECT_THROW(RadialBasisParams::mace(8, 5.0, 0), InputError);
   EXPECT_THROW(FourierParams::chgnet(kMaxFourierOrder + 1), InputError);
   try {
-    RadialBesselParams::mace(40, 5.0, 5);
+    RadialBasisParams::mace(40, 5.0, 5);
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("40"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("1..32"), std::string::npos) << e.what();
   }
-  const RadialBesselKokkos<Exec, double> k(RadialBesselParams::mace(8, 5.0, 5));
+  const RadialBasisKokkos<Exec, double> k(RadialBasisParams::mace(8, 5.0, 5));
   Kokkos::View<double*, Exec> r("r", 3);
   Kokkos::View<double**, Kokkos::LayoutRight, Exec> wrong("out", 3, 7);
   EXPECT_THROW(k.compute(r, wrong), InputError);

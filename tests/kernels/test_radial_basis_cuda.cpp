@@ -43,7 +43,8 @@ TYPED_TEST(RadialBasisCuda, MatchesReference) {
   for (int n = 1; n <= 9; ++n) {
     trained.push_back(n * M_PI * (1.0 + 0.013 * std::sin(3.0 * n)));
   }
-  for (const auto& p : {kernels::RadialBesselParams::mace(8, 5.0, 5), kernels::RadialBesselParams::chgnet(trained, 6.0)}) {
+  for (const auto& p :
+       {kernels::RadialBasisParams::mace(8, 5.0, 5), kernels::RadialBasisParams::chgnet(trained, 6.0)}) {
     for (int E : {0, 1, 13, 1000, 100003}) {
       test::Uniform u(E + 3);
       std::vector<T> r(E), g(static_cast<std::size_t>(E) * p.num_basis());
@@ -62,8 +63,9 @@ TYPED_TEST(RadialBasisCuda, MatchesReference) {
       FASTMLIP_CUDA_CHECK(cudaDeviceSynchronize());
       const auto out = d_out.download(), grad = d_grad.download();
       std::vector<T> ref(g.size()), ref_grad(E);
-      kernels::reference::compute_radial_bessel(p, E, r.data(), ref.data());
-      kernels::reference::reverse_radial_bessel(p, E, r.data(), g.data(), ref_grad.data(), static_cast<T*>(nullptr));
+      kernels::reference::compute_radial_basis(p, E, r.data(), ref.data());
+      kernels::reference::reverse_radial_basis(p, E, r.data(), g.data(), ref_grad.data(),
+                                               static_cast<T*>(nullptr));
       const double scale = p.c() / 0.3;
       for (std::size_t i = 0; i < ref.size(); ++i) {
         ASSERT_NEAR(out[i], ref[i], test::Tolerance<T>::kernel * scale * 10) << "value " << i << ", E " << E;

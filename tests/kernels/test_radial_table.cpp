@@ -36,8 +36,8 @@ RadialMLP random_mlp(std::uint64_t seed) {
   return mlp;
 }
 
-const RadialBesselParams& bessel() {
-  static const RadialBesselParams p = RadialBesselParams::mace(8, 5.0, 5);
+const RadialBasisParams& bessel() {
+  static const RadialBasisParams p = RadialBasisParams::mace(8, 5.0, 5);
   return p;
 }
 
@@ -56,7 +56,7 @@ TEST(RadialTable, ExactFunctionMatchesReferenceAndItsDerivative) {
   for (double r : {0.05, 0.9, 2.31, 4.2, 4.999}) {
     std::vector<double> v(W), d(W), b(8), ref(W);
     evaluate_radial_function(bessel(), mlp, r, v.data(), d.data());
-    reference::compute_radial_bessel(bessel(), 1, &r, b.data());
+    reference::compute_radial_basis(bessel(), 1, &r, b.data());
     reference::compute_radial_mlp(mlp, 1, b.data(), ref.data());
     const double h = 1e-6;
     std::vector<double> vp(W), vm(W), dd(W);

@@ -111,6 +111,77 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheDensityAgnesiArchitecture) {
   EXPECT_DOUBLE_EQ(spec.distance_transform.p, 4.5791);
 }
 
+// mace-torch's other radial bases and the Soft transform, as make_mace_fixtures.py built them: a
+// Gaussian basis at the Soft-transformed distance, and a Chebyshev basis on a plain MACE. The
+// writer gives mace-torch's tensors; the loader reads the same kind of basis from both files,
+// the writer's at mace-torch's defaults (the fixtures perturb the centres and alpha).
+TEST(MaceLayout, WritesMaceTorchsTensorsForTheGaussianSoftAndChebyshevBases) {
+  MaceLayout g;
+  g.atomic_numbers = {29, 13, 28};
+  g.r_max = 5.0;
+  g.num_bessel = 8;
+  g.num_polynomial_cutoff = 6;
+  g.max_ell = 2;
+  g.num_channels = 6;
+  g.max_L = 1;
+  g.correlation = {2};
+  g.radial_mlp = {16, 16, 16};
+  g.mlp_irreps = 8;
+  g.radial_type = "gaussian";
+  g.distance_transform = "Soft";
+  MaceLayout c = g;
+  c.atomic_numbers = {28, 29};
+  c.r_max = 4.5;
+  c.num_bessel = 6;
+  c.num_polynomial_cutoff = 5;
+  c.radial_mlp = {16, 16};
+  c.scale_shift = false;
+  c.interaction_first = "RealAgnosticResidualInteractionBlock";
+  c.radial_type = "chebyshev";
+  c.distance_transform = "None";
+  for (const auto& [layout, file] : {std::pair{g, std::string("ssmace_2int_L1_corr2_ell2_gaussian_soft")},
+                                     std::pair{c, std::string("mace_2int_L1_corr2_ell2_chebyshev")}}) {
+    SCOPED_TRACE(file);
+    const auto ref = io::read_potential_file(kData + file + ".safetensors");
+    MaceLayoutValues v;
+    v.atomic_energies.assign(layout.atomic_numbers.size(), -1.0);
+    if (layout.scale_shift) {
+      v.scale = {1.0};
+      v.shift = {0.0};
+    }
+    v.provenance = {{"writer", "test_mace_layout 0"}};
+    const auto ours = write_mace_layout(layout, v, [](const std::string&, std::int64_t n, double) {
+      return std::vector<double>(static_cast<std::size_t>(n), 0.01);
+    });
+    const auto want = tensors(ref), got = tensors(ours);
+    for (const auto& [name, shape] : want) {
+      const auto it = got.find(name);
+      ASSERT_NE(it, got.end()) << "the writer lacks mace-torch's tensor " << name;
+      if (!our_basis(name)) {
+        EXPECT_EQ(it->second, shape) << name;
+      }
+    }
+    for (const auto& [name, shape] : got) {
+      EXPECT_EQ(want.count(name), 1u) << "the writer adds a tensor mace-torch's model lacks: " << name;
+    }
+    const MaceSpec spec = load_mace_spec(ours, {}), spec_ref = load_mace_spec(ref, {});
+    EXPECT_EQ(spec.radial_basis.kind, spec_ref.radial_basis.kind);
+    EXPECT_EQ(spec.radial_basis.gaussian_coeff, spec_ref.radial_basis.gaussian_coeff);
+    EXPECT_EQ(spec.distance_transform.kind, spec_ref.distance_transform.kind);
+    EXPECT_EQ(spec.distance_transform.covalent_radii, spec_ref.distance_transform.covalent_radii);
+    if (layout.radial_type == "chebyshev") {
+      EXPECT_EQ(spec.radial_basis.frequencies, spec_ref.radial_basis.frequencies);
+    } else {
+      EXPECT_EQ(
+          spec.radial_basis.frequencies,
+          kernels::RadialBasisParams::gaussian(layout.num_bessel, layout.r_max, layout.num_polynomial_cutoff)
+              .frequencies);
+      EXPECT_DOUBLE_EQ(spec.distance_transform.alpha, 4.0);
+      EXPECT_NEAR(spec_ref.distance_transform.alpha, 4.0 * 1.07, 1e-12);
+    }
+  }
+}
+
 TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
   MaceLayout c;
   c.atomic_numbers = {29};
@@ -137,8 +208,15 @@ TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
   b.interaction_first = "RealAgnosticAttResidualInteractionBlock";
   refused(b, "interaction_first 'RealAgnosticAttResidualInteractionBlock' is not supported");
   b = c;
-  b.distance_transform = "Soft";
-  refused(b, "distance_transform 'Soft' is not supported; supported: None, Agnesi");
+  b.distance_transform = "Polynomial";
+  refused(b, "distance_transform 'Polynomial' is not supported; supported: None, Agnesi, Soft");
+  b = c;
+  b.radial_type = "fourier";
+  refused(b, "radial_type 'fourier' is not known; supported: bessel, gaussian, chebyshev");
+  b = c;
+  b.radial_type = "gaussian";
+  b.num_bessel = 1;
+  refused(b, "the Gaussian basis' coefficient");
 }
 
 }  // namespace

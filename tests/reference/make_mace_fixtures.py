@@ -38,6 +38,7 @@ Besides writing the fixtures, the script checks, and stops on the first failure:
 Deterministic: fixed seeds, float64, one thread (multi-threaded reductions change the last
 bits run to run). The JSON numbers are Python reprs of doubles (exact round trip).
 """
+import contextlib
 import hashlib
 import json
 import math
@@ -192,6 +193,35 @@ MODELS.append({
     "scale": 0.93, "shift": 0.11, "pair_repulsion": True, "distance_transform": "Agnesi",
     "structures": "ternary",
 })
+# mace-torch's other radial bases (radial_type) and its Soft distance transform: a Gaussian
+# basis at the Soft-transformed distance, and a Chebyshev basis (T_1..T_N at r in A, so its
+# features grow as r^N: the radial MLP sees values up to ~3e5 here) without a transform, on
+# a plain MACE with a residual first block. Its reference forces are -dE/dr (see
+# differentiable_chebyshev: mace-torch's own leave out the basis' derivative).
+MODELS.append({
+    "name": "ssmace_2int_L1_corr2_ell2_gaussian_soft",
+    "description": "ScaleShiftMACE with radial_type 'gaussian' (8 Gaussians, centres read from the file) at the "
+                   "Soft-transformed distance (alpha read from the file), non-residual then residual, hidden "
+                   "max_L 1, correlation 2, max_ell 2, 3 elements",
+    "class": "ScaleShiftMACE", "seed": 112, "species": [CU, AL, NI], "r_max": 5.0, "num_bessel": 8,
+    "num_polynomial_cutoff": 6, "max_ell": 2, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "8x0e", "correlation": 2, "radial_MLP": [16, 16, 16],
+    "interaction_cls_first": "RealAgnosticInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [14.2, 12.9],
+    "scale": 1.08, "shift": -0.07, "radial_type": "gaussian", "distance_transform": "Soft",
+    "structures": "ternary",
+})
+MODELS.append({
+    "name": "mace_2int_L1_corr2_ell2_chebyshev",
+    "description": "MACE with radial_type 'chebyshev' (T_1..T_6 of r), residual blocks throughout, hidden max_L 1, "
+                   "correlation 2, max_ell 2, 2 elements",
+    "class": "MACE", "seed": 113, "species": [NI, CU], "r_max": 4.5, "num_bessel": 6,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "8x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticResidualInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [10.4, 11.3],
+    "radial_type": "chebyshev", "structures": "binary",
+})
 # The MACE-MP-0 architectures (mace-torch's mace_mp setup: ScaleShiftMACE, non-residual first
 # block then residual, r_max 6, 10 Bessel functions, p 5, radial MLP [64, 64, 64], max_ell 3,
 # correlation 3, MLP_irreps 16x0e), with two elements instead of 89 so the files stay small.
@@ -233,6 +263,8 @@ def build_model(cfg, dtype=torch.float64, calibrate=True):
         )
         if "distance_transform" in cfg:
             kwargs["distance_transform"] = cfg["distance_transform"]
+        if "radial_type" in cfg:
+            kwargs["radial_type"] = cfg["radial_type"]
         if cfg["class"] == "ScaleShiftMACE":
             model = modules.ScaleShiftMACE(atomic_inter_scale=cfg["scale"], atomic_inter_shift=cfg["shift"],
                                            **kwargs)
@@ -244,8 +276,14 @@ def build_model(cfg, dtype=torch.float64, calibrate=True):
                 p.add_(PARAMETER_NOISE * torch.randn(p.shape, generator=g, dtype=p.dtype))
             # Buffers a loader must read rather than recompute: Bessel frequencies (trainable in
             # some mace-torch setups) and the ZBL screening parameters (likewise).
-            bw = model.radial_embedding.bessel_fn.bessel_weights
-            bw.mul_(1.0 + 0.05 * torch.randn(bw.shape, generator=g, dtype=bw.dtype))
+            # Gaussian centres likewise (read from the buffer); Chebyshev orders are fixed.
+            basis = model.radial_embedding.bessel_fn
+            if hasattr(basis, "bessel_weights"):
+                basis.bessel_weights.mul_(1.0 + 0.05 * torch.randn(basis.bessel_weights.shape, generator=g,
+                                                                   dtype=basis.bessel_weights.dtype))
+            elif hasattr(basis, "gaussian_weights"):
+                basis.gaussian_weights.add_(0.05 * torch.randn(basis.gaussian_weights.shape, generator=g,
+                                                               dtype=basis.gaussian_weights.dtype))
             if cfg.get("pair_repulsion"):
                 model.pair_repulsion_fn.a_exp.add_(0.013)
                 model.pair_repulsion_fn.a_prefactor.mul_(1.07)
@@ -254,6 +292,8 @@ def build_model(cfg, dtype=torch.float64, calibrate=True):
                 dt.a.mul_(1.03)
                 dt.q.add_(0.021)
                 dt.p.sub_(0.13)
+            if cfg.get("distance_transform") == "Soft":
+                model.radial_embedding.distance_transform.alpha.mul_(1.07)
         # avg_num_neighbors is a plain attribute per interaction; mace-torch sets them equal,
         # distinct values check that a loader reads each one.
         for inter, avg in zip(model.interactions, cfg["avg_num_neighbors"]):
@@ -450,8 +490,35 @@ def mace_batch(model, atoms, head):
     return next(iter(loader))
 
 
+@contextlib.contextmanager
+def differentiable_chebyshev():
+    """ChebychevBasis.forward calls torch.special.chebyshev_polynomial_t, which torch marks
+    non-differentiable (torch 1.13 and 2.x alike): mace-torch's autograd forces and virials for a
+    Chebyshev model leave out the basis' dB/dr term, so they are not -dE/dr of its own energy.
+    fastmlip evaluates -dE/dr exactly. For the reference forces, ChebychevBasis.forward is
+    replaced, for the duration, by the same polynomials from the recurrence
+    T_(k+1) = 2x T_k - T_(k-1), which autograd differentiates; run_mace checks the energies are
+    unchanged and records how far mace-torch's own forces are from these."""
+    cls = modules.radial.ChebychevBasis
+    original = cls.forward
+
+    def forward(self, x):
+        cols, prev, cur = [], torch.ones_like(x), x
+        for _ in range(self.num_basis):
+            cols.append(cur)
+            prev, cur = cur, 2.0 * x * cur - prev
+        return torch.cat(cols, dim=-1)
+
+    cls.forward = forward
+    try:
+        yield
+    finally:
+        cls.forward = original
+
+
 def run_mace(model, atoms, head):
-    """mace-torch's outputs, plus per-atom energies computed from the readouts (hooks), since
+    """mace-torch's outputs (for a Chebyshev basis, with differentiable_chebyshev's forces),
+    plus per-atom energies computed from the readouts (hooks), since plus per-atom energies computed from the readouts (hooks), since
     MACE.forward in mace-torch 0.3.13 returns node_energy = E0 + pair only (it overwrites the
     sum that includes the interaction energies); ScaleShiftMACE's node_energy is complete and is
     checked against ours."""
@@ -464,9 +531,21 @@ def run_mace(model, atoms, head):
     if hasattr(model, "pair_repulsion"):
         hooks.append(model.pair_repulsion_fn.register_forward_hook(
             lambda mod, inp, out: captured.__setitem__("pair", out.detach())))
+    chebyshev = isinstance(model.radial_embedding.bessel_fn, modules.radial.ChebychevBasis)
+    native_forces = None
     try:
-        out = model(batch.to_dict(), training=False, compute_force=True, compute_virials=False,
-                    compute_stress=True)
+        if chebyshev:
+            native = model(batch.to_dict(), training=False, compute_force=True)
+            native_forces = native["forces"].detach()
+            captured = {"readouts": [], "pair": None}
+            with differentiable_chebyshev():
+                out = model(batch.to_dict(), training=False, compute_force=True, compute_virials=False,
+                            compute_stress=True)
+            assert abs(float(out["energy"][0]) - float(native["energy"][0])) <= 1e-12 * max(
+                1.0, abs(float(native["energy"][0]))), "the recurrence gives mace-torch's Chebyshev energies"
+        else:
+            out = model(batch.to_dict(), training=False, compute_force=True, compute_virials=False,
+                        compute_stress=True)
     finally:
         for hook in hooks:
             hook.remove()
@@ -499,7 +578,10 @@ def run_mace(model, atoms, head):
         # mace-torch divides by the volume of the cell it built; for a non-periodic direction that
         # is a made-up box (data/neighborhood.py), so a stress is recorded for periodic cells only.
         "stress": out["stress"][0].detach().tolist() if periodic else None,
-    }, batch
+    } | ({} if native_forces is None else {
+        # max |F_mace-torch - F| / max |F|: the dB/dr term mace-torch's own forces leave out.
+        "mace_torch_forces_rel_difference": float((native_forces - out["forces"].detach()).abs().max()) / max(
+            1e-300, float(out["forces"].detach().abs().max()))}), batch
 
 
 # ---------------------------------------------------------------------------------------------
@@ -553,19 +635,37 @@ class FileMace:
         # receiver, matscipy's D = r_j - r_i + S.cell with i = sender); negated here.
         v = positions[sender] - positions[receiver] - shifts
         r = torch.linalg.norm(v, dim=1, keepdim=True)
-        # The Bessel part sees the distance through the Agnesi transform when the model has one
-        # (x = 1 / (1 + a s^q / (1 + s^(q-p))), s = r / r0, r0 the mean covalent radius of the
-        # pair); the envelope always sees r.
+        # The basis sees the distance through the transform when the model has one; the
+        # envelope always sees r. Agnesi: x = 1 / (1 + a s^q / (1 + s^(q-p))), s = r / r0, r0
+        # the mean covalent radius of the pair. Soft: r0 the sum of the two radii, p0 = 3/4 r0,
+        # p1 = 4/3 r0, x = p0 + (r - p0) (1 + tanh(alpha / (p1 - p0) (r - (p0 + p1) / 2))) / 2.
         xr = r
-        if hp.get("distance_transform", "None") == "Agnesi":
+        transform = hp.get("distance_transform", "None")
+        if transform in ("Agnesi", "Soft"):
             dt = "radial_embedding.distance_transform."
             radii = t[dt + "covalent_radii"][torch.tensor(self.zs)][species]
-            r0 = (0.5 * (radii[sender] + radii[receiver]))[:, None]
-            s_ = r / r0
-            xr = 1.0 / (1.0 + t[dt + "a"] * s_ ** t[dt + "q"] / (1.0 + s_ ** (t[dt + "q"] - t[dt + "p"])))
-        bessel = t["radial_embedding.bessel_fn.prefactor"] * torch.sin(
-            t["radial_embedding.bessel_fn.bessel_weights"] * xr) / xr
-        radial = bessel * self._envelope(r, hp["r_max"], hp["num_polynomial_cutoff"])
+            rsum = (radii[sender] + radii[receiver])[:, None]
+            if transform == "Agnesi":
+                s_ = r / (0.5 * rsum)
+                xr = 1.0 / (1.0 + t[dt + "a"] * s_ ** t[dt + "q"] / (1.0 + s_ ** (t[dt + "q"] - t[dt + "p"])))
+            else:
+                p0, p1 = 0.75 * rsum, 4.0 / 3.0 * rsum
+                xr = p0 + (r - p0) * 0.5 * (1.0 + torch.tanh(t[dt + "alpha"] / (p1 - p0) * (r - 0.5 * (p0 + p1))))
+        bf = "radial_embedding.bessel_fn."
+        radial_type = hp.get("radial_type", "bessel")
+        if radial_type == "gaussian":
+            nb = hp["num_bessel"]
+            basis = torch.exp(-0.5 / (hp["r_max"] / (nb - 1)) ** 2 * (xr - t[bf + "gaussian_weights"]) ** 2)
+        elif radial_type == "chebyshev":
+            # T_k(x) for k = 1..N by the recurrence T_(k+1) = 2x T_k - T_(k-1), T_0 = 1, T_1 = x.
+            cols, prev, cur = [], torch.ones_like(xr), xr
+            for _ in range(hp["num_bessel"]):
+                cols.append(cur)
+                prev, cur = cur, 2.0 * xr * cur - prev
+            basis = torch.cat(cols, dim=1)
+        else:
+            basis = t[bf + "prefactor"] * torch.sin(t[bf + "bessel_weights"] * xr) / xr
+        radial = basis * self._envelope(r, hp["r_max"], hp["num_polynomial_cutoff"])
 
         ae = t["atomic_energies_fn.atomic_energies"]
         node_e = (ae[h] if ae.dim() == 2 else ae)[species]
@@ -773,14 +873,13 @@ def check_refusals():
 
     messages.append(assert_refuses({}, "activation 'tanh'", tanh_gate))
 
-    def gaussian(cfg):
-        model = build_model(cfg, calibrate=False)
-        model.radial_embedding.bessel_fn = modules.radial.GaussianBasis(r_max=cfg["r_max"], num_basis=cfg["num_bessel"])
+    def gaussian_coeff(cfg):
+        # A GaussianBasis whose (unsaved) coefficient is not the one its r_max and N give.
+        model = build_model(dict(cfg, radial_type="gaussian"), calibrate=False)
+        model.radial_embedding.bessel_fn.coeff *= 1.5
         return model
 
-    messages.append(assert_refuses({}, "GaussianBasis", gaussian))
-    if hasattr(modules.radial, "SoftTransform"):  # mace-torch >= 0.3.14
-        messages.append(assert_refuses({"distance_transform": "Soft"}, "SoftTransform"))
+    messages.append(assert_refuses({}, "the Gaussian basis' coeff", gaussian_coeff))
 
     # The command line: exit code 2 and the list of what is supported.
     with tempfile.TemporaryDirectory() as tmp:

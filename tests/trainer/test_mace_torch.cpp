@@ -235,6 +235,16 @@ trainer::MaceConfig small_config(int variant) {
     c.interaction_first = "RealAgnosticDensityInteractionBlock";
     c.interaction = "RealAgnosticDensityResidualInteractionBlock";
     c.distance_transform = "Agnesi";
+  } else if (variant == 3) {  // mace-torch's Gaussian basis at the Soft-transformed distance
+    c.max_ell = 2;
+    c.max_L = 1;
+    c.correlation = 2;
+    c.num_interactions = 2;
+    c.scale_shift = true;
+    c.scale = 1.1;
+    c.shift = -0.1;
+    c.radial_type = "gaussian";
+    c.distance_transform = "Soft";
   } else {  // plain MACE, residual first block, max_L 2, three interactions
     c.max_ell = 3;
     c.max_L = 2;
@@ -246,9 +256,10 @@ trainer::MaceConfig small_config(int variant) {
   return c;
 }
 
-MaceBatch small_batch(double cutoff, std::uint64_t seed) {
+MaceBatch small_batch(double cutoff, std::uint64_t seed, int species = 3) {
   return trainer::make_mace_batch(
-      {random_structure(5, 3.1, 3, seed, true), random_structure(3, 2.2, 3, seed + 1, false)}, cutoff);
+      {random_structure(5, 3.1, species, seed, true), random_structure(3, 2.2, species, seed + 1, false)},
+      cutoff);
 }
 
 /// Loss on forces and virials, with fixed random weights and a quadratic term.
@@ -257,10 +268,13 @@ torch::Tensor force_loss(const trainer::MaceOutput& out, const torch::Tensor& vf
          0.05 * out.energy.sum();
 }
 
-void check_gradients(const io::PotentialFile& pot, std::uint64_t seed) {
+/// With `scale_step`, each tensor's step is h times the square root of its RMS weight (at most
+/// h): for weights far below 1, an absolute 1e-5 is not a small change, and a step in proportion
+/// to the weight would leave the difference to rounding.
+void check_gradients(const io::PotentialFile& pot, std::uint64_t seed, bool scale_step = false) {
   torch::manual_seed(5);
   MaceTorchModel<double> model(pot);
-  const auto batch = small_batch(model.cutoff(), seed);
+  const auto batch = small_batch(model.cutoff(), seed, static_cast<int>(pot.species().size()));
   ASSERT_GT(batch.sender.size(0), 10) << "the test structures need edges";
   const auto vf = torch::randn({batch.positions.size(0), 3}, torch::kFloat64);
   const auto vw = torch::randn({batch.num_graphs, 3, 3}, torch::kFloat64);
@@ -281,18 +295,19 @@ void check_gradients(const io::PotentialFile& pot, std::uint64_t seed) {
   for (std::size_t k = 0; k < named.size(); ++k) {
     auto flat = named[k].second.view({-1});
     const auto n = flat.numel();
+    const double hk = scale_step ? h * std::min(1.0, std::sqrt(flat.pow(2).mean().sqrt().item<double>())) : h;
     // Three entries of each tensor (first, middle, last): every weight kind, every layer.
     for (std::int64_t i : {std::int64_t{0}, n / 2, n - 1}) {
       const double w0 = flat[i].item<double>();
       double e[2], l[2];
       for (int side = 0; side < 2; ++side) {
-        flat[i] = w0 + (side ? h : -h);
+        flat[i] = w0 + (side ? hk : -hk);
         const auto o = model.forward(batch, eval);
         e[side] = o.energy.sum().item<double>();
         l[side] = force_loss(o, vf, vw).item<double>();
       }
       flat[i] = w0;
-      const double fd_e = (e[1] - e[0]) / (2 * h), fd_l = (l[1] - l[0]) / (2 * h);
+      const double fd_e = (e[1] - e[0]) / (2 * hk), fd_l = (l[1] - l[0]) / (2 * hk);
       const double ad_e = dE[k].view({-1})[i].item<double>(), ad_l = dL[k].view({-1})[i].item<double>();
       EXPECT_NEAR(ad_e, fd_e, 1e-6 * std::max(1.0, std::abs(fd_e)))
           << named[k].first << "[" << i << "] energy";
@@ -309,6 +324,18 @@ void check_gradients(int variant) { check_gradients(trainer::make_mace_potential
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesNonResidualFirstZblScaleShift) { check_gradients(0); }
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesResidualThreeLayersMaxL2) { check_gradients(1); }
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesFreshDensityAgnesiModel) { check_gradients(2); }
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesFreshGaussianSoftModel) { check_gradients(3); }
+// mace-torch's Chebyshev basis (T_k of r in A), on the calibrated fixture: a fresh model's
+// T_k(r) ~ r^k features, untempered by its random weights, put forces at ~1e3 eV/A and the
+// force loss beyond what central differences resolve. The fixture's calibration scales the
+// messages' linear weights down to ~1e-3 against those features, hence per-tensor steps.
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesChebyshevBasis) {
+  const std::string path = kFixtures + "/mace_2int_L1_corr2_ell2_chebyshev.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  check_gradients(io::read_potential_file(path), 103, /*scale_step=*/true);
+}
 // MACE-MPA-0 / OMAT-0's blocks: the Density normalisation (its density_fn weights trained too)
 // and the Agnesi-transformed radial basis, first and second derivatives.
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesDensityBlocksAgnesi) {
@@ -378,7 +405,7 @@ TEST(MaceTorchExport, FreshModelRoundTripsThroughMaceModelAndIsByteReproducible)
   const auto dir =
       std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  for (int variant : {0, 1, 2}) {
+  for (int variant : {0, 1, 2, 3}) {
     MaceTorchModel<double> model(trainer::make_mace_potential(small_config(variant)));
     perturb(model, 0.05);  // stands in for a training step: the saved weights are the current ones
     const auto a = check_round_trip(model, (dir / ("a" + std::to_string(variant))).string(), "", 40);
@@ -432,6 +459,31 @@ TEST(MaceTorchExport, FineTunedDensityAgnesiFixtureRoundTrips) {
             pot.get("interactions.1.density_fn.layer0.weight").as<double>(io::Conversion::widen))
       << "the density weights are trained";
   std::filesystem::remove_all(dir);
+}
+
+// mace-torch's other radial bases and the Soft transform: fine-tuned, saved, and evaluated by the
+// pair styles' model as the trainer evaluates them.
+TEST(MaceTorchExport, FineTunedGaussianSoftAndChebyshevFixturesRoundTrip) {
+  for (const std::string name :
+       {"ssmace_2int_L1_corr2_ell2_gaussian_soft", "mace_2int_L1_corr2_ell2_chebyshev"}) {
+    SCOPED_TRACE(name);
+    const std::string path = kFixtures + "/" + name + ".safetensors";
+    if (!std::filesystem::exists(path)) {
+      GTEST_SKIP() << "no fixture " << path;
+    }
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_ftr_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto pot = io::read_potential_file(path);
+    MaceTorchModel<double> model(pot, "Default");
+    perturb(model, 0.02);
+    check_round_trip(model, (dir / "ft").string(), "Default", 62);
+    const auto saved = io::read_potential_file((dir / "ft").string());
+    EXPECT_EQ(saved.meta<std::string>("/hyperparameters/radial_type"),
+              pot.meta<std::string>("/hyperparameters/radial_type"));
+    EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // ---- float32 ----------------------------------------------------------------------------------

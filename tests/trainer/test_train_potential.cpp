@@ -376,6 +376,31 @@ TEST(TrainPotential, TrainsAFreshDensityAgnesiModel) {
   fs::remove_all(dir);
 }
 
+// mace_run_train's --radial_type and the Soft transform, from the command line: the export has
+// that basis and transform, and the pair styles' model loads it; an unknown basis is refused by
+// the option parser, naming the choices.
+TEST(TrainPotential, TrainsAFreshGaussianSoftModel) {
+  const std::string dir = temp_dir("gauss_soft");
+  write_dataset(dir + "/data.xyz", 8);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir,
+                       "--config tiny.yaml --work_dir fresh --max_num_epochs 1 --radial_type gaussian "
+                       "--distance_transform Soft");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("epoch 1"), std::string::npos) << r.out;
+  const auto pot = io::read_potential_file(dir + "/fresh/tiny.safetensors");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/radial_type"), "gaussian");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/distance_transform"), "Soft");
+  EXPECT_TRUE(pot.contains("radial_embedding.bessel_fn.gaussian_weights"));
+  EXPECT_TRUE(pot.contains("radial_embedding.distance_transform.alpha"));
+  EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
+
+  const Result bad = run(dir, "--config tiny.yaml --work_dir bad --max_num_epochs 1 --radial_type fourier");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("chebyshev"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

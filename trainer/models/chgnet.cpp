@@ -180,7 +180,7 @@ struct ChgnetTorchModel<T>::Impl {
     readout_ln = rn != nullptr && !rn->is_null();
     const int p = f.meta<int>(hp("cutoff_coeff"));
     auto bessel = [p](double r_cut) {
-      kernels::RadialBesselParams params;
+      kernels::RadialBasisParams params;
       params.r_max = r_cut;
       params.envelope_p = p;
       return params;

@@ -106,7 +106,7 @@ class BasisWithFrequenciesOp final : public KernelOp {
     return Kernel<KernelExec, S>(p);
   }
   template <class S>
-  static std::int64_t width(const kernels::RadialBesselKokkos<KernelExec, S>& k) {
+  static std::int64_t width(const kernels::RadialBasisKokkos<KernelExec, S>& k) {
     return k.num_basis();
   }
   template <class S>
@@ -119,7 +119,7 @@ class BasisWithFrequenciesOp final : public KernelOp {
 
 /// B = RadialBessel(r; w), w = f / r_cut: inputs r [E] and w [N].
 template <class T>
-using ChgnetBesselOp = BasisWithFrequenciesOp<T, kernels::RadialBesselKokkos, kernels::RadialBesselParams>;
+using ChgnetBesselOp = BasisWithFrequenciesOp<T, kernels::RadialBasisKokkos, kernels::RadialBasisParams>;
 /// F = Fourier(theta; k): inputs theta [A] and k [K].
 template <class T>
 using ChgnetFourierOp = BasisWithFrequenciesOp<T, kernels::FourierKokkos, kernels::FourierParams>;

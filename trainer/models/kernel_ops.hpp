@@ -166,12 +166,13 @@ class SphericalHarmonicsOp final : public KernelOp {
 
 // ---- radial basis ---------------------------------------------------------------------------
 
-/// B = Bessel(r) x polynomial envelope (mace-torch's radial_embedding). The frequencies are
-/// fixed (mace-torch's BesselBasis default, trainable=False): only r is an input.
+/// B = b(r) x polynomial envelope (mace-torch's radial_embedding; b Bessel, Gaussian or
+/// Chebyshev). The basis constants are fixed (mace-torch's default, trainable=False): only r is
+/// an input.
 template <class T>
-class BesselOp final : public KernelOp {
+class RadialBasisOp final : public KernelOp {
  public:
-  explicit BesselOp(const kernels::RadialBesselParams& p) : m_k(p), m_kd(p), m_n(p.num_basis()) {}
+  explicit RadialBasisOp(const kernels::RadialBasisParams& p) : m_k(p), m_kd(p), m_n(p.num_basis()) {}
   std::string name() const override { return "radial basis"; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
@@ -199,21 +200,26 @@ class BesselOp final : public KernelOp {
   }
 
  private:
-  kernels::RadialBesselKokkos<KernelExec, T> m_k;
-  kernels::RadialBesselKokkos<KernelExec, Dual<T>> m_kd;
+  kernels::RadialBasisKokkos<KernelExec, T> m_k;
+  kernels::RadialBasisKokkos<KernelExec, Dual<T>> m_kd;
   std::int64_t m_n;
 };
 
-/// B = Bessel(x(r)) x polynomial envelope(r), x the Agnesi transform of r with the edge's
-/// r0 = (R_u + R_v) / 2 (mace-torch's radial_embedding with distance_transform "Agnesi";
-/// kernels/distance_transform.hpp). Inputs r [E] and r0 [E]; r0 is a constant of the species
-/// (its gradient is zero). The transform's a, q, p are fixed, as mace-torch's buffers are.
+/// B = b(x(r)) x polynomial envelope(r), x the distance transform (Agnesi or Soft) of r for the
+/// edge's two elements (mace-torch's radial_embedding with a distance_transform;
+/// kernels/distance_transform.hpp). Inputs r [E] and rsum [E], the sum of the edge's two
+/// covalent radii: a constant of the species (its gradient is zero). The transform's constants
+/// are fixed, as mace-torch's buffers are.
 template <class T>
-class AgnesiBesselOp final : public KernelOp {
+class TransformedBasisOp final : public KernelOp {
  public:
-  AgnesiBesselOp(const kernels::RadialBesselParams& p, const kernels::DistanceTransformParams& t)
-      : m_k(p), m_kd(p), m_n(p.num_basis()), m_t(t) {}
-  std::string name() const override { return "radial basis (Agnesi)"; }
+  TransformedBasisOp(const kernels::RadialBasisParams& p, const kernels::DistanceTransformParams& t)
+      : m_k(p),
+        m_kd(p),
+        m_n(p.num_basis()),
+        m_t(t.constants()),
+        m_name(std::string("radial basis (") + t.name() + ")") {}
+  std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
     const auto E = in[0].size(0);
@@ -240,9 +246,9 @@ class AgnesiBesselOp final : public KernelOp {
     auto r = ops_detail::pack<T>(in[0], tangent[0]);
     auto gd = ops_detail::pack<T>(g, torch::Tensor());
     std::vector<Dual<T>> x(static_cast<std::size_t>(E)), s(static_cast<std::size_t>(E));
-    const auto r0 = in[1].contiguous();
+    const auto rsum = in[1].contiguous();
     for (std::int64_t e = 0; e < E; ++e) {
-      kernels::impl::agnesi_transform(r[e], Dual<T>(r0.data_ptr<T>()[e]), m_t.a, m_t.q, m_t.p, x[e], s[e]);
+      kernels::impl::distance_transform(m_t, r[e], Dual<T>(rsum.data_ptr<T>()[e]), x[e], s[e]);
     }
     std::vector<Dual<T>> B(static_cast<std::size_t>(E * m_n)), gr(static_cast<std::size_t>(E));
     const ops_detail::Vec<Dual<T>> rv(r.data(), E), xv(x.data(), E), sv(s.data(), E);
@@ -254,16 +260,17 @@ class AgnesiBesselOp final : public KernelOp {
 
  private:
   template <class S>
-  void transform(const torch::Tensor& r, const torch::Tensor& r0, S* x, S* s) const {
-    const auto rc = r.contiguous(), r0c = r0.contiguous();
+  void transform(const torch::Tensor& r, const torch::Tensor& rsum, S* x, S* s) const {
+    const auto rc = r.contiguous(), rsc = rsum.contiguous();
     for (std::int64_t e = 0; e < rc.numel(); ++e) {
-      kernels::impl::agnesi_transform(rc.data_ptr<T>()[e], r0c.data_ptr<T>()[e], m_t.a, m_t.q, m_t.p, x[e], s[e]);
+      kernels::impl::distance_transform(m_t, rc.data_ptr<T>()[e], rsc.data_ptr<T>()[e], x[e], s[e]);
     }
   }
-  kernels::RadialBesselKokkos<KernelExec, T> m_k;
-  kernels::RadialBesselKokkos<KernelExec, Dual<T>> m_kd;
+  kernels::RadialBasisKokkos<KernelExec, T> m_k;
+  kernels::RadialBasisKokkos<KernelExec, Dual<T>> m_kd;
   std::int64_t m_n;
-  kernels::DistanceTransformParams m_t;
+  kernels::DistanceTransformConstants m_t;
+  std::string m_name;
 };
 
 // ---- radial MLP -----------------------------------------------------------------------------

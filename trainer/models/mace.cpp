@@ -112,6 +112,7 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   layout.scale_shift = c.scale_shift;
   layout.interaction_first = c.interaction_first;
   layout.interaction = c.interaction;
+  layout.radial_type = c.radial_type;
   layout.distance_transform = c.distance_transform;
   layout.zbl = c.zbl;
   models::mace::MaceLayoutValues values;
@@ -161,9 +162,9 @@ struct MaceTorchModel<T>::Impl {
   std::vector<Layer> layers;
   torch::Tensor W_emb;  // [E, C]
   c10::intrusive_ptr<SphericalHarmonicsOp<T>> sh;
-  c10::intrusive_ptr<BesselOp<T>> bessel;
-  c10::intrusive_ptr<AgnesiBesselOp<T>> agnesi;  // with the Agnesi distance transform
-  torch::Tensor rcov;                            // [E] its covalent radius per species
+  c10::intrusive_ptr<RadialBasisOp<T>> radial_basis;
+  c10::intrusive_ptr<TransformedBasisOp<T>> transformed;  // with a distance transform
+  torch::Tensor rcov;                                     // [E] its covalent radius per species
   torch::Tensor e0;  // [E]
 
   static torch::TensorOptions real() { return torch::TensorOptions().dtype(torch_dtype<T>()); }
@@ -192,9 +193,9 @@ struct MaceTorchModel<T>::Impl {
     stages = models::mace::stage_list(spec);
     const int E = spec.num_elements, C = spec.embedding_irreps.dim();
     sh = c10::make_intrusive<SphericalHarmonicsOp<T>>(spec.max_ell);
-    bessel = c10::make_intrusive<BesselOp<T>>(spec.bessel);
+    radial_basis = c10::make_intrusive<RadialBasisOp<T>>(spec.radial_basis);
     if (spec.distance_transform.active()) {
-      agnesi = c10::make_intrusive<AgnesiBesselOp<T>>(spec.bessel, spec.distance_transform);
+      transformed = c10::make_intrusive<TransformedBasisOp<T>>(spec.radial_basis, spec.distance_transform);
       rcov = torch::tensor(spec.distance_transform.covalent_radii, torch::TensorOptions().dtype(torch::kFloat64))
                  .to(torch_dtype<T>());
     }
@@ -224,7 +225,7 @@ struct MaceTorchModel<T>::Impl {
       }
       L.W_lin = add_param(pi + "linear.weight", {1, L.I->linear.weight_numel});
       if (L.I->density) {
-        L.W_density = add_param(pi + "density_fn.layer0.weight", {spec.bessel.num_basis(), 1});
+        L.W_density = add_param(pi + "density_fn.layer0.weight", {spec.radial_basis.num_basis(), 1});
       }
       // Our element-major layout of the skip weights, as indices into mace-torch's flat vector.
       std::vector<double> iota(static_cast<std::size_t>(L.I->skip.weight_numel) * L.I->skip.num_sets);
@@ -375,12 +376,12 @@ struct MaceTorchModel<T>::Impl {
       switch (s.kind) {
         case K::EdgeBasis:
           Y = apply_kernel(sh, {u});
-          if (agnesi) {
+          if (transformed) {
             const auto rs = rcov.index_select(0, b.species);
-            const auto r0 = (0.5 * (rs.index_select(0, b.sender) + rs.index_select(0, b.receiver))).contiguous();
-            B = apply_kernel(agnesi, {r, r0});
+            const auto rsum = (rs.index_select(0, b.sender) + rs.index_select(0, b.receiver)).contiguous();
+            B = apply_kernel(transformed, {r, rsum});
           } else {
-            B = apply_kernel(bessel, {r});
+            B = apply_kernel(radial_basis, {r});
           }
           break;
         case K::Embedding:
@@ -407,7 +408,8 @@ struct MaceTorchModel<T>::Impl {
           if (L->I->density) {
             // Density blocks: divided by 1 + sum over the node's edges of tanh(d_e^2), d_e the
             // density_fn of the edge's radial features (e3nn's x @ W / sqrt(fan_in)).
-            const auto d = B.matmul(L->W_density) / std::sqrt(static_cast<double>(spec.bessel.num_basis()));
+            const auto d =
+                B.matmul(L->W_density) / std::sqrt(static_cast<double>(spec.radial_basis.num_basis()));
             const auto u = linear(L->lin, value(s.in), L->W_lin, false, "linear");
             const auto dens = torch::zeros({u.size(0), 1}, real()).index_add(0, b.receiver, torch::tanh(d * d));
             value(s.out) = u / (dens + 1.0);

@@ -97,10 +97,11 @@ struct MaceConfig {
   double avg_num_neighbors = 1.0;
   bool scale_shift = true;  ///< ScaleShiftMACE (else MACE)
   double scale = 1.0, shift = 0.0;
-  /// Interaction block classes and distance transform (models/mace/mace_layout.hpp): mace_run_train's
-  /// --interaction_first, --interaction and --distance_transform.
+  /// Interaction block classes, radial basis and distance transform (models/mace/mace_layout.hpp):
+  /// mace_run_train's --interaction_first, --interaction, --radial_type and --distance_transform.
   std::string interaction_first = "RealAgnosticInteractionBlock";
   std::string interaction = "RealAgnosticResidualInteractionBlock";
+  std::string radial_type = "bessel";
   std::string distance_transform = "None";
   bool zbl = false;  ///< mace-torch's ZBL pair repulsion (pair_repulsion)
   std::uint64_t seed = 123;

@@ -62,6 +62,7 @@ const std::vector<std::string> kModelOptions = {"r_max",
                                                 "compute_avg_num_neighbors",
                                                 "interaction_first",
                                                 "interaction",
+                                                "radial_type",
                                                 "distance_transform",
                                                 "pair_repulsion"};
 
@@ -360,6 +361,7 @@ io::PotentialFile Trainer<F>::initial_potential() {
   c.mlp_irreps = parse_mlp_irreps(m_o.get_string("MLP_irreps"));
   c.interaction_first = m_o.get_string("interaction_first");
   c.interaction = m_o.get_string("interaction");
+  c.radial_type = m_o.get_string("radial_type");
   c.distance_transform = m_o.get_string("distance_transform");
   c.zbl = m_o.get_bool("pair_repulsion");
   c.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors") ? data::avg_num_neighbors(m_train, c.r_max)

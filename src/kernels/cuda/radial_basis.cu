@@ -6,6 +6,9 @@
 // warp's store into N transactions.
 #include <cuda_runtime.h>
 
+#include <string>
+
+#include "core/error.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/radial_basis_cuda.hpp"
@@ -29,8 +32,14 @@ struct RadialArgs {
 };
 
 template <class T>
-RadialArgs<T> make_args(const kernels::RadialBesselParams& p) {
+RadialArgs<T> make_args(const kernels::RadialBasisParams& p) {
   p.validate();
+  if (p.kind != kernels::RadialBasisKind::Bessel) {
+    // The Gaussian and Chebyshev bases run in the Kokkos kernel (the one the models call).
+    throw UnsupportedError(std::string("CUDA radial basis: the ") + p.name() +
+                           " basis is not implemented here; "
+                           "use RadialBasisKokkos");
+  }
   RadialArgs<T> a{};
   for (int i = 0; i < p.num_basis(); ++i) {
     a.w[i] = static_cast<T>(p.frequencies[i]);
@@ -130,7 +139,7 @@ __global__ void radial_bessel_bwd(RadialArgs<T> args, long long num_edges, const
 }  // namespace
 
 template <class T>
-void compute_radial_bessel(const kernels::RadialBesselParams& p, std::size_t num_edges, const T* d_r, T* d_out,
+void compute_radial_bessel(const kernels::RadialBasisParams& p, std::size_t num_edges, const T* d_r, T* d_out,
                            void* stream) {
   if (num_edges == 0) {
     return;
@@ -144,7 +153,7 @@ void compute_radial_bessel(const kernels::RadialBesselParams& p, std::size_t num
 }
 
 template <class T>
-void reverse_radial_bessel(const kernels::RadialBesselParams& p, std::size_t num_edges, const T* d_r,
+void reverse_radial_bessel(const kernels::RadialBasisParams& p, std::size_t num_edges, const T* d_r,
                            const T* d_grad_out, T* d_grad_r, void* stream) {
   if (num_edges == 0) {
     return;
@@ -157,12 +166,13 @@ void reverse_radial_bessel(const kernels::RadialBesselParams& p, std::size_t num
   FASTMLIP_CUDA_CHECK_LAUNCH();
 }
 
-template void compute_radial_bessel<float>(const kernels::RadialBesselParams&, std::size_t, const float*, float*, void*);
-template void compute_radial_bessel<double>(const kernels::RadialBesselParams&, std::size_t, const double*, double*,
-                                            void*);
-template void reverse_radial_bessel<float>(const kernels::RadialBesselParams&, std::size_t, const float*, const float*,
+template void compute_radial_bessel<float>(const kernels::RadialBasisParams&, std::size_t, const float*,
                                            float*, void*);
-template void reverse_radial_bessel<double>(const kernels::RadialBesselParams&, std::size_t, const double*,
+template void compute_radial_bessel<double>(const kernels::RadialBasisParams&, std::size_t, const double*,
+                                            double*, void*);
+template void reverse_radial_bessel<float>(const kernels::RadialBasisParams&, std::size_t, const float*,
+                                           const float*, float*, void*);
+template void reverse_radial_bessel<double>(const kernels::RadialBasisParams&, std::size_t, const double*,
                                             const double*, double*, void*);
 
 }  // namespace fastmlip::cuda

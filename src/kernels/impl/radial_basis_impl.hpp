@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// \file Kokkos functors of radial_basis.hpp: one pass per edge (or angle), harmonic
+/// \file Kokkos functors of radial_basis.hpp: one pass per edge (or angle), harmonic Bessel
 /// frequencies through the Chebyshev recurrence, envelope powers shared.
 #include <Kokkos_Core.hpp>
+#include <type_traits>
 
 #include "core/kokkos_compat.hpp"
 #include "kernels/impl/polynomial_envelope.hpp"
@@ -11,7 +12,7 @@
 namespace fastmlip::kernels::impl {
 
 template <class ExecSpace, class T>
-struct RadialBesselFunctor {
+struct RadialBasisFunctor {
   struct TagCompute {};
   struct TagReverse {};
   struct TagReverseFrequencies {};
@@ -29,9 +30,71 @@ struct RadialBesselFunctor {
   int m_num_basis = 0;
   int m_p = 5;
   T m_inv_rmax = 0, m_c = 0;
+  double m_gamma = 0, m_inv_rmax_wide = 0;  // Gaussian's coefficient and 1 / r_max, unrounded
+  RadialBasisKind m_kind = RadialBasisKind::Bessel;
   bool m_harmonic = false;
 
+  // The Gaussian and Chebyshev bases are evaluated in double when T is float, the products
+  // cast once: T_k(x) reaches ~x^N (1e5 at N = 8 near 5 A) and near the cutoff the envelope is a
+  // difference of terms ~20 times its value, so float rounding of b_n f alone cost ~1e-4 relative
+  // in a Chebyshev model's forces (1e-5 with this).
+  using Wide = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
+  // out(e, n) = b_n(x) f(r). Chebyshev walks T_1..T_N by T_(k+1) = 2x T_k - T_(k-1) from
+  // T_0 = 1, T_1 = x (torch's own recurrence for |x| > 1; inside [-1, 1] torch takes
+  // cos(k acos x) from order 7 on, equal to round-off).
+  KOKKOS_INLINE_FUNCTION void compute_polynomial_or_gaussian(int e, Wide x, Wide r) const {
+    Wide f, df;
+    polynomial_envelope(r, Wide(m_inv_rmax_wide), m_p, f, df);
+    if (m_kind == RadialBasisKind::Gaussian) {
+      for (int n = 0; n < m_num_basis; ++n) {
+        const Wide d = x - Wide(m_w(n));
+        m_out(e, n) = static_cast<T>(kmath::exp(Wide(m_gamma) * d * d) * f);
+      }
+      return;
+    }
+    const Wide two_x = 2 * x;
+    Wide t_prev = 1, t = x;
+    for (int n = 0; n < m_num_basis; ++n) {
+      m_out(e, n) = static_cast<T>(t * f);
+      const Wide t_next = two_x * t - t_prev;
+      t_prev = t;
+      t = t_next;
+    }
+  }
+
+  // sum_n grad_out(e, n) d[b_n(x) f(r)]/dr = sum_n grad_out(e, n) (b_n'(x) dx/dr f + b_n(x) df/dr),
+  // with Gaussian b' = 2 gamma (x - mu_n) b and Chebyshev T_k' = k U_(k-1), U the second kind
+  // (U_0 = 1, U_1 = 2x, same recurrence).
+  KOKKOS_INLINE_FUNCTION T reverse_polynomial_or_gaussian(int e, Wide x, Wide dxdr, Wide r) const {
+    Wide f, df;
+    polynomial_envelope(r, Wide(m_inv_rmax_wide), m_p, f, df);
+    Wide acc = 0;
+    if (m_kind == RadialBasisKind::Gaussian) {
+      for (int n = 0; n < m_num_basis; ++n) {
+        const Wide d = x - Wide(m_w(n)), b = kmath::exp(Wide(m_gamma) * d * d);
+        acc += Wide(m_grad_out(e, n)) * (2 * Wide(m_gamma) * d * b * dxdr * f + b * df);
+      }
+      return static_cast<T>(acc);
+    }
+    const Wide two_x = 2 * x;
+    Wide t_prev = 1, t = x, u_prev = 0, u = 1;
+    for (int n = 0; n < m_num_basis; ++n) {
+      acc += Wide(m_grad_out(e, n)) * (Wide(n + 1) * u * dxdr * f + t * df);
+      const Wide t_next = two_x * t - t_prev, u_next = two_x * u - u_prev;
+      t_prev = t;
+      t = t_next;
+      u_prev = u;
+      u = u_next;
+    }
+    return static_cast<T>(acc);
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(TagCompute, int e) const {
+    if (m_kind != RadialBasisKind::Bessel) {
+      compute_polynomial_or_gaussian(e, m_r(e), m_r(e));
+      return;
+    }
     const T r = m_r(e);
     T f, df;
     polynomial_envelope(r, m_inv_rmax, m_p, f, df);
@@ -55,6 +118,10 @@ struct RadialBesselFunctor {
 
   // dR_n/dr = (c/r) [w_n cos(w_n r) f + sin(w_n r) (df - f/r)]
   KOKKOS_INLINE_FUNCTION void operator()(TagReverse, int e) const {
+    if (m_kind != RadialBasisKind::Bessel) {
+      m_grad_r(e) = reverse_polynomial_or_gaussian(e, m_r(e), Wide(1), m_r(e));
+      return;
+    }
     const T r = m_r(e);
     T f, df;
     polynomial_envelope(r, m_inv_rmax, m_p, f, df);
@@ -84,6 +151,10 @@ struct RadialBesselFunctor {
   // R_n = c sin(w_n x) / x f(r), with x = x(r) (distance_transform.hpp). Direct sines: the
   // transformed models' frequencies are harmonic too, but this path favours the plain form.
   KOKKOS_INLINE_FUNCTION void operator()(TagComputeAt, int e) const {
+    if (m_kind != RadialBasisKind::Bessel) {
+      compute_polynomial_or_gaussian(e, m_x(e), m_r(e));
+      return;
+    }
     const T x = m_x(e);
     T f, df;
     polynomial_envelope(m_r(e), m_inv_rmax, m_p, f, df);
@@ -95,6 +166,10 @@ struct RadialBesselFunctor {
 
   // dR_n/dr = (c/x) [(w_n cos(w_n x) f - sin(w_n x) f / x) dx/dr + sin(w_n x) df/dr]
   KOKKOS_INLINE_FUNCTION void operator()(TagReverseAt, int e) const {
+    if (m_kind != RadialBasisKind::Bessel) {
+      m_grad_r(e) = reverse_polynomial_or_gaussian(e, m_x(e), m_dxdr(e), m_r(e));
+      return;
+    }
     const T x = m_x(e), dxdr = m_dxdr(e);
     T f, df;
     polynomial_envelope(m_r(e), m_inv_rmax, m_p, f, df);

@@ -11,7 +11,7 @@
 namespace fastmlip::kernels::reference {
 
 template <class T>
-T envelope(const RadialBesselParams& p, T r) {
+T envelope(const RadialBasisParams& p, T r) {
   const double u = static_cast<double>(r) / p.r_max;
   if (u >= 1.0) {
     return T(0);
@@ -22,7 +22,7 @@ T envelope(const RadialBesselParams& p, T r) {
 }
 
 template <class T>
-T envelope_derivative(const RadialBesselParams& p, T r) {
+T envelope_derivative(const RadialBasisParams& p, T r) {
   const double u = static_cast<double>(r) / p.r_max;
   if (u >= 1.0) {
     return T(0);
@@ -33,24 +33,41 @@ T envelope_derivative(const RadialBesselParams& p, T r) {
                         p.r_max);
 }
 
-/// out[e*N + n] = R_n(r[e]); r[e] > 0 (callers reject coincident atoms).
-template <class T>
-void compute_radial_bessel(const RadialBesselParams& p, std::size_t num_edges, const T* r, T* out) {
-  const int N = p.num_basis();
-  for (std::size_t e = 0; e < num_edges; ++e) {
-    const double re = r[e];
-    const double f = envelope(p, r[e]);
-    for (int n = 0; n < N; ++n) {
-      out[e * N + n] = static_cast<T>(p.c() * std::sin(p.frequencies[n] * re) / re * f);
-    }
+/// b_n(x) and db_n/dx (radial_basis.hpp), written out from each kind's closed form: Chebyshev's
+/// T_k(x) = cos(k acos x) inside [-1, 1] and cosh(k acosh x) above 1 (distances are positive),
+/// T_k'(x) = k sin(k t) / sin(t) or k sinh(k t) / sinh(t) with t that angle, k^2 at x = 1.
+inline void basis_function(const RadialBasisParams& p, int n, double x, double& b, double& db) {
+  const double w = p.frequencies[n];
+  switch (p.kind) {
+    case RadialBasisKind::Gaussian:
+      b = std::exp(p.gaussian_coeff * (x - w) * (x - w));
+      db = 2.0 * p.gaussian_coeff * (x - w) * b;
+      return;
+    case RadialBasisKind::Chebyshev:
+      if (std::abs(x - 1.0) < 1e-12) {
+        b = 1.0;
+        db = w * w;
+      } else if (x < 1.0) {
+        const double t = std::acos(x);
+        b = std::cos(w * t);
+        db = w * std::sin(w * t) / std::sin(t);
+      } else {
+        const double t = std::acosh(x);
+        b = std::cosh(w * t);
+        db = w * std::sinh(w * t) / std::sinh(t);
+      }
+      return;
+    default:
+      b = p.c() * std::sin(w * x) / x;
+      db = p.c() * (w * std::cos(w * x) / x - std::sin(w * x) / (x * x));
   }
 }
 
 /// grad_r[e] = sum_n grad_out[e,n] dR_n/dr; grad_w[n] = sum_e grad_out[e,n] dR_n/dw_n
-/// (grad_w may be null: frequencies are fixed in MACE).
+/// (grad_w may be null: frequencies are fixed in MACE; a Bessel basis only).
 template <class T>
-void reverse_radial_bessel(const RadialBesselParams& p, std::size_t num_edges, const T* r, const T* grad_out, T* grad_r,
-                           T* grad_w) {
+void reverse_radial_basis(const RadialBasisParams& p, std::size_t num_edges, const T* r, const T* grad_out,
+                          T* grad_r, T* grad_w) {
   const int N = p.num_basis();
   if (grad_w != nullptr) {
     for (int n = 0; n < N; ++n) {
@@ -63,49 +80,52 @@ void reverse_radial_bessel(const RadialBesselParams& p, std::size_t num_edges, c
     const double df = envelope_derivative(p, r[e]);
     double g = 0.0;
     for (int n = 0; n < N; ++n) {
-      const double w = p.frequencies[n];
-      const double s = std::sin(w * re), c = std::cos(w * re);
-      const double bessel = p.c() * s / re;
-      const double dbessel = p.c() * (w * c / re - s / (re * re));
-      g += grad_out[e * N + n] * (dbessel * f + bessel * df);
+      double b, db;
+      basis_function(p, n, re, b, db);
+      g += grad_out[e * N + n] * (db * f + b * df);
       if (grad_w != nullptr) {
-        grad_w[n] += static_cast<T>(grad_out[e * N + n] * p.c() * c * f);
+        grad_w[n] += static_cast<T>(grad_out[e * N + n] * p.c() * std::cos(p.frequencies[n] * re) * f);
       }
     }
     grad_r[e] = static_cast<T>(g);
   }
 }
 
-/// out[e*N + n] = c sin(w_n x[e]) / x[e] f(r[e]): the basis at a transformed distance x, the
-/// envelope at r (distance_transform.hpp).
+/// out[e*N + n] = b_n(x[e]) f(r[e]): the basis at a transformed distance x, the envelope at r
+/// (distance_transform.hpp).
 template <class T>
-void compute_radial_bessel_at(const RadialBesselParams& p, std::size_t num_edges, const T* x, const T* r, T* out) {
+void compute_radial_basis_at(const RadialBasisParams& p, std::size_t num_edges, const T* x, const T* r,
+                             T* out) {
   const int N = p.num_basis();
   for (std::size_t e = 0; e < num_edges; ++e) {
-    const double xe = x[e];
     const double f = envelope(p, r[e]);
     for (int n = 0; n < N; ++n) {
-      out[e * N + n] = static_cast<T>(p.c() * std::sin(p.frequencies[n] * xe) / xe * f);
+      double b, db;
+      basis_function(p, n, x[e], b, db);
+      out[e * N + n] = static_cast<T>(b * f);
     }
   }
 }
 
-/// grad_r[e] = sum_n grad_out[e,n] dR_n/dr for compute_radial_bessel_at, x = x(r), dxdr[e] = dx/dr.
+/// out[e*N + n] = R_n(r[e]); r[e] > 0 (callers reject coincident atoms).
 template <class T>
-void reverse_radial_bessel_at(const RadialBesselParams& p, std::size_t num_edges, const T* x, const T* dxdr,
-                              const T* r, const T* grad_out, T* grad_r) {
+void compute_radial_basis(const RadialBasisParams& p, std::size_t num_edges, const T* r, T* out) {
+  compute_radial_basis_at(p, num_edges, r, r, out);
+}
+
+/// grad_r[e] = sum_n grad_out[e,n] dR_n/dr for compute_radial_basis_at, x = x(r), dxdr[e] = dx/dr.
+template <class T>
+void reverse_radial_basis_at(const RadialBasisParams& p, std::size_t num_edges, const T* x, const T* dxdr,
+                             const T* r, const T* grad_out, T* grad_r) {
   const int N = p.num_basis();
   for (std::size_t e = 0; e < num_edges; ++e) {
-    const double xe = x[e];
     const double f = envelope(p, r[e]);
     const double df = envelope_derivative(p, r[e]);
     double g = 0.0;
     for (int n = 0; n < N; ++n) {
-      const double w = p.frequencies[n];
-      const double s = std::sin(w * xe), c = std::cos(w * xe);
-      const double bessel = p.c() * s / xe;
-      const double dbessel_dx = p.c() * (w * c / xe - s / (xe * xe));
-      g += grad_out[e * N + n] * (dbessel_dx * dxdr[e] * f + bessel * df);
+      double b, db;
+      basis_function(p, n, x[e], b, db);
+      g += grad_out[e * N + n] * (db * dxdr[e] * f + b * df);
     }
     grad_r[e] = static_cast<T>(g);
   }

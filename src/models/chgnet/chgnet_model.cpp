@@ -98,7 +98,7 @@ struct ChgnetModel<T>::Impl {
   std::vector<T> embedding;    // [n_elements][Fa]
   std::vector<double> atom_ref;  // [n_elements]
   Dense<T> bond_embedding, bond_weights_ag, bond_weights_bg, angle_embedding;
-  std::optional<kernels::RadialBesselKokkos<HostExec, T>> rbf_ag, rbf_bg;
+  std::optional<kernels::RadialBasisKokkos<HostExec, T>> rbf_ag, rbf_bg;
   std::optional<kernels::FourierKokkos<HostExec, T>> fourier;
   std::vector<GatedMlp<T>> atom_gmlp, bond_gmlp, angle_gmlp;
   std::vector<Dense<T>> atom_out, bond_out;
@@ -223,7 +223,7 @@ struct ChgnetModel<T>::Impl {
       return v;
     };
     auto bessel = [&](const std::string& name, double rc) {
-      kernels::RadialBesselParams params;
+      kernels::RadialBasisParams params;
       for (double fr : frequencies(name, n_radial)) params.frequencies.push_back(fr / rc);
       params.r_max = rc;
       params.envelope_p = p;

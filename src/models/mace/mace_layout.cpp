@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "kernels/channelwise_tp.hpp"
 #include "kernels/linear.hpp"
+#include "kernels/radial_basis.hpp"
 #include "math/coupling_basis.hpp"
 #include "math/irreps.hpp"
 
@@ -77,9 +78,25 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
                      "' is not supported; supported: RealAgnosticResidualInteractionBlock, "
                      "RealAgnosticDensityResidualInteractionBlock");
   }
-  if (c.distance_transform != "None" && c.distance_transform != "Agnesi") {
+  if (c.distance_transform != "None" && c.distance_transform != "Agnesi" && c.distance_transform != "Soft") {
     throw InputError(fn + "distance_transform '" + c.distance_transform +
-                     "' is not supported; supported: None, Agnesi");
+                     "' is not supported; supported: None, Agnesi, Soft");
+  }
+  // The basis' constants, as mace-torch's constructor makes its buffer (validated there).
+  kernels::RadialBasisParams basis;
+  try {
+    switch (kernels::radial_basis_kind(c.radial_type)) {
+      case kernels::RadialBasisKind::Gaussian:
+        basis = kernels::RadialBasisParams::gaussian(c.num_bessel, c.r_max, c.num_polynomial_cutoff);
+        break;
+      case kernels::RadialBasisKind::Chebyshev:
+        basis = kernels::RadialBasisParams::chebyshev(c.num_bessel, c.r_max, c.num_polynomial_cutoff);
+        break;
+      default:
+        basis = kernels::RadialBasisParams::mace(c.num_bessel, c.r_max, c.num_polynomial_cutoff);
+    }
+  } catch (const InputError& e) {
+    throw InputError(fn + e.what());
   }
   io::PotentialFile pot;
   nlohmann::json species = nlohmann::json::array();
@@ -108,20 +125,32 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
   };
 
   add_drawn("node_embedding.linear.weight", {E * C}, E * C, 1.0);
-  std::vector<double> bw;
-  for (int n = 1; n <= c.num_bessel; ++n) {
-    bw.push_back(M_PI / c.r_max * n);
+  const std::string b = "radial_embedding.bessel_fn.";
+  if (basis.kind == kernels::RadialBasisKind::Gaussian) {
+    pot.add<double>(b + "gaussian_weights", {c.num_bessel}, basis.frequencies);
+  } else if (basis.kind == kernels::RadialBasisKind::Chebyshev) {
+    pot.add<double>(b + "n", {1, c.num_bessel}, basis.frequencies);
+  } else {
+    std::vector<double> bw;
+    for (int n = 1; n <= c.num_bessel; ++n) {
+      bw.push_back(M_PI / c.r_max * n);
+    }
+    pot.add<double>(b + "bessel_weights", {c.num_bessel}, bw);
+    if (c.bessel_prefactor) {
+      pot.add<double>(b + "prefactor", {}, {std::sqrt(2.0 / c.r_max)});
+    }
   }
-  pot.add<double>("radial_embedding.bessel_fn.bessel_weights", {c.num_bessel}, bw);
-  if (c.bessel_prefactor) {
-    pot.add<double>("radial_embedding.bessel_fn.prefactor", {}, {std::sqrt(2.0 / c.r_max)});
-  }
-  if (c.distance_transform == "Agnesi") {
-    // AgnesiTransform's buffers at mace-torch's defaults, and ASE's covalent radii by Z.
+  if (c.distance_transform != "None") {
+    // AgnesiTransform's or SoftTransform's buffers at mace-torch's defaults, and ASE's covalent
+    // radii by Z.
     const std::string d = "radial_embedding.distance_transform.";
-    pot.add<double>(d + "a", {}, {1.0805});
-    pot.add<double>(d + "q", {}, {0.9183});
-    pot.add<double>(d + "p", {}, {4.5791});
+    if (c.distance_transform == "Agnesi") {
+      pot.add<double>(d + "a", {}, {1.0805});
+      pot.add<double>(d + "q", {}, {0.9183});
+      pot.add<double>(d + "p", {}, {4.5791});
+    } else {
+      pot.add<double>(d + "alpha", {}, {4.0});
+    }
     const auto& radii = ase_covalent_radii();
     pot.add<double>(d + "covalent_radii", {static_cast<std::int64_t>(radii.size())}, radii);
   }
@@ -246,7 +275,7 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
                        {"max_ell", c.max_ell},
                        {"num_interactions", T},
                        {"heads", c.heads},
-                       {"radial_type", "bessel"},
+                       {"radial_type", c.radial_type},
                        {"distance_transform", c.distance_transform},
                        {"interactions", inter},
                        {"products", prods},

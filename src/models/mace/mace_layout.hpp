@@ -4,12 +4,13 @@
 /// load_mace_spec (mace_spec.hpp), its one reader: mace-torch's state_dict names and shapes and
 /// the hyperparameters the loader reads, for the architecture mace_run_train's `--model MACE`
 /// builds (ScaleShiftMACE or MACE; a first interaction block, residual blocks after it, plain or
-/// Density; linear readouts, the last one non-linear; optional ZBL and Agnesi transform), with our
+/// Density; linear readouts, the last one non-linear; Bessel, Gaussian or Chebyshev radial basis;
+/// optional ZBL and Agnesi or Soft transform), with our
 /// coupling basis as the U matrices.
 ///
 /// The weights come from the caller, one call of `draw` per tensor in mace-torch's construction
 /// order: the trainer draws a fresh model from torch's generator, the tests from their uniform
-/// stream. Everything else (Bessel frequencies, U matrices, ZBL constants) is fixed here.
+/// stream. Everything else (radial basis constants, U matrices, ZBL constants) is fixed here.
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -43,8 +44,11 @@ struct MaceLayout {
   /// OMAT-0: RealAgnosticDensityInteractionBlock, then RealAgnosticDensityResidualInteractionBlock.
   std::string interaction_first = "RealAgnosticInteractionBlock";
   std::string interaction = "RealAgnosticResidualInteractionBlock";
-  /// mace_run_train's --distance_transform: "None", or "Agnesi" with AgnesiTransform's default
-  /// a, q, p (the Bessel basis at the transformed distance; MPA-0, OMAT-0, MATPES).
+  /// mace_run_train's --radial_type: "bessel", "gaussian" or "chebyshev".
+  std::string radial_type = "bessel";
+  /// mace_run_train's --distance_transform: "None", "Agnesi" with AgnesiTransform's default
+  /// a, q, p (the radial basis at the transformed distance; MPA-0, OMAT-0, MATPES), or "Soft"
+  /// with SoftTransform's default alpha.
   std::string distance_transform = "None";
   bool zbl = false;  ///< mace-torch's ZBL pair repulsion (--pair_repulsion)
   /// Head names; one head: {"Default"} (mace-torch's name), written with "default_head".

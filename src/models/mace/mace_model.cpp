@@ -86,7 +86,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     std::optional<kernels::LinearKokkos<ExecSpace, T>> r2;
     kernels::ChannelwiseTPKokkos<ExecSpace, T> tp;
     kernels::RadialMLPKokkos<ExecSpace, T> mlp;
-    /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of bessel + mlp.
+    /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of radial_basis + mlp.
     std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table;
     kernels::SymmetricContractionKokkos<ExecSpace, T> sc;
     Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
@@ -116,7 +116,7 @@ struct MaceModel<ExecSpace, T>::Impl {
         W_density = weights(I->w_density, static_cast<int>(I->w_density.size()));
       }
       if (options.radial_spacing != 0.0) {
-        const auto tab = kernels::RadialTable::build(s.bessel, I->mlp, options.radial_spacing,
+        const auto tab = kernels::RadialTable::build(s.radial_basis, I->mlp, options.radial_spacing,
                                                      MaceOptions::kRadialTableStart);
         table.emplace(tab);
         MaceRadialTableInfo info;
@@ -141,12 +141,12 @@ struct MaceModel<ExecSpace, T>::Impl {
   mace::MaceSpec spec;
   mace::StageGraph plan;  // the model's stages (mace_stages.hpp), run in order, then reversed
   std::vector<Layer> layers;
-  kernels::RadialBesselKokkos<ExecSpace, T> bessel;
+  kernels::RadialBasisKokkos<ExecSpace, T> radial_basis;
   kernels::SphericalHarmonicsKokkos<ExecSpace, T> harmonics;
   int sh_width;
   Matrix W_embedding;  // [num_elements][C]: node_embedding's weights times its path weight
   std::vector<MaceRadialTableInfo> tables;
-  bool tabulated;  // every layer's R(r) from its table (no Bessel basis, no MLP)
+  bool tabulated;  // every layer's R(r) from its table (no radial basis, no MLP)
 
   // Per-call state, valid during compute().
   int n_local = 0, n_total = 0, num_edges = 0;
@@ -168,7 +168,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   // ZBL's constants, and the atomic number and covalent radius of each model species.
   impl::ZblConstants zbl_constants;
   Kokkos::View<const double*, ExecSpace> zbl_z, zbl_rcov;
-  // The Agnesi distance transform's covalent radius of each model species (empty without one),
+  // The distance transform's covalent radius of each model species (empty without one),
   // and the transformed lengths x and dx/dr of the current graph's edges.
   Kokkos::View<const double*, ExecSpace> transform_rcov;
   Vector x_edge, dxdr_edge;
@@ -202,7 +202,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   Impl(const io::PotentialFile& file, const MaceOptions& options)
       : spec(mace::load_mace_spec(file, options)),
         plan(mace::stage_list(spec)),
-        bessel(spec.bessel),
+        radial_basis(spec.radial_basis),
         harmonics(spec.max_ell),
         sh_width(sh_dim(spec.max_ell)),
         tabulated(options.radial_spacing != 0.0) {
@@ -259,7 +259,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
     for (int t = 0; t < n_layers && tabulated; ++t) {
       if (spec.interactions[t].density) {
-        // The density is a function of the Bessel features, which the tables skip.
+        // The density is a function of the radial basis features, which the tables skip.
         throw InputError(spec.source + ": interaction " + std::to_string(t) +
                          " is a Density block, whose message normalisation reads the radial basis that "
                          "'radial spline' tables replace; evaluate the radial MLP exactly (leave out "
@@ -414,7 +414,8 @@ struct MaceModel<ExecSpace, T>::Impl {
     launch<typename Glue::TagEmbedding>("fastmlip::mace::embedding", n_total, f);
   }
 
-  /// Y = SH(v) (o3.SphericalHarmonics, normalize, component) and B = Bessel(|v|) f_p(|v|/r_max).
+  /// Y = SH(v) (o3.SphericalHarmonics, normalize, component) and B = b(|v|) f_p(|v|/r_max), b
+  /// the radial basis (Bessel, Gaussian or Chebyshev), at a transformed distance with a transform.
   void compute_edge_basis() {
     const int E = num_edges;
     r = Vector(b_r.get(E, 1).data(), E);
@@ -427,23 +428,21 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (tabulated) {
       return;
     }
-    B = b_B.get(E, bessel.num_basis());
+    B = b_B.get(E, radial_basis.num_basis());
     if (!spec.distance_transform.active()) {
-      bessel.compute(r, B);
+      radial_basis.compute(r, B);
       return;
     }
-    // B = Bessel(x) f_p(r / r_max), x = Agnesi(r; r0 of the edge's two elements).
+    // B = b(x) f_p(r / r_max), x = T(r; r0 of the edge's two elements).
     x_edge = Vector(b_x.get(E, 1).data(), E);
     dxdr_edge = Vector(b_dxdr.get(E, 1).data(), E);
     Glue t = zbl_glue();
     t.m_transform_rcov = transform_rcov;
-    t.m_agnesi_a = spec.distance_transform.a;
-    t.m_agnesi_q = spec.distance_transform.q;
-    t.m_agnesi_p = spec.distance_transform.p;
+    t.m_transform = spec.distance_transform.constants();
     t.m_x = x_edge;
     t.m_dxdr = dxdr_edge;
-    launch<typename Glue::TagAgnesi>("fastmlip::mace::agnesi", E, t);
-    bessel.compute_at(x_edge, r, B);
+    launch<typename Glue::TagTransform>("fastmlip::mace::distance_transform", E, t);
+    radial_basis.compute_at(x_edge, r, B);
   }
 
   /// h^t = linear_up(x^t) on the rows x^t has (layers after the first: the local rows; the
@@ -664,9 +663,10 @@ struct MaceModel<ExecSpace, T>::Impl {
       Matrix R = b_R.get(E, wn), gR = g_R.get(E, wn);
       Ly.mlp.compute(B, R);
       Ly.tp.reverse(graph_index, value(s.in), Y, R, gA, gh, gYt, gR);
-      Matrix gBt = g_Bt.get(E, bessel.num_basis()), gB = g_B.get(E, bessel.num_basis());
+      Matrix gBt = g_Bt.get(E, radial_basis.num_basis()), gB = g_B.get(E, radial_basis.num_basis());
       Ly.mlp.reverse(B, gR, gBt);
-      add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(), static_cast<std::size_t>(E) * bessel.num_basis());
+      add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(),
+          static_cast<std::size_t>(E) * radial_basis.num_basis());
     }
     add("fastmlip::mace::harmonics_adjoint", g_Y.get(E, sh_width).data(), gYt.data(),
         static_cast<std::size_t>(E) * sh_width);
@@ -682,9 +682,9 @@ struct MaceModel<ExecSpace, T>::Impl {
     // With tables, the layers have accumulated dE/dr into g_r already.
     Vector gr(g_r.get(E, 1).data(), E);
     if (!tabulated && spec.distance_transform.active()) {
-      bessel.reverse_at(x_edge, dxdr_edge, r, g_B.get(E, bessel.num_basis()), gr);
+      radial_basis.reverse_at(x_edge, dxdr_edge, r, g_B.get(E, radial_basis.num_basis()), gr);
     } else if (!tabulated) {
-      bessel.reverse(r, g_B.get(E, bessel.num_basis()), gr);
+      radial_basis.reverse(r, g_B.get(E, radial_basis.num_basis()), gr);
     }
     Glue f = zbl_glue();
     f.m_pair_seed = static_cast<double>(energy_seed);
@@ -736,7 +736,7 @@ struct MaceModel<ExecSpace, T>::Impl {
           f.m_gout = gout;
           f.m_z = value(s.out);
           f.m_gu = g_u.get(n_local, static_cast<int>(gout.extent(1)));
-          f.m_gbasis = g_B.get(num_edges, bessel.num_basis());
+          f.m_gbasis = g_B.get(num_edges, radial_basis.num_basis());
           launch<typename Glue::TagDensityReverse>("fastmlip::mace::density_reverse", n_local, f);
           gout = f.m_gu;
         }
@@ -813,7 +813,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (tabulated) {
       Kokkos::deep_copy(g_r.get(num_edges, 1), T(0));
     } else {
-      Kokkos::deep_copy(g_B.get(num_edges, bessel.num_basis()), T(0));
+      Kokkos::deep_copy(g_B.get(num_edges, radial_basis.num_basis()), T(0));
     }
     adjoints_started.clear();
     for (auto s = plan.stages.rbegin(); s != plan.stages.rend(); ++s) {

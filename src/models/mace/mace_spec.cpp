@@ -147,13 +147,14 @@ void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionS
 
   // conv_tp_weights: e3nn FullyConnectedNet [num_bessel, hidden.., weight_numel].
   const auto widths = r.hp<std::vector<int>>(h + "radial_mlp");
-  if (widths.size() < 2 || widths.front() != spec.bessel.num_basis() || widths.back() != I.tp.weight_numel) {
+  if (widths.size() < 2 || widths.front() != spec.radial_basis.num_basis() ||
+      widths.back() != I.tp.weight_numel) {
     std::string w;
     for (int x : widths) {
       w += (w.empty() ? "" : ", ") + std::to_string(x);
     }
     r.fail("hyperparameter '" + h + "radial_mlp' = [" + w + "] must start with num_bessel (" +
-           std::to_string(spec.bessel.num_basis()) + ") and end with the conv_tp weight count (" +
+           std::to_string(spec.radial_basis.num_basis()) + ") and end with the conv_tp weight count (" +
            std::to_string(I.tp.weight_numel) + ")");
   }
   I.mlp.widths = widths;
@@ -171,7 +172,7 @@ void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionS
   if (I.density) {
     // density_fn: e3nn FullyConnectedNet [num_bessel, 1], one layer without activation, i.e.
     // d_e = B_e . w / sqrt(num_bessel); the message is divided by 1 + sum_e tanh(d_e^2).
-    const int nb = spec.bessel.num_basis();
+    const int nb = spec.radial_basis.num_basis();
     I.w_density = r.tensor(p + "density_fn.layer0.weight", {nb, 1});
     for (double& w : I.w_density) {
       w /= std::sqrt(static_cast<double>(nb));
@@ -327,15 +328,23 @@ void read_zbl(const Reader& r, const MaceSpec& spec, ZblSpec& z) {
   species_radii(r, spec, p + "covalent_radii", z.covalent_radii);
 }
 
-// AgnesiTransform's buffers (or parameters, when trained): a, q, p, and the covalent radii by
-// atomic number, of which each model element's is kept.
-void read_agnesi(const Reader& r, MaceSpec& spec) {
+// The transform's buffers (or parameters, when trained): AgnesiTransform's a, q, p or
+// SoftTransform's alpha, and the covalent radii by atomic number, of which each model element's
+// is kept.
+void read_distance_transform(const Reader& r, const std::string& which, MaceSpec& spec) {
   const std::string p = "radial_embedding.distance_transform.";
   auto& t = spec.distance_transform;
-  t.kind = kernels::DistanceTransformKind::Agnesi;
-  t.a = r.number(p + "a");
-  t.q = r.number(p + "q");
-  t.p = r.number(p + "p");
+  if (which == "Agnesi") {
+    t.kind = kernels::DistanceTransformKind::Agnesi;
+    t.a = r.number(p + "a");
+    t.q = r.number(p + "q");
+    t.p = r.number(p + "p");
+  } else if (which == "Soft") {
+    t.kind = kernels::DistanceTransformKind::Soft;
+    t.alpha = r.number(p + "alpha");
+  } else {
+    r.unsupported("hyperparameter 'distance_transform' = '" + which + "'; supported: None, Agnesi, Soft");
+  }
   t.covalent_radii = species_radii(r, spec, p + "covalent_radii", r.tensor(p + "covalent_radii", {kAnyExtent}));
   try {
     t.validate(spec.num_elements);
@@ -362,16 +371,16 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
     r.unsupported("hyperparameter 'model_class' = '" + model_class + "'; supported: MACE, ScaleShiftMACE");
   }
   spec.scale_shift = model_class == "ScaleShiftMACE";
-  if (r.has_hp("radial_type") && r.hp<std::string>("radial_type") != "bessel") {
-    r.unsupported("hyperparameter 'radial_type' = '" + r.hp<std::string>("radial_type") + "'; supported: bessel");
+  const std::string radial_type = r.has_hp("radial_type") ? r.hp<std::string>("radial_type") : "bessel";
+  try {
+    spec.radial_basis.kind = kernels::radial_basis_kind(radial_type);
+  } catch (const InputError&) {
+    r.unsupported("hyperparameter 'radial_type' = '" + radial_type +
+                  "'; supported: bessel, gaussian, chebyshev");
   }
   if (r.has_hp("distance_transform") && !r.hp_json("distance_transform").is_null() &&
       r.hp<std::string>("distance_transform") != "None") {
-    const auto which = r.hp<std::string>("distance_transform");
-    if (which != "Agnesi") {
-      r.unsupported("hyperparameter 'distance_transform' = '" + which + "'; supported: None, Agnesi");
-    }
-    read_agnesi(r, spec);
+    read_distance_transform(r, r.hp<std::string>("distance_transform"), spec);
   }
 
   spec.r_max = r.hp<double>("r_max");
@@ -449,23 +458,42 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
     }
   }
 
-  // Radial basis: BesselBasis(bessel_weights) x PolynomialCutoff(p). The prefactor is the
-  // buffer BesselBasis holds (sqrt(2 / r_max) rounded to the model's dtype: in float32 that is
-  // up to ~4e-8 relative off the double value), so it is read, not recomputed. Files without
-  // the tensor (writers older than this rule) keep the double sqrt(2 / r_max).
-  spec.bessel.r_max = spec.r_max;
-  spec.bessel.envelope_p = p;
-  spec.bessel.frequencies = r.tensor("radial_embedding.bessel_fn.bessel_weights", {num_bessel});
-  const char* const prefactor = "radial_embedding.bessel_fn.prefactor";
-  if (r.has_tensor(prefactor)) {
-    spec.bessel.prefactor = r.number(prefactor);
-    if (!(std::isfinite(spec.bessel.prefactor) && spec.bessel.prefactor > 0)) {
-      r.fail(std::string("tensor '") + prefactor + "' = " + std::to_string(spec.bessel.prefactor) +
+  // Radial basis x PolynomialCutoff(p). Bessel: BesselBasis(bessel_weights); its prefactor is
+  // the buffer BesselBasis holds (sqrt(2 / r_max) rounded to the model's dtype: in float32 that
+  // is up to ~4e-8 relative off the double value), so it is read, not recomputed. Files without
+  // the tensor (writers older than this rule) keep the double sqrt(2 / r_max). Gaussian: the
+  // centres are GaussianBasis' buffer; its coefficient is a plain attribute, not saved, which
+  // mace-torch computes in double from r_max and N as here. Chebyshev: its buffer n of orders.
+  spec.radial_basis.r_max = spec.r_max;
+  spec.radial_basis.envelope_p = p;
+  const std::string basis = "radial_embedding.bessel_fn.";
+  switch (spec.radial_basis.kind) {
+    case kernels::RadialBasisKind::Gaussian: {
+      spec.radial_basis.frequencies = r.tensor(basis + "gaussian_weights", {num_bessel});
+      if (num_bessel < 2) {
+        r.fail("hyperparameter 'num_bessel' = " + std::to_string(num_bessel) +
+               ": a Gaussian radial basis needs at least 2 functions");
+      }
+      const double step = spec.r_max / (num_bessel - 1);
+      spec.radial_basis.gaussian_coeff = -0.5 / (step * step);
+      break;
+    }
+    case kernels::RadialBasisKind::Chebyshev:
+      spec.radial_basis.frequencies = r.tensor(basis + "n", {1, num_bessel});
+      break;
+    default:
+      spec.radial_basis.frequencies = r.tensor(basis + "bessel_weights", {num_bessel});
+  }
+  const std::string prefactor = basis + "prefactor";
+  if (spec.radial_basis.kind == kernels::RadialBasisKind::Bessel && r.has_tensor(prefactor)) {
+    spec.radial_basis.prefactor = r.number(prefactor);
+    if (!(std::isfinite(spec.radial_basis.prefactor) && spec.radial_basis.prefactor > 0)) {
+      r.fail("tensor '" + prefactor + "' = " + std::to_string(spec.radial_basis.prefactor) +
              " must be a finite positive number (mace-torch stores sqrt(2 / r_max))");
     }
   }
   r.build("radial embedding", [&] {
-    spec.bessel.validate();
+    spec.radial_basis.validate();
     return 0;
   });
 

@@ -42,7 +42,7 @@ struct InteractionSpec {
   kernels::EquivariantLinear linear_up;  ///< node_feats -> node_feats
   std::vector<double> w_linear_up;
   kernels::ChannelwiseTP tp;             ///< node_feats (x) SH -> irreps_mid
-  kernels::RadialMLP mlp;                ///< Bessel features -> tp.weight_numel
+  kernels::RadialMLP mlp;                ///< radial basis features -> tp.weight_numel
   kernels::EquivariantLinear linear;     ///< irreps_mid -> target
   std::vector<double> w_linear;          ///< already divided by avg_num_neighbors (not for density)
   kernels::EquivariantLinear skip;       ///< residual: node_feats -> hidden; else target -> target
@@ -101,7 +101,7 @@ struct MaceSpec {
   std::vector<double> w_embedding; ///< o3.Linear(E x 0e -> C x 0e) weights [E][C]
   double embedding_path_weight = 1;
 
-  kernels::RadialBesselParams bessel;
+  kernels::RadialBasisParams radial_basis;  ///< mace-torch radial_embedding.bessel_fn (any radial_type)
   /// The radial basis's distance transform (none, or Agnesi: MPA-0, OMAT-0, MP-0b3).
   kernels::DistanceTransformParams distance_transform;
   std::vector<InteractionSpec> interactions;

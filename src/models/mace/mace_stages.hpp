@@ -54,7 +54,7 @@ struct Slot {
 };
 
 enum class StageKind {
-  EdgeBasis,          ///< Y = SH(v), B = Bessel(|v|) f_p(|v| / r_max)
+  EdgeBasis,          ///< Y = SH(v), B = b(|v|) f_p(|v| / r_max), b the radial basis
   Embedding,          ///< out = x^0 = W_emb[z] / sqrt(E)
   Zbl,                ///< mace-torch's ZBLBasis pair energy, half to each receiver
   LinearUp,           ///< out = linear_up_t(in)

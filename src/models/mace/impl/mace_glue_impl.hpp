@@ -33,7 +33,7 @@ struct MaceGlueFunctor {
   struct TagZblEnergy {};     // energy(i) = sum of half the ZBL energy of i's edges, in edge order
   struct TagEdgeGradient {};  // grad(e, :) = dE/dv from the harmonics', radial and ZBL adjoints
   struct TagNodeEnergy {};    // node(i) = E0 + scale (readouts + ZBL) + shift
-  struct TagAgnesi {};        // x(e), dx/dr(e): the radial basis's Agnesi-transformed distance
+  struct TagTransform {};     // x(e), dx/dr(e): the radial basis's transformed distance
   struct TagDensity {};       // dens(i) = sum_e tanh(d_e^2), d_e = B(e, :) . w; out(i, :) /= 1 + dens(i)
   struct TagDensityReverse {};  // gu(i, :) = gout(i, :) / (1 + dens(i)); gB(e, :) += dE/dd_e w
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -59,9 +59,9 @@ struct MaceGlueFunctor {
   Kokkos::View<const T*, ExecSpace> m_gr;
   Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> m_gv;
   Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> m_grad;
-  // The distance transform: per-species covalent radii and Agnesi's a, q, p.
+  // The distance transform: per-species covalent radii and its constants.
   Kokkos::View<const double*, ExecSpace> m_transform_rcov;
-  double m_agnesi_a = 0, m_agnesi_q = 0, m_agnesi_p = 0;
+  kernels::DistanceTransformConstants m_transform;
   Kokkos::View<T*, ExecSpace> m_x, m_dxdr;
   // The Density blocks' normalisation: the radial basis, density_fn's weights, the densities.
   ConstMatrix m_basis, m_gout;
@@ -115,10 +115,10 @@ struct MaceGlueFunctor {
     m_r(e) = static_cast<T>(kmath::sqrt(d2));
   }
   // In double whatever T is (the lengths are T's): the basis then sees x rounded once.
-  KOKKOS_INLINE_FUNCTION void operator()(TagAgnesi, int e) const {
-    const double r0 = 0.5 * (m_transform_rcov(m_species(m_center(e))) + m_transform_rcov(m_species(m_neighbor(e))));
+  KOKKOS_INLINE_FUNCTION void operator()(TagTransform, int e) const {
+    const double rsum = m_transform_rcov(m_species(m_center(e))) + m_transform_rcov(m_species(m_neighbor(e)));
     double x, dxdr;
-    kernels::impl::agnesi_transform(static_cast<double>(m_r(e)), r0, m_agnesi_a, m_agnesi_q, m_agnesi_p, x, dxdr);
+    kernels::impl::distance_transform(m_transform, static_cast<double>(m_r(e)), rsum, x, dxdr);
     m_x(e) = static_cast<T>(x);
     m_dxdr(e) = static_cast<T>(dxdr);
   }
