@@ -41,6 +41,38 @@ std::map<std::string, std::vector<std::int64_t>> tensors(const io::PotentialFile
   return out;
 }
 
+/// The writer's file for layout `c` (weights 0.01, E0s -1, unit scale): only its tensor names,
+/// shapes and hyperparameters are compared.
+io::PotentialFile write_fixed(const MaceLayout& c) {
+  MaceLayoutValues v;
+  v.atomic_energies.assign(c.atomic_numbers.size(), -1.0);
+  if (c.scale_shift) {
+    v.scale = {1.0};
+    v.shift = {0.0};
+  }
+  v.provenance = {{"writer", "test_mace_layout 0"}};
+  return write_mace_layout(c, v, [](const std::string&, std::int64_t n, double) {
+    return std::vector<double>(static_cast<std::size_t>(n), 0.01);
+  });
+}
+
+/// Every tensor of mace-torch's model (the converter's file `ref`) is in `ours` with its shape
+/// (the contractions' in our basis aside), and `ours` has no other.
+void expect_mace_torchs_tensors(const io::PotentialFile& ref, const io::PotentialFile& ours) {
+  const auto want = tensors(ref), got = tensors(ours);
+  for (const auto& [name, shape] : want) {
+    const auto it = got.find(name);
+    if (it == got.end()) {
+      ADD_FAILURE() << "the writer lacks mace-torch's tensor " << name;
+    } else if (!our_basis(name)) {
+      EXPECT_EQ(it->second, shape) << name;
+    }
+  }
+  for (const auto& [name, shape] : got) {
+    EXPECT_EQ(want.count(name), 1u) << "the writer adds a tensor mace-torch's model lacks: " << name;
+  }
+}
+
 // MACE-MPA-0's blocks at reduced width, as tests/reference/make_mace_fixtures.py built them with
 // mace-torch: a Density first block, DensityResidual after it, the Agnesi transform, ZBL.
 TEST(MaceLayout, WritesMaceTorchsTensorsForTheDensityAgnesiArchitecture) {
@@ -63,26 +95,8 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheDensityAgnesiArchitecture) {
   c.interaction = "RealAgnosticDensityResidualInteractionBlock";
   c.distance_transform = "Agnesi";
   c.zbl = true;
-  MaceLayoutValues v;
-  v.atomic_energies = {-1.0, -2.0, -3.0};
-  v.scale = {1.0};
-  v.shift = {0.0};
-  v.provenance = {{"writer", "test_mace_layout 0"}};
-  const auto ours = write_mace_layout(c, v, [](const std::string&, std::int64_t n, double) {
-    return std::vector<double>(static_cast<std::size_t>(n), 0.01);
-  });
-
-  const auto want = tensors(ref), got = tensors(ours);
-  for (const auto& [name, shape] : want) {
-    const auto it = got.find(name);
-    ASSERT_NE(it, got.end()) << "the writer lacks mace-torch's tensor " << name;
-    if (!our_basis(name)) {
-      EXPECT_EQ(it->second, shape) << name;
-    }
-  }
-  for (const auto& [name, shape] : got) {
-    EXPECT_EQ(want.count(name), 1u) << "the writer adds a tensor mace-torch's model lacks: " << name;
-  }
+  const auto ours = write_fixed(c);
+  expect_mace_torchs_tensors(ref, ours);
   const auto hp = [](const io::PotentialFile& f, const std::string& key) {
     return f.metadata.at(nlohmann::json::json_pointer("/hyperparameters/" + key));
   };
@@ -143,27 +157,8 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheGaussianSoftAndChebyshevBases) {
                                      std::pair{c, std::string("mace_2int_L1_corr2_ell2_chebyshev")}}) {
     SCOPED_TRACE(file);
     const auto ref = io::read_potential_file(kData + file + ".safetensors");
-    MaceLayoutValues v;
-    v.atomic_energies.assign(layout.atomic_numbers.size(), -1.0);
-    if (layout.scale_shift) {
-      v.scale = {1.0};
-      v.shift = {0.0};
-    }
-    v.provenance = {{"writer", "test_mace_layout 0"}};
-    const auto ours = write_mace_layout(layout, v, [](const std::string&, std::int64_t n, double) {
-      return std::vector<double>(static_cast<std::size_t>(n), 0.01);
-    });
-    const auto want = tensors(ref), got = tensors(ours);
-    for (const auto& [name, shape] : want) {
-      const auto it = got.find(name);
-      ASSERT_NE(it, got.end()) << "the writer lacks mace-torch's tensor " << name;
-      if (!our_basis(name)) {
-        EXPECT_EQ(it->second, shape) << name;
-      }
-    }
-    for (const auto& [name, shape] : got) {
-      EXPECT_EQ(want.count(name), 1u) << "the writer adds a tensor mace-torch's model lacks: " << name;
-    }
+    const auto ours = write_fixed(layout);
+    expect_mace_torchs_tensors(ref, ours);
     const MaceSpec spec = load_mace_spec(ours, {}), spec_ref = load_mace_spec(ref, {});
     EXPECT_EQ(spec.radial_basis.kind, spec_ref.radial_basis.kind);
     EXPECT_EQ(spec.radial_basis.gaussian_coeff, spec_ref.radial_basis.gaussian_coeff);

@@ -439,6 +439,22 @@ TEST(MaceTorchExport, FineTunedFixtureRoundTrips) {
   std::filesystem::remove_all(dir);
 }
 
+/// Fine-tunes (perturbs) the Default head of `pot`, saves it, checks the pair styles' model
+/// evaluates the saved file as the trainer does and that every tensor is saved; returns the file.
+io::PotentialFile fine_tune_round_trip(const io::PotentialFile& pot, const std::string& tag,
+                                       std::uint64_t seed) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_" + tag + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  MaceTorchModel<double> model(pot, "Default");
+  perturb(model, 0.02);
+  check_round_trip(model, (dir / "ft").string(), "Default", seed);
+  auto saved = io::read_potential_file((dir / "ft").string());
+  EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
+  std::filesystem::remove_all(dir);
+  return saved;
+}
+
 // Fine-tuning MPA-0 / OMAT-0's architecture: the trained density_fn and every other weight are
 // saved, and the pair styles' model evaluates the saved file as the trainer does.
 TEST(MaceTorchExport, FineTunedDensityAgnesiFixtureRoundTrips) {
@@ -446,19 +462,11 @@ TEST(MaceTorchExport, FineTunedDensityAgnesiFixtureRoundTrips) {
   if (!std::filesystem::exists(path)) {
     GTEST_SKIP() << "no fixture " << path;
   }
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_ftd_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
   const auto pot = io::read_potential_file(path);
-  MaceTorchModel<double> model(pot, "Default");
-  perturb(model, 0.02);
-  check_round_trip(model, (dir / "ft").string(), "Default", 61);
-  const auto saved = io::read_potential_file((dir / "ft").string());
-  EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
+  const auto saved = fine_tune_round_trip(pot, "ftd_", 61);
   EXPECT_NE(saved.get("interactions.1.density_fn.layer0.weight").as<double>(io::Conversion::widen),
             pot.get("interactions.1.density_fn.layer0.weight").as<double>(io::Conversion::widen))
       << "the density weights are trained";
-  std::filesystem::remove_all(dir);
 }
 
 // mace-torch's other radial bases and the Soft transform: fine-tuned, saved, and evaluated by the
@@ -471,18 +479,10 @@ TEST(MaceTorchExport, FineTunedGaussianSoftAndChebyshevFixturesRoundTrip) {
     if (!std::filesystem::exists(path)) {
       GTEST_SKIP() << "no fixture " << path;
     }
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("fastmlip_mace_torch_ftr_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
     const auto pot = io::read_potential_file(path);
-    MaceTorchModel<double> model(pot, "Default");
-    perturb(model, 0.02);
-    check_round_trip(model, (dir / "ft").string(), "Default", 62);
-    const auto saved = io::read_potential_file((dir / "ft").string());
+    const auto saved = fine_tune_round_trip(pot, "ftr_", 62);
     EXPECT_EQ(saved.meta<std::string>("/hyperparameters/radial_type"),
               pot.meta<std::string>("/hyperparameters/radial_type"));
-    EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
-    std::filesystem::remove_all(dir);
   }
 }
 
