@@ -125,7 +125,7 @@ void RadialBasisParams::validate() const {
     for (int n = 0; n < num_basis(); ++n) {
       if (frequencies[n] != n + 1) {
         throw InputError("RadialBasisParams: the Chebyshev basis' orders must be 1.." +
-                         std::to_string(num_basis()) + " (mace-torch's ChebychevBasis); order " +
+                         std::to_string(num_basis()) + " (mace-torch's ChebychevBasis); entry " +
                          std::to_string(n) + " is " + std::to_string(frequencies[n]));
       }
     }
