@@ -139,6 +139,12 @@ std::vector<OptionSpec> build_table() {
                   "or Soft).",
                   {}, {"None", "Agnesi", "Soft"}));
   t.push_back(opt(model, "pair_repulsion", T::kBool, "false", "Add mace-torch's ZBL pair repulsion."));
+  t.push_back(opt(model, "use_last_readout_only", T::kBool, "false",
+                  "One readout, the non-linear one on the last layer (mace-torch's use_last_readout_only)."));
+  t.push_back(
+      opt(model, "apply_cutoff", T::kBool, "true",
+          "Polynomial envelope on the radial basis (true) or, as MACE-OMOL, on the radial MLP outputs "
+          "and Density terms (false)."));
   t.push_back(opt(model, "foundation_model", T::kPath, std::nullopt,
                   "Potential file to fine-tune from (e.g. potentials/chgnet-0.3.0.safetensors)."));
   t.push_back(opt(model, "direct_heads", T::kBool, "false",

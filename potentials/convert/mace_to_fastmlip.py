@@ -50,9 +50,11 @@ SUPPORTED = (
     "and RealAgnosticResidualInteractionBlock and their Density variants; 1 to 3 interactions; "
     "hidden irreps Cx0e, "
     "Cx0e+Cx1o or Cx0e+Cx1o+Cx2e (max_L 0 to 2); correlation 1 to 3; spherical harmonics "
-    "max_ell 1 to 3; a Bessel, Gaussian or Chebyshev radial basis with a polynomial cutoff, without "
-    "a distance transform or with the Agnesi or Soft one; "
-    "a radial MLP with SiLU; LinearReadoutBlock and NonLinearReadoutBlock with a SiLU gate; "
+    "max_ell 1 to 3; a Bessel, Gaussian or Chebyshev radial basis with a polynomial cutoff (on the basis, "
+    "or with apply_cutoff False on the messages), without a distance transform or with the Agnesi or Soft one; "
+    "a radial MLP with SiLU; LinearReadoutBlock and NonLinearReadoutBlock with a SiLU gate, on every layer "
+    "or (use_last_readout_only) the last; the last layer's scalars or (keep_last_layer_irreps) its "
+    "full hidden irreps; "
     "optional ZBL pair repulsion; one or more heads"
 )
 
@@ -177,11 +179,13 @@ def _any(_):
 _MODEL_ATTRIBUTES = {
     "heads": _any,
     # mace-torch >= 0.3.14 options. Each non-default value changes what forward computes:
-    "apply_cutoff": _is(True),            # False: the envelope moves from the radial basis to the messages
+    # False (MACE-OMOL): the envelope moves from the radial basis to the messages (checked
+    # against radial_embedding's, the flag forward reads; written to the file).
+    "apply_cutoff": _any,
     "edge_irreps": _is(None),             # reduced edge irreps: linear_up maps to other irreps
     "use_agnostic_product": _is(False),   # species-independent product weights
     "use_so3": _is(False),                # SO(3) spherical harmonics (parity-free)
-    "use_last_readout_only": _is(False),  # one readout on the last layer
+    "use_last_readout_only": _any,        # one readout, on the last layer (checked by inspect())
     "use_edge_irreps_first": _any,        # acts only together with edge_irreps (must be None)
     # The Clebsch-Gordan basis the U matrices were built in: U is stored and read, any is fine.
     "use_reduced_cg": _any,
@@ -214,10 +218,10 @@ _CLASS_ATTRIBUTES = {
     "SymmetricContraction": {"irreps_in": _any, "irreps_out": _any, "internal_weights": _is(True),
                              "shared_weights": _any},
     "Contraction": {"num_features": _any, "coupling_irreps": _any, "correlation": _any},
-    "RadialEmbeddingBlock": {"out_dim": _any, "apply_cutoff": _is(True)},
+    "RadialEmbeddingBlock": {"out_dim": _any, "apply_cutoff": _any},
     "BesselBasis": {}, "PolynomialCutoff": {}, "ZBLBasis": {}, "AgnesiTransform": {}, "SoftTransform": {},
-    # GaussianBasis.coeff is read by forward but not saved: inspect() checks it is the value the
-    # loader recomputes from r_max and N. ChebychevBasis' two are shapes only.
+    # GaussianBasis.coeff is read by forward but not saved: inspect() writes it to the
+    # hyperparameters (gaussian_coeff). ChebychevBasis' two are shapes only.
     "GaussianBasis": {"coeff": _any},
     "ChebychevBasis": {"num_basis": _any, "r_max": _any},
     "LinearNodeEmbeddingBlock": {}, "AtomicEnergiesBlock": {}, "ScaleShiftBlock": {},
@@ -578,11 +582,12 @@ def _inspect_structure(model, cls):
         _check(float(basis.r_max) == r_max, "r_max of the model and the Bessel basis agree")
         num_bessel = int(basis.bessel_weights.shape[0])
     elif radial_type == "gaussian":
-        # The loader recomputes coeff (a plain attribute, not saved) from r_max and N as
-        # GaussianBasis.__init__ does; a model whose coeff is anything else is refused.
+        # coeff is a plain attribute, not saved: written to the hyperparameters as the model
+        # holds it. It need not be what r_max and N give here: GaussianBasis computes it from the
+        # Python r_max, which a float32 model's r_max buffer holds rounded (4.7 -> 4.69999980...).
         num_bessel = int(basis.gaussian_weights.shape[0])
-        _check(num_bessel >= 2 and float(basis.coeff) == -0.5 / (r_max / (num_bessel - 1)) ** 2,
-               "the Gaussian basis' coeff is -0.5 / (r_max / (N - 1))^2")
+        gaussian_coeff = _finite(float(basis.coeff), "the Gaussian basis' coeff")
+        _check(num_bessel >= 2 and gaussian_coeff < 0, "the Gaussian basis has N >= 2 and a negative coeff")
     else:
         # torch.special.chebyshev_polynomial_t has no derivative in torch, so mace-torch's own
         # forces and stress for this basis leave out dB/dr; fastmlip's are -dE/dr exactly.
@@ -595,6 +600,16 @@ def _inspect_structure(model, cls):
                [float(v) for v in basis.n.flatten().tolist()] == [float(k) for k in range(1, num_bessel + 1)],
                "the Chebyshev basis has orders 1..N and the model's r_max")
     _check(int(radial.out_dim) == num_bessel, "the radial embedding's width is its basis size")
+    # apply_cutoff False (mace-torch >= 0.3.14, MACE-OMOL): RadialEmbeddingBlock returns the basis
+    # without the envelope and the envelope separately, which every supported interaction block
+    # multiplies into its radial MLP output (and the Density blocks into their edge density).
+    apply_cutoff = bool(getattr(radial, "apply_cutoff", True))
+    _check(bool(getattr(model, "apply_cutoff", True)) == apply_cutoff,
+           "the model's apply_cutoff and its radial embedding's agree")
+    if not apply_cutoff and _version_tuple(_mace_version()) < (0, 3, 14):
+        # Older mace-torch code ignores the flag: the model it runs has the envelope on the basis.
+        _refuse(f"apply_cutoff = False under mace-torch {_mace_version()}, whose forward ignores it "
+                f"(convert with the mace-torch 0.3.14 or later that saved the model)")
     p = int(radial.cutoff_fn.p)
 
     sh = model.spherical_harmonics
@@ -606,8 +621,15 @@ def _inspect_structure(model, cls):
         _refuse(f"the spherical harmonics have max_ell {max_ell}")
 
     num_interactions = len(model.interactions)
-    _check(num_interactions == int(model.num_interactions) == len(model.products) == len(model.readouts),
-           "interaction, product and readout counts")
+    # use_last_readout_only (mace-torch >= 0.3.14): one readout, the last layer's, at readouts[0].
+    last_readout_only = bool(getattr(model, "use_last_readout_only", False))
+    if last_readout_only and num_interactions < 2:
+        # mace-torch then builds no readout at all (its first layer's readout is the one dropped).
+        _refuse(f"use_last_readout_only with {num_interactions} interaction (no readout)")
+    _check(num_interactions == int(model.num_interactions) == len(model.products) and
+           len(model.readouts) == (1 if last_readout_only else num_interactions),
+           f"interaction, product and readout counts ({num_interactions} interactions, {len(model.readouts)} "
+           f"readouts, use_last_readout_only {last_readout_only})")
     if not 1 <= num_interactions <= MAX_INTERACTIONS:
         _refuse(f"the model has {num_interactions} interactions")
 
@@ -626,16 +648,20 @@ def _inspect_structure(model, cls):
         product = _product_hyperparameters(t, model.products[t], residual, num_elements)
         _check(product["irreps_in"] == hp["target_irreps"] and product["irreps_out"] == hp["hidden_irreps"],
                f"product {t} irreps follow interaction {t}")
-        readout = _readout_hyperparameters(t, model.readouts[t], len(heads))
-        _check(readout["irreps_in"] == product["irreps_out"], f"readout {t} input irreps")
         interactions.append(hp)
         products.append(product)
-        readouts.append(readout)
+        if not last_readout_only or t == num_interactions - 1:
+            k = 0 if last_readout_only else t
+            readout = _readout_hyperparameters(k, model.readouts[k], len(heads))
+            _check(readout["irreps_in"] == product["irreps_out"], f"readout {k} input irreps")
+            readouts.append(readout)
         features = product["irreps_out"]
-    # mace-torch keeps only the scalars after the last product (keep_last_layer_irreps=False,
-    # the default); the option to keep the full hidden irreps there is not evaluated.
-    if any(ir.l != 0 or ir.p != 1 for _, ir in o3.Irreps(features)):
-        _refuse(f"the last product outputs {features}, not only scalars (keep_last_layer_irreps)")
+    # mace-torch keeps only the scalars after the last product, unless keep_last_layer_irreps
+    # (mace-torch >= 0.3.14, not an attribute: seen in the irreps): then the last layer keeps the
+    # full hidden irreps, and its readout, an e3nn Linear to scalars, reads their 0e part alone.
+    # The same blocks evaluate it; the flag is recorded for readers.
+    keep_last_layer_irreps = num_interactions > 1 and any(ir.l != 0 or ir.p != 1
+                                                          for _, ir in o3.Irreps(features))
 
     _check(isinstance(model.atomic_energies_fn, AtomicEnergiesBlock), "atomic_energies_fn")
     e0_shape = tuple(model.atomic_energies_fn.atomic_energies.shape)
@@ -682,6 +708,14 @@ def _inspect_structure(model, cls):
         "readouts": readouts,
         "zbl": zbl,
     }
+    if last_readout_only:
+        hyperparameters["use_last_readout_only"] = True
+    if not apply_cutoff:
+        hyperparameters["apply_cutoff"] = False
+    if radial_type == "gaussian":
+        hyperparameters["gaussian_coeff"] = gaussian_coeff
+    if keep_last_layer_irreps:
+        hyperparameters["keep_last_layer_irreps"] = True
     return {"species": species, "r_max": r_max, "dtype": model_dtype, "hyperparameters": hyperparameters}
 
 
@@ -721,6 +755,14 @@ def _mace_version():
     import mace
 
     return getattr(mace, "__version__", "?")
+
+
+def _version_tuple(text):
+    """(major, minor, patch) of "0.3.16" and the like; (0, 0, 0) when unreadable."""
+    import re
+
+    parts = [int(p) for p in re.findall(r"\d+", text)[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 def _versions():

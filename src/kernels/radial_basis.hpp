@@ -45,6 +45,10 @@ struct RadialBasisParams {
   int envelope_p = 5;           ///< polynomial envelope exponent p >= 1
   double prefactor = 0.0;       ///< Bessel's c; 0 means the usual sqrt(2 / r_max)
   double gaussian_coeff = 0.0;  ///< Gaussian's gamma (1/A^2, negative)
+  /// mace-torch's apply_cutoff. True (its default): out = b_n(x) f_p(r). False (MACE-OMOL's
+  /// `apply_cutoff False`): out = b_n(x) alone; the model multiplies what it computes from the
+  /// basis (the radial MLP's output, the Density term) by f_p(r) instead.
+  bool apply_cutoff = true;
 
   /// MACE's BesselBasis: w_n = (n+1) pi / r_max.
   static RadialBasisParams mace(int num_basis, double r_max, int p);

@@ -36,6 +36,7 @@ class RadialBasisKokkos {
     m_f.m_inv_rmax_wide = 1.0 / params.r_max;
     m_f.m_kind = params.kind;
     m_f.m_harmonic = params.harmonic();
+    m_f.m_apply_cutoff = params.apply_cutoff;
   }
 
   int num_basis() const noexcept { return m_params.num_basis(); }
@@ -95,9 +96,11 @@ class RadialBasisKokkos {
   /// grad_w(n) = sum_e grad_out(e, n) dR_n/dw_n: for learnable frequencies (CHGNet; a Bessel
   /// basis only).
   void reverse_frequencies(ConstVector r, ConstMatrix grad_out, Vector grad_w) const {
-    if (m_params.kind != RadialBasisKind::Bessel) {
+    if (m_params.kind != RadialBasisKind::Bessel || !m_params.apply_cutoff) {
       throw UnsupportedError(std::string("RadialBasisKokkos::reverse_frequencies: the ") + m_params.name() +
-                             " basis has no learnable frequencies");
+                             (m_params.apply_cutoff
+                                  ? " basis has no learnable frequencies"
+                                  : " basis without its envelope (apply_cutoff false) has none"));
     }
     check_rows("reverse_frequencies", r, grad_out.extent(0), grad_out.extent(1));
     if (static_cast<int>(grad_w.extent(0)) != num_basis()) {

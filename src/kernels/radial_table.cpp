@@ -47,6 +47,15 @@ void evaluate_radial_function(const RadialBasisParams& basis, const RadialMLP& m
     h = std::move(z);
     dh = std::move(dz);
   }
+  if (!basis.apply_cutoff) {
+    // mace-torch's apply_cutoff False: the envelope multiplies the MLP's output, not its input.
+    const double f = reference::polynomial_cutoff(basis, r),
+                 df = reference::polynomial_cutoff_derivative(basis, r);
+    for (std::size_t j = 0; j < h.size(); ++j) {
+      dh[j] = dh[j] * f + h[j] * df;
+      h[j] *= f;
+    }
+  }
   std::copy(h.begin(), h.end(), value);
   std::copy(dh.begin(), dh.end(), derivative);
 }

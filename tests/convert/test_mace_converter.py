@@ -35,7 +35,11 @@ def cfg_named(fixtures, name):
 
 
 def model_names(fixtures):
-    return [c["name"] for c in fixtures.MODELS if c["name"] not in fixtures.UNCOMMITTED]
+    """The committed fixture models this mace-torch can build (one marked with a newer
+    "mace_torch", an option that version added, is left out under an older one)."""
+    here = fixtures._version(fixtures.mace.__version__)  # pylint: disable=protected-access
+    return [c["name"] for c in fixtures.MODELS if c["name"] not in fixtures.UNCOMMITTED and
+            fixtures._version(c.get("mace_torch", "0")) <= here]  # pylint: disable=protected-access
 
 
 _BUILT = {}
@@ -104,11 +108,24 @@ def needs(option):
 # --- issue 17's findings ---------------------------------------------------------------------
 
 
-def test_apply_cutoff_false_is_refused(fixtures, tmp_path):
-    """--apply_cutoff False (MACE-OMOL-0) used to convert silently and give wrong energies."""
+def test_apply_cutoff_false_converts_and_evaluates_as_mace_torch(fixtures, tmp_path):
+    """--apply_cutoff False (MACE-OMOL-0) once converted silently into wrong energies, then was
+    refused; now the file says so and evaluates as mace-torch does (the envelope on the radial
+    MLP output): the independent evaluator against mace-torch on one structure."""
     needs("apply_cutoff")
-    model = build(fixtures, MP_SMALL, apply_cutoff=False)
-    assert_cli_refuses(model, tmp_path, "apply_cutoff = False")
+    cfg = dict(cfg_named(fixtures, SMALL), apply_cutoff=False)
+    model = fixtures.build_model(cfg)
+    out = tmp_path / "nocutoff.safetensors"
+    meta = converter.convert(model, out)
+    assert meta["hyperparameters"]["apply_cutoff"] is False
+    fixtures.check_converted(model, out, meta)
+    structures = fixtures.make_structures()
+    atoms = structures[fixtures.structures_for(cfg, structures)[0]][0]
+    res, batch = fixtures.run_mace(model, atoms, "Default")
+    assert fixtures.check_file_model(out, atoms, batch, "Default", res) < 1e-10
+    # The flag matters: the same weights with the envelope on the basis give another energy.
+    model.apply_cutoff = model.radial_embedding.apply_cutoff = True
+    assert abs(fixtures.run_mace(model, atoms, "Default")[0]["energy"] - res["energy"]) > 1e-6
 
 
 def test_embedding_specs_are_refused(fixtures, tmp_path):
@@ -122,7 +139,6 @@ def test_embedding_specs_are_refused(fixtures, tmp_path):
 
 @pytest.mark.parametrize("option,value,needle", [
     ("use_agnostic_product", True, "use_agnostic_product = True"),
-    ("use_last_readout_only", True, "use_last_readout_only = True"),
     ("edge_irreps", "edge_irreps", "edge_irreps = "),
 ])
 def test_options_that_ended_in_a_traceback_are_refused(fixtures, tmp_path, option, value, needle):
@@ -131,6 +147,24 @@ def test_options_that_ended_in_a_traceback_are_refused(fixtures, tmp_path, optio
     if value == "edge_irreps":
         value = o3.Irreps("16x0e+16x1o")
     assert_cli_refuses(build(fixtures, MP_SMALL, **{option: value}), tmp_path, needle)
+
+
+def test_use_last_readout_only_converts_and_one_interaction_is_refused(fixtures, tmp_path):
+    """use_last_readout_only: one readout, the last layer's, which mace-torch stores as readouts.0.
+    The file says so; the readout's hyperparameters describe that module. With one interaction
+    mace-torch builds no readout at all: refused, naming the option."""
+    needs("use_last_readout_only")
+    model = build(fixtures, MP_SMALL, use_last_readout_only=True)
+    assert len(model.readouts) == 1
+    meta = converter.convert(model, tmp_path / "last.safetensors")
+    hp = meta["hyperparameters"]
+    assert hp["use_last_readout_only"] is True
+    assert [r["class"] for r in hp["readouts"]] == ["NonLinearReadoutBlock"]
+    fixtures.check_converted(model, tmp_path / "last.safetensors", meta)
+    plain = converter.convert(build(fixtures, MP_SMALL), tmp_path / "plain.safetensors")
+    assert "use_last_readout_only" not in plain["hyperparameters"]
+    one = build(fixtures, "mace_1int_L0_corr1_ell1", use_last_readout_only=True)
+    assert_cli_refuses(one, tmp_path, "use_last_readout_only with 1 interaction")
 
 
 def add_zeroed_flags(model):
@@ -230,6 +264,19 @@ def test_float32_model_stores_its_own_bessel_prefactor(fixtures, tmp_path):
     assert stored != math.sqrt(2.0 / float(model.r_max))
 
 
+def test_float32_gaussian_model_keeps_its_own_coefficient(fixtures, tmp_path):
+    """GaussianBasis computes its unsaved coeff from the Python r_max; a float32 model's r_max
+    buffer holds it rounded (4.7), so recomputing it from the file would give another number.
+    Such a model was refused; now the coefficient is written as the model holds it."""
+    cfg = dict(cfg_named(fixtures, SMALL), r_max=4.7, radial_type="gaussian")
+    model = fixtures.build_model(cfg, dtype=torch.float32, calibrate=False)
+    meta = converter.convert(model, tmp_path / "g32.safetensors")
+    hp = meta["hyperparameters"]
+    coeff = float(model.radial_embedding.bessel_fn.coeff)
+    assert hp["gaussian_coeff"] == coeff
+    assert coeff != -0.5 / (hp["r_max"] / (hp["num_bessel"] - 1)) ** 2  # the file's r_max is float32's
+
+
 # --- the mutation test -------------------------------------------------------------------------
 
 
@@ -250,10 +297,18 @@ def _swap_class(module, name):
 
 MUTATIONS = {
     # name: (change the model in place, text the refusal must contain)
-    "apply_cutoff": (lambda m: setattr(m, "apply_cutoff", False), "apply_cutoff = False"),
-    "radial_apply_cutoff": (lambda m: setattr(m.radial_embedding, "apply_cutoff", False), "apply_cutoff = False"),
+    # Either flag alone: the model's and its radial embedding's disagree.
+    # (flipped: a fixture model may have either value).
+    "apply_cutoff": (lambda m: setattr(m, "apply_cutoff", not getattr(m, "apply_cutoff", True)),
+                     "apply_cutoff and its radial embedding's"),
+    "radial_apply_cutoff": (lambda m: setattr(m.radial_embedding, "apply_cutoff",
+                                              not getattr(m.radial_embedding, "apply_cutoff", True)),
+                            "apply_cutoff and its radial embedding's"),
     "agnostic_product": (lambda m: setattr(m.products[0], "use_agnostic_product", True), "use_agnostic_product"),
-    "last_readout_only": (lambda m: setattr(m, "use_last_readout_only", True), "use_last_readout_only"),
+    # A flag that does not match the readouts the model has (flipped, likewise).
+    "last_readout_only": (lambda m: setattr(m, "use_last_readout_only",
+                                            not getattr(m, "use_last_readout_only", False)),
+                          "use_last_readout_only"),
     "edge_irreps": (lambda m: setattr(m, "edge_irreps", o3.Irreps("4x0e")), "edge_irreps"),
     "so3": (lambda m: setattr(m, "use_so3", True), "use_so3"),
     "unknown_attribute": (lambda m: setattr(m.interactions[0], "density_normalization", 3.0),

@@ -283,6 +283,95 @@ TYPED_TEST(RadialBasis, GaussianAndChebyshevMatchReferenceAndFiniteDifferences) 
   }
 }
 
+// mace-torch's apply_cutoff False (MACE-OMOL): the basis without its envelope, b_n(x) alone, for
+// every kind and at a transformed distance; compute and reverse against the reference's closed
+// forms and finite differences, and the envelope the default basis carries is exactly the
+// factor between the two.
+TYPED_TEST(RadialBasis, WithoutTheEnvelopeIsTheBareBasis) {
+  using T = TypeParam;
+  std::vector<RadialBasisParams> cases = {RadialBasisParams::mace(8, 5.0, 5),
+                                          RadialBasisParams::gaussian(8, 5.0, 6),
+                                          RadialBasisParams::chebyshev(5, 4.5, 5)};
+  for (const auto& with : cases) {
+    auto bare = with;
+    bare.apply_cutoff = false;
+    const RadialBasisKokkos<Exec, T> kw(with), kb(bare);
+    const int N = bare.num_basis();
+    for (bool transformed : {false, true}) {
+      for (int E : test::test_sizes()) {
+        const auto rd = lengths(E, bare.r_max * 0.95, 700 + E);  // inside the cutoff: f_p > 0
+        const auto gd = lengths(E * N, 1.0, 800 + E);
+        std::vector<double> xd(rd), sd(E, 1.0);
+        if (transformed) {
+          for (int e = 0; e < E; ++e) {
+            impl::soft_transform(rd[e], 2.48, 4.0, xd[e], sd[e]);
+          }
+        }
+        auto r = to_view<T>(rd), x = to_view<T>(xd), dxdr = to_view<T>(sd);
+        Kokkos::View<T**, Kokkos::LayoutRight, Exec> ob("ob", E, N), ow("ow", E, N), g("g", E, N);
+        Kokkos::deep_copy(ob, T(777));
+        if (transformed) {
+          kb.compute_at(x, r, ob);
+          kw.compute_at(x, r, ow);
+        } else {
+          kb.compute(r, ob);
+          kw.compute(r, ow);
+        }
+        double largest = 1.0;
+        for (int i = 0; i < E * N; ++i) {
+          largest = std::max(largest, std::abs(static_cast<double>(ob.data()[i])));
+        }
+        for (int i = 0; i < E * N; ++i) {
+          const int e = i / N, n = i % N;
+          double b, db;
+          reference::basis_function(bare, n, static_cast<double>(x(e)), b, db);
+          ASSERT_NEAR(ob.data()[i], b, Tolerance<T>::kernel * largest) << bare.name() << " entry " << i;
+          const double f = reference::polynomial_cutoff(with, static_cast<double>(r(e)));
+          ASSERT_NEAR(ow.data()[i], b * f, Tolerance<T>::kernel * 30 * largest)
+              << bare.name() << " entry " << i;
+          g.data()[i] = static_cast<T>(gd[i] - 0.5);
+        }
+        Kokkos::View<T*, Exec> grad_r("grad_r", E);
+        Kokkos::deep_copy(grad_r, T(777));
+        if (transformed) {
+          kb.reverse_at(x, dxdr, r, g, grad_r);
+        } else {
+          kb.reverse(r, g, grad_r);
+        }
+        auto loss = [&](double rr, int e) {
+          double xx = rr, dd = 1.0;
+          if (transformed) {
+            impl::soft_transform(rr, 2.48, 4.0, xx, dd);
+          }
+          double sum = 0;
+          for (int n = 0; n < N; ++n) {
+            double b, db;
+            reference::basis_function(bare, n, xx, b, db);
+            sum += b * static_cast<double>(g(e, n));
+          }
+          return sum;
+        };
+        const double h = 1e-6;
+        for (int e = 0; e < E; e += std::max(1, E / 50)) {
+          const double re = static_cast<double>(r(e));
+          const double fd = (loss(re + h, e) - loss(re - h, e)) / (2 * h);
+          const double scale = std::max({1.0, std::abs(fd), largest / re});
+          EXPECT_NEAR(grad_r(e), fd, (std::is_same_v<T, float> ? 2e-3 : 1e-7) * scale)
+              << bare.name() << (transformed ? " (Soft)" : "") << " edge " << e << " r " << re;
+        }
+      }
+    }
+  }
+  // CHGNet's learnable frequencies assume the envelope on the basis.
+  auto bare = RadialBasisParams::mace(4, 5.0, 5);
+  bare.apply_cutoff = false;
+  const RadialBasisKokkos<Exec, T> k(bare);
+  Kokkos::View<T*, Exec> r1("r", 1), gw("gw", 4);
+  Kokkos::View<T**, Kokkos::LayoutRight, Exec> g1("g", 1, 4);
+  Kokkos::deep_copy(r1, T(1));
+  EXPECT_THROW(k.reverse_frequencies(r1, g1, gw), UnsupportedError);
+}
+
 // The constructors give mace-torch's buffers: GaussianBasis' linspace(0, r_max, N) and
 // coefficient -0.5 / (r_max / (N-1))^2, ChebychevBasis' orders 1..N; and what they refuse.
 TEST(RadialBasisParams, GaussianAndChebyshevAreMaceTorchs) {

@@ -29,6 +29,9 @@ struct MaceTestConfig {
   bool residual_first = false;  // MACE-MP: the first block is RealAgnosticInteractionBlock
   bool scale_shift = true;
   bool zbl = false;
+  bool density = false;            // the Density blocks (MPA-0, OMAT-0)
+  bool last_readout_only = false;  // mace-torch's use_last_readout_only
+  bool apply_cutoff = true;        // false: the envelope on the radial MLP outputs (MACE-OMOL)
   int heads = 1;
   int mlp_per_head = 6;
   std::vector<int> z = {29, 28, 8};
@@ -65,7 +68,14 @@ inline io::PotentialFile make_mace_potential(const MaceTestConfig& cfg, std::uin
   layout.scale_shift = cfg.scale_shift;
   layout.interaction_first =
       cfg.residual_first ? "RealAgnosticResidualInteractionBlock" : "RealAgnosticInteractionBlock";
+  if (cfg.density) {
+    layout.interaction_first = cfg.residual_first ? "RealAgnosticDensityResidualInteractionBlock"
+                                                  : "RealAgnosticDensityInteractionBlock";
+    layout.interaction = "RealAgnosticDensityResidualInteractionBlock";
+  }
   layout.zbl = cfg.zbl;
+  layout.last_readout_only = cfg.last_readout_only;
+  layout.apply_cutoff = cfg.apply_cutoff;
   layout.heads.clear();
   for (int h = 0; h < H; ++h) {
     layout.heads.push_back(H == 1 ? "default" : "head" + std::to_string(h));

@@ -15,6 +15,7 @@
 #include "models/mace/mace_layout.hpp"
 #include "models/mace/mace_model.hpp"
 #include "models/mace/mace_spec.hpp"
+#include "models/mace/mace_stages.hpp"
 
 namespace fastmlip::models::mace {
 namespace {
@@ -23,10 +24,11 @@ const std::string kData = std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/mace/";
 
 bool converter_only(const std::string& name, const std::vector<std::int64_t>& shape) {
   const bool empty = !shape.empty() && shape[0] == 0;
+  // mace-torch >= 0.3.14's *_zeroed flags (the U matrices are our basis here, so are their flags).
   return empty || name.find("output_mask") != std::string::npos ||
-         name.find("_compiled") != std::string::npos || name == "num_interactions" || name == "r_max" ||
-         name == "radial_embedding.bessel_fn.r_max" || name == "radial_embedding.cutoff_fn.r_max" ||
-         name == "radial_embedding.cutoff_fn.p";
+         name.find("_zeroed") != std::string::npos || name.find("_compiled") != std::string::npos ||
+         name == "num_interactions" || name == "r_max" || name == "radial_embedding.bessel_fn.r_max" ||
+         name == "radial_embedding.cutoff_fn.r_max" || name == "radial_embedding.cutoff_fn.p";
 }
 bool our_basis(const std::string& name) { return name.find("symmetric_contractions") != std::string::npos; }
 
@@ -173,7 +175,84 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheGaussianSoftAndChebyshevBases) {
               .frequencies);
       EXPECT_DOUBLE_EQ(spec.distance_transform.alpha, 4.0);
       EXPECT_NEAR(spec_ref.distance_transform.alpha, 4.0 * 1.07, 1e-12);
+      // The converter now writes the model's own coefficient (a float32 model's differs from
+      // the recomputed one); the loader takes it, and refuses one that is not negative.
+      auto with_coeff = ref;
+      with_coeff.metadata["hyperparameters"]["gaussian_coeff"] = -0.4321;
+      EXPECT_EQ(load_mace_spec(with_coeff, {}).radial_basis.gaussian_coeff, -0.4321);
+      with_coeff.metadata["hyperparameters"]["gaussian_coeff"] = 0.5;
+      EXPECT_THROW(load_mace_spec(with_coeff, {}), InputError);
     }
+  }
+}
+
+// use_last_readout_only (mace-torch >= 0.3.14), as make_mace_fixtures.py built it with mace-torch
+// 0.3.16: one non-linear readout, on the last of three layers, stored as readouts.0. The writer
+// gives mace-torch's tensors; the loader puts the readout on the last layer and the stage list
+// has no readout stage on the others.
+TEST(MaceLayout, WritesMaceTorchsTensorsForUseLastReadoutOnly) {
+  const auto ref =
+      io::read_potential_file(kData + "ssmace_3int_L1_corr2_ell2_density_lastreadout.safetensors");
+  MaceLayout c;
+  c.atomic_numbers = {13, 29, 28};
+  c.r_max = 5.0;
+  c.num_bessel = 8;
+  c.num_polynomial_cutoff = 5;
+  c.max_ell = 2;
+  c.num_channels = 6;
+  c.max_L = 1;
+  c.correlation = {2};
+  c.num_interactions = 3;
+  c.radial_mlp = {16, 16};
+  c.mlp_irreps = 8;
+  c.interaction_first = "RealAgnosticDensityInteractionBlock";
+  c.interaction = "RealAgnosticDensityResidualInteractionBlock";
+  c.distance_transform = "Agnesi";
+  c.last_readout_only = true;
+  const auto ours = write_fixed(c);
+  expect_mace_torchs_tensors(ref, ours);
+  EXPECT_TRUE(ours.contains("readouts.0.linear_2.weight"));
+  EXPECT_FALSE(ours.contains("readouts.1.linear.weight"));
+
+  for (const io::PotentialFile* f : {&ref, &ours}) {
+    const MaceSpec spec = load_mace_spec(*f, {});
+    EXPECT_TRUE(spec.last_readout_only);
+    ASSERT_EQ(spec.readouts.size(), 3u);
+    EXPECT_FALSE(spec.readouts[0].present);
+    EXPECT_FALSE(spec.readouts[1].present);
+    EXPECT_TRUE(spec.readouts[2].present);
+    EXPECT_TRUE(spec.readouts[2].nonlinear);
+    EXPECT_EQ(spec.readouts[2].prefix, "readouts.0.");
+    std::vector<int> readout_layers;
+    for (const Stage& s : stage_list(spec)) {
+      if (s.kind == StageKind::Readout) {
+        readout_layers.push_back(s.layer);
+      }
+    }
+    EXPECT_EQ(readout_layers, std::vector<int>{2});
+  }
+
+  // A readout list that does not match the flag is refused, naming both.
+  auto extra = ours;
+  extra.metadata["hyperparameters"]["use_last_readout_only"] = false;
+  try {
+    load_mace_spec(extra, {});
+    ADD_FAILURE() << "three layers with one readout and no use_last_readout_only must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("must list 3 readout(s) for 3 interaction(s) (one per layer), has 1"),
+        std::string::npos)
+        << e.what();
+  }
+  auto missing = ours;
+  missing.metadata["hyperparameters"]["readouts"] = nlohmann::json::array();
+  try {
+    load_mace_spec(missing, {});
+    ADD_FAILURE() << "use_last_readout_only without its readout must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("with use_last_readout_only (one, on the last layer), has 0"),
+              std::string::npos)
+        << e.what();
   }
 }
 

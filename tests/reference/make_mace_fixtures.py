@@ -5,6 +5,12 @@ what mace-torch computes for them on a set of structures.
 Run in the reference venv (tests/reference/setup-venv.sh), from the repository root:
 
     .venv/bin/python tests/reference/make_mace_fixtures.py
+    .venv-torch2/bin/python tests/reference/make_mace_fixtures.py --models NAME[,NAME...]
+
+The first (mace-torch 0.3.13) builds every model but those marked with a newer "mace_torch"
+(options that 0.3.14 added), whose files and index entries it keeps; the second rebuilds the
+named models under mace-torch 0.3.16 (setup-venv-torch2.sh) and merges them into index.json,
+each such entry recording its own versions.
 
 Writes tests/reference/data/mace/ (the C++ tests only read these files; see the README there):
 
@@ -30,7 +36,7 @@ Besides writing the fixtures, the script checks, and stops on the first failure:
 3. the command-line converter gives the same tensors and metadata from a torch.save'd .model
    file, records its SHA-256, and converts a float32 model exactly;
 4. the converter refuses unsupported models (max_ell 4, hidden L = 3, an attention
-   interaction block, four interactions, correlation 4, a tanh gate, a Gaussian radial basis)
+   interaction block, four interactions, correlation 4, a tanh gate)
    with an UnsupportedModelError that lists what is supported, and exit code 2 on the command
    line;
 5. writing every file twice gives the same bytes.
@@ -38,12 +44,14 @@ Besides writing the fixtures, the script checks, and stops on the first failure:
 Deterministic: fixed seeds, float64, one thread (multi-threaded reductions change the last
 bits run to run). The JSON numbers are Python reprs of doubles (exact round trip).
 """
+import argparse
 import contextlib
 import hashlib
 import json
 import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -222,6 +230,44 @@ MODELS.append({
     "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [10.4, 11.3],
     "radial_type": "chebyshev", "structures": "binary",
 })
+# Options that mace-torch 0.3.14 added: built only under a mace-torch that has them
+# ("mace_torch": the oldest such version; main() skips the model under an older one and keeps
+# its committed files and index entry).
+MODELS.append({
+    "name": "ssmace_3int_L1_corr2_ell2_density_lastreadout",
+    "description": "ScaleShiftMACE with use_last_readout_only (one non-linear readout, on the last of 3 layers, "
+                   "stored as readouts.0), Density blocks and the Agnesi transform, built with mace-torch >= 0.3.14",
+    "class": "ScaleShiftMACE", "seed": 114, "species": [AL, CU, NI], "r_max": 5.0, "num_bessel": 8,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 3, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "8x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticDensityInteractionBlock",
+    "interaction_cls": "RealAgnosticDensityResidualInteractionBlock", "avg_num_neighbors": [13.1, 12.4, 11.8],
+    "scale": 0.97, "shift": 0.05, "distance_transform": "Agnesi", "use_last_readout_only": True,
+    "mace_torch": "0.3.14", "structures": "ternary",
+})
+MODELS.append({
+    "name": "ssmace_2int_L1_corr2_ell2_density_nocutoff",
+    "description": "ScaleShiftMACE with apply_cutoff False (as MACE-OMOL: the radial basis without its envelope, "
+                   "the envelope on each radial MLP output and Density term) and Density blocks, built with "
+                   "mace-torch >= 0.3.14",
+    "class": "ScaleShiftMACE", "seed": 115, "species": [NI, AL, CU], "r_max": 5.0, "num_bessel": 8,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "8x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticDensityInteractionBlock",
+    "interaction_cls": "RealAgnosticDensityResidualInteractionBlock", "avg_num_neighbors": [12.7, 13.3],
+    "scale": 1.04, "shift": -0.12, "apply_cutoff": False, "mace_torch": "0.3.14", "structures": "ternary",
+})
+MODELS.append({
+    "name": "mace_3int_L1_corr2_ell2_keeplast",
+    "description": "MACE with keep_last_layer_irreps (the last of 3 layers keeps 6x0e+6x1o; its non-linear "
+                   "readout reads the scalars), residual blocks throughout, built with mace-torch >= 0.3.14",
+    "class": "MACE", "seed": 116, "species": [CU, NI], "r_max": 4.5, "num_bessel": 6,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 3, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "8x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticResidualInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [10.1, 9.4, 10.9],
+    "keep_last_layer_irreps": True, "mace_torch": "0.3.14", "structures": "binary",
+})
 # The MACE-MP-0 architectures (mace-torch's mace_mp setup: ScaleShiftMACE, non-residual first
 # block then residual, r_max 6, 10 Bessel functions, p 5, radial MLP [64, 64, 64], max_ell 3,
 # correlation 3, MLP_irreps 16x0e), with two elements instead of 89 so the files stay small.
@@ -265,6 +311,9 @@ def build_model(cfg, dtype=torch.float64, calibrate=True):
             kwargs["distance_transform"] = cfg["distance_transform"]
         if "radial_type" in cfg:
             kwargs["radial_type"] = cfg["radial_type"]
+        for option in ("use_last_readout_only", "apply_cutoff", "keep_last_layer_irreps"):  # mace-torch >= 0.3.14
+            if option in cfg:
+                kwargs[option] = cfg[option]
         if cfg["class"] == "ScaleShiftMACE":
             model = modules.ScaleShiftMACE(atomic_inter_scale=cfg["scale"], atomic_inter_shift=cfg["shift"],
                                            **kwargs)
@@ -655,7 +704,8 @@ class FileMace:
         radial_type = hp.get("radial_type", "bessel")
         if radial_type == "gaussian":
             nb = hp["num_bessel"]
-            basis = torch.exp(-0.5 / (hp["r_max"] / (nb - 1)) ** 2 * (xr - t[bf + "gaussian_weights"]) ** 2)
+            coeff = hp.get("gaussian_coeff", -0.5 / (hp["r_max"] / (nb - 1)) ** 2)
+            basis = torch.exp(coeff * (xr - t[bf + "gaussian_weights"]) ** 2)
         elif radial_type == "chebyshev":
             # T_k(x) for k = 1..N by the recurrence T_(k+1) = 2x T_k - T_(k-1), T_0 = 1, T_1 = x.
             cols, prev, cur = [], torch.ones_like(xr), xr
@@ -665,7 +715,11 @@ class FileMace:
             basis = torch.cat(cols, dim=1)
         else:
             basis = t[bf + "prefactor"] * torch.sin(t[bf + "bessel_weights"] * xr) / xr
-        radial = basis * self._envelope(r, hp["r_max"], hp["num_polynomial_cutoff"])
+        # apply_cutoff False (mace-torch >= 0.3.14): the envelope multiplies the radial MLP output
+        # and the Density term instead of the basis.
+        cutoff = self._envelope(r, hp["r_max"], hp["num_polynomial_cutoff"])
+        on_messages = not hp.get("apply_cutoff", True)
+        radial = basis if on_messages else basis * cutoff
 
         ae = t["atomic_energies_fn.atomic_energies"]
         node_e = (ae[h] if ae.dim() == 2 else ae)[species]
@@ -684,7 +738,11 @@ class FileMace:
             inter_e = inter_e.index_add(0, receiver, 0.5 * z["coulomb_constant"] * zu * zv / rr * phi * env)
 
         x = self._linear(f"{E}x0e", hp["interactions"][0]["node_feats_irreps"], "node_embedding.linear.weight")(onehot)
-        for k, (I, P, R) in enumerate(zip(hp["interactions"], hp["products"], hp["readouts"])):
+        # use_last_readout_only: one readout, readouts.0, on the last layer; else one per layer.
+        last_only = hp.get("use_last_readout_only", False)
+        num_layers = len(hp["interactions"])
+        assert len(hp["readouts"]) == (1 if last_only else num_layers)
+        for k, (I, P) in enumerate(zip(hp["interactions"], hp["products"])):
             pre = f"interactions.{k}."
             residual = I["class"] in ("RealAgnosticResidualInteractionBlock",
                                       "RealAgnosticDensityResidualInteractionBlock")
@@ -707,12 +765,14 @@ class FileMace:
                  for ins in I["conv_tp_instructions"]],
                 irrep_normalization="none", path_normalization="none", shared_weights=False, internal_weights=False)
             Y = o3.spherical_harmonics(o3.Irreps(I["edge_attrs_irreps"]), v, normalize=True, normalization="component")
+            if on_messages:
+                w = w * cutoff
             m = torch.zeros(n, o3.Irreps(I["irreps_mid"]).dim).index_add(0, receiver, tp(up[sender], Y, w))
             m = self._linear(I["irreps_mid"], I["target_irreps"], pre + "linear.weight")(m)
             if density:
                 # density_fn: one e3nn layer [num_bessel, 1] (x @ W / sqrt(fan_in)), no activation.
                 d = radial @ (t[pre + "density_fn.layer0.weight"] / math.sqrt(hp["num_bessel"]))
-                dens = torch.zeros(n, 1).index_add(0, receiver, torch.tanh(d ** 2))
+                dens = torch.zeros(n, 1).index_add(0, receiver, torch.tanh(d ** 2) * (cutoff if on_messages else 1))
                 m = m / (dens + 1)
             else:
                 m = m / I["avg_num_neighbors"]
@@ -721,7 +781,10 @@ class FileMace:
             x = self._product(k, P, m, onehot)
             if P["use_sc"]:
                 x = x + sc
-            inter_e = inter_e + self._readout(k, R, x, h, num_heads)
+            if not last_only:
+                inter_e = inter_e + self._readout(k, hp["readouts"][k], x, h, num_heads)
+            elif k == num_layers - 1:
+                inter_e = inter_e + self._readout(0, hp["readouts"][0], x, h, num_heads)
 
         if hp["model_class"] == "ScaleShiftMACE":
             scale = torch.atleast_1d(t["scale_shift.scale"])[h]
@@ -830,10 +893,15 @@ def check_converted(model, path, meta):
         P = hp["products"][k]
         assert P["irreps_in"] == str(model.products[k].symmetric_contractions.irreps_in)
         assert P["irreps_out"] == str(model.products[k].linear.irreps_out) == I["hidden_irreps"]
+    # One readout per layer, or (use_last_readout_only) one in all: hyperparameters readouts[k]
+    # describe mace-torch's readouts[k].
+    assert len(hp["readouts"]) == len(model.readouts)
+    assert hp.get("use_last_readout_only", False) == getattr(model, "use_last_readout_only", False)
+    for k, readout in enumerate(model.readouts):
         R = hp["readouts"][k]
         if R["class"] == "NonLinearReadoutBlock":
-            assert R["mlp_irreps"] == str(model.readouts[k].linear_1.irreps_out)
-            assert R["gate_cst"] == model.readouts[k].non_linearity.acts[0].cst
+            assert R["mlp_irreps"] == str(readout.linear_1.irreps_out)
+            assert R["gate_cst"] == readout.non_linearity.acts[0].cst
 
 
 def assert_refuses(cfg_changes, what, kwargs_changes=None):
@@ -872,14 +940,6 @@ def check_refusals():
         return model
 
     messages.append(assert_refuses({}, "activation 'tanh'", tanh_gate))
-
-    def gaussian_coeff(cfg):
-        # A GaussianBasis whose (unsaved) coefficient is not the one its r_max and N give.
-        model = build_model(dict(cfg, radial_type="gaussian"), calibrate=False)
-        model.radial_embedding.bessel_fn.coeff *= 1.5
-        return model
-
-    messages.append(assert_refuses({}, "the Gaussian basis' coeff", gaussian_coeff))
 
     # The command line: exit code 2 and the list of what is supported.
     with tempfile.TemporaryDirectory() as tmp:
@@ -977,15 +1037,46 @@ CONVENTIONS = {
 }
 
 
-def main():
+def _version(text):
+    """(major, minor, patch) of a version string such as "0.3.16" or "2.5.1+cpu"."""
+    parts = [int(p) for p in re.findall(r"\d+", text)[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=None,
+                        help="comma-separated model names: rebuild only these and merge them into index.json")
+    args = parser.parse_args(argv)
     DATA.mkdir(parents=True, exist_ok=True)
     structures = make_structures()
     versions = {"mace-torch": mace.__version__, "e3nn": e3nn.__version__, "torch": torch.__version__,
                 "numpy": np.__version__, "ase": ase.__version__}
-    index = {"schema": SCHEMA, "generated_by": "tests/reference/make_mace_fixtures.py", "versions": versions,
-             "models": []}
+    # Which models this run builds: the named ones (each must need no newer mace-torch than the
+    # one running), or all those this mace-torch can build. The others keep their committed files
+    # and index entries, so that fixtures made under different mace-torch versions live side by side.
+    names = [cfg["name"] for cfg in MODELS]
+    wanted = args.models.split(",") if args.models else None
+    if wanted and set(wanted) - set(names):
+        sys.exit(f"make_mace_fixtures.py: unknown model(s) {sorted(set(wanted) - set(names))}; known: {names}")
+    here = _version(mace.__version__)
+    selected = [cfg for cfg in MODELS if wanted is None or cfg["name"] in wanted]
+    too_new = [cfg["name"] for cfg in selected if _version(cfg.get("mace_torch", "0")) > here]
+    if wanted and too_new:
+        sys.exit(f"make_mace_fixtures.py: {too_new} need a newer mace-torch than {mace.__version__} "
+                 f"(tests/reference/setup-venv-torch2.sh makes a venv with 0.3.16)")
+    for name in too_new:
+        print(f"{name}: skipped (needs mace-torch >= {MODELS[names.index(name)]['mace_torch']}, this is "
+              f"{mace.__version__}); its committed files and index entry are kept", flush=True)
+    build = [cfg for cfg in selected if cfg["name"] not in too_new]
+    old_path = DATA / "index.json"
+    old = json.loads(old_path.read_text()) if old_path.exists() else {"models": [], "checks": {}}
+    old_entries = {e["name"]: e for e in old["models"]}
+    index = {"schema": SCHEMA, "generated_by": "tests/reference/make_mace_fixtures.py",
+             "versions": versions if wanted is None else old.get("versions", versions), "models": []}
+    new_entries = {}
     worst_parity = 0.0
-    for cfg in MODELS:
+    for cfg in build:
         name = cfg["name"]
         model = build_model(cfg)
         committed = name not in UNCOMMITTED
@@ -1006,24 +1097,30 @@ def main():
         heads = list(model.heads)
         results = []
         used = structures_for(cfg, structures)
+        model_parity = 0.0
         for sname in used:
             atoms = structures[sname][0]
             for head in heads:
                 res, batch = run_mace(model, atoms, head)
                 err = check_file_model(path, atoms, batch, head, res)
                 assert err < 1e-10, f"{name} on {sname} ({head}): FileMace differs from mace-torch by {err:.2e}"
-                worst_parity = max(worst_parity, err)
+                model_parity = max(model_parity, err)
                 if res["pair_energy"] is not None and sname in ("cluster_cuni", "fcc_cuni_2x2x2"):
                     assert max(abs(x) for x in res["pair_energy"]) > 0, "ZBL is exercised"
                 results.append({"structure": sname, **res})
                 print(f"{name:45s} {sname:24s} {head:8s} E = {res['energy']: .6f} eV "
                       f"({res['num_edges']} edges, file parity {err:.1e})", flush=True)
+        worst_parity = max(worst_parity, model_parity)
         entry = {
             "name": name, "description": cfg["description"], "class": cfg["class"],
             "species": cfg["species"], "heads": heads, "num_parameters": sum(p.numel() for p in model.parameters()),
             "potential_sha256": file_sha, "potential_bytes": len(first), "committed": committed,
             "structures": used,
         }
+        if "mace_torch" in cfg:
+            # Made under another mace-torch than the index's top-level versions may say.
+            entry["versions"] = versions
+            entry["file_parity_max_rel_error"] = model_parity
         if committed:
             entry.update({"potential": f"{name}.safetensors", "results": f"{name}.json"})
             doc = {
@@ -1046,21 +1143,29 @@ def main():
             entry["note"] = ("not committed (too large); converted, checked byte-reproducible, verbatim, and "
                              "evaluated from the file against mace-torch by make_mace_fixtures.py")
             tmpdir.cleanup()
-        index["models"].append(entry)
+        new_entries[name] = entry
 
-    # The command line on a .model file: the ZBL model (binary) and the multi-head model.
-    for cfg in MODELS:
-        if cfg["name"] in ("mace_2int_L1_corr2_ell2_zbl_residualfirst", "ssmace_multihead_3int_L2_corr2"):
-            check_command_line(cfg, DATA / f"{cfg['name']}.safetensors")
-    refusals = check_refusals()
-    index["checks"] = {
-        "file_parity_max_rel_error": worst_parity,
-        "refusals": refusals,
-    }
+    for name in names:  # MODELS' order; a model neither built now nor indexed before is left out
+        if name in new_entries:
+            index["models"].append(new_entries[name])
+        elif name in old_entries:
+            index["models"].append(old_entries[name])
+
+    checks = dict(old.get("checks", {}))
+    if wanted is None:
+        # The command line on a .model file: the ZBL model (binary) and the multi-head model.
+        for cfg in build:
+            if cfg["name"] in ("mace_2int_L1_corr2_ell2_zbl_residualfirst", "ssmace_multihead_3int_L2_corr2"):
+                check_command_line(cfg, DATA / f"{cfg['name']}.safetensors")
+        checks["refusals"] = check_refusals()
+        checks["file_parity_max_rel_error"] = worst_parity
+    else:
+        checks["file_parity_max_rel_error"] = max(worst_parity, checks.get("file_parity_max_rel_error", 0.0))
+    index["checks"] = checks
     write_text(DATA / "index.json", _dumps(index) + "\n")
     total = sum(p.stat().st_size for p in DATA.iterdir() if p.is_file())
-    print(f"wrote {DATA}: {total / 1e6:.1f} MB; worst file-vs-mace-torch parity {worst_parity:.1e}; "
-          f"{len(refusals)} refusals checked")
+    print(f"wrote {DATA}: {total / 1e6:.1f} MB; worst file-vs-mace-torch parity {worst_parity:.1e} over "
+          f"{len(build)} model(s) built; {len(checks.get('refusals', []))} refusals checked")
 
 
 if __name__ == "__main__":

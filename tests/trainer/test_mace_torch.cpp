@@ -271,7 +271,8 @@ torch::Tensor force_loss(const trainer::MaceOutput& out, const torch::Tensor& vf
 /// With `scale_step`, each tensor's step is h times the square root of its RMS weight (at most
 /// h): for weights far below 1, an absolute 1e-5 is not a small change, and a step in proportion
 /// to the weight would leave the difference to rounding.
-void check_gradients(const io::PotentialFile& pot, std::uint64_t seed, bool scale_step = false) {
+void check_gradients(const io::PotentialFile& pot, std::uint64_t seed, bool scale_step = false,
+                     double h = 1e-5) {
   torch::manual_seed(5);
   MaceTorchModel<double> model(pot);
   const auto batch = small_batch(model.cutoff(), seed, static_cast<int>(pot.species().size()));
@@ -288,7 +289,6 @@ void check_gradients(const io::PotentialFile& pot, std::uint64_t seed, bool scal
 
   MaceForwardOptions eval;
   eval.virials = true;
-  const double h = 1e-5;
   const auto& named = model.named_parameters();
   torch::NoGradGuard no_grad;
   int checked = 0;
@@ -344,6 +344,29 @@ TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesDensityBlocksAgnesi) {
     GTEST_SKIP() << "no fixture " << path;
   }
   check_gradients(io::read_potential_file(path), 102);
+}
+
+// mace-torch >= 0.3.14's options, on fixtures made with mace-torch 0.3.16: one readout on the
+// last of three layers (the other layers' weights reach the loss only through it),
+// apply_cutoff False with the Density blocks (the envelope on the radial MLP outputs and the
+// edge densities, differentiated twice through the edge lengths), and keep_last_layer_irreps.
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesLastReadoutOnlyCutoffOnTheMessagesKeepLast) {
+  // Steps per model, both error terms measured: the three-layer models' force losses (up to
+  // ~1e6 on this batch for keep_last_layer_irreps) are large enough that at 1e-5 the
+  // differences' rounding (growing as 1/h) reaches 1e-6 relative, while at 3e-5 the
+  // apply_cutoff model's truncation error (as h^2) does.
+  const std::vector<std::pair<std::string, double>> cases = {
+      {"ssmace_3int_L1_corr2_ell2_density_lastreadout", 3e-5},
+      {"ssmace_2int_L1_corr2_ell2_density_nocutoff", 1e-5},
+      {"mace_3int_L1_corr2_ell2_keeplast", 3e-5}};
+  for (const auto& [name, h] : cases) {
+    SCOPED_TRACE(name);
+    const std::string path = kFixtures + "/" + name + ".safetensors";
+    if (!std::filesystem::exists(path)) {
+      GTEST_SKIP() << "no fixture " << path;
+    }
+    check_gradients(io::read_potential_file(path), 104, /*scale_step=*/false, h);
+  }
 }
 
 TEST(MaceTorchGradients, ThirdDerivativesAreRefused) {
@@ -483,6 +506,35 @@ TEST(MaceTorchExport, FineTunedGaussianSoftAndChebyshevFixturesRoundTrip) {
     const auto saved = fine_tune_round_trip(pot, "ftr_", 62);
     EXPECT_EQ(saved.meta<std::string>("/hyperparameters/radial_type"),
               pot.meta<std::string>("/hyperparameters/radial_type"));
+  }
+}
+
+// Fine-tuning the mace-torch >= 0.3.14 options: the one readout keeps mace-torch's name
+// (readouts.0) and is trained; apply_cutoff False stays in the saved file; the readout that
+// reads the last layer's full irreps (keep_last_layer_irreps) is trained.
+TEST(MaceTorchExport, FineTunedLastReadoutOnlyNoCutoffAndKeepLastFixturesRoundTrip) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ssmace_3int_L1_corr2_ell2_density_lastreadout", "readouts.0.linear_1.weight"},
+      {"ssmace_2int_L1_corr2_ell2_density_nocutoff", "interactions.1.conv_tp_weights.layer0.weight"},
+      {"mace_3int_L1_corr2_ell2_keeplast", "readouts.2.linear_1.weight"}};
+  const std::vector<std::pair<std::string, bool>> flags = {
+      {"use_last_readout_only", false}, {"apply_cutoff", true}, {"keep_last_layer_irreps", false}};
+  for (const auto& [name, trained] : cases) {
+    SCOPED_TRACE(name);
+    const std::string path = kFixtures + "/" + name + ".safetensors";
+    if (!std::filesystem::exists(path)) {
+      GTEST_SKIP() << "no fixture " << path;
+    }
+    const auto pot = io::read_potential_file(path);
+    const auto saved = fine_tune_round_trip(pot, "ftl_", 63);
+    for (const auto& [key, absent] : flags) {
+      EXPECT_EQ(saved.metadata["hyperparameters"].value(key, absent),
+                pot.metadata["hyperparameters"].value(key, absent))
+          << key;
+    }
+    EXPECT_NE(saved.get(trained).as<double>(io::Conversion::widen),
+              pot.get(trained).as<double>(io::Conversion::widen))
+        << trained << " is trained";
   }
 }
 

@@ -401,6 +401,28 @@ TEST(TrainPotential, TrainsAFreshGaussianSoftModel) {
   fs::remove_all(dir);
 }
 
+// mace_run_train's --use_last_readout_only and --apply_cutoff (mace-torch >= 0.3.14), from the
+// command line: the export has one readout, readouts.0, and the envelope off the basis; the pair
+// styles' model loads it with its readout on the last layer.
+TEST(TrainPotential, TrainsAFreshLastReadoutOnlyModelWithTheCutoffOnTheMessages) {
+  const std::string dir = temp_dir("last_readout");
+  write_dataset(dir + "/data.xyz", 8);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir,
+                       "--config tiny.yaml --work_dir fresh --max_num_epochs 1 --use_last_readout_only true "
+                       "--apply_cutoff false");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("epoch 1"), std::string::npos) << r.out;
+  const auto pot = io::read_potential_file(dir + "/fresh/tiny.safetensors");
+  EXPECT_TRUE(pot.meta<bool>("/hyperparameters/use_last_readout_only"));
+  EXPECT_FALSE(pot.meta<bool>("/hyperparameters/apply_cutoff"));
+  EXPECT_TRUE(pot.contains("readouts.0.linear_2.weight"));
+  EXPECT_FALSE(pot.contains("readouts.1.linear_2.weight"));
+  models::MaceModel<Exec, double> m(pot);
+  EXPECT_EQ(m.num_layers(), 2);
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

@@ -115,6 +115,8 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   layout.radial_type = c.radial_type;
   layout.distance_transform = c.distance_transform;
   layout.zbl = c.zbl;
+  layout.last_readout_only = c.last_readout_only;
+  layout.apply_cutoff = c.apply_cutoff;
   models::mace::MaceLayoutValues values;
   values.atomic_energies = c.e0s;
   values.scale = {c.scale};
@@ -209,12 +211,10 @@ struct MaceTorchModel<T>::Impl {
       L.tag = " (layer " + std::to_string(t) + ")";
       const std::string pi = "interactions." + std::to_string(t) + ".";
       const std::string pp = "products." + std::to_string(t) + ".";
-      const std::string pr = "readouts." + std::to_string(t) + ".";
       L.up = std::make_shared<const LinearKernels<T>>(L.I->linear_up);
       L.lin = std::make_shared<const LinearKernels<T>>(L.I->linear);
       L.skip = std::make_shared<const LinearKernels<T>>(L.I->skip);
       L.prod = std::make_shared<const LinearKernels<T>>(L.P->linear);
-      L.r1 = std::make_shared<const LinearKernels<T>>(L.R->linear_1);
       L.tp = std::make_shared<const ChannelwiseTPKernels<T>>(L.I->tp);
       L.sc = std::make_shared<SymmetricContractionKernels<T>>(L.P->sc, E);
       L.mlp_shape = L.I->mlp;
@@ -245,9 +245,14 @@ struct MaceTorchModel<T>::Impl {
         }
       }
       L.W_prod = add_param(pp + "linear.weight", {1, L.P->linear.weight_numel});
-      if (!L.R->nonlinear) {
+      // The readout's tensors under its own prefix (use_last_readout_only keeps one, readouts.0.,
+      // on the last layer; the other layers' features feed the next layer alone).
+      const std::string& pr = L.R->prefix;
+      if (L.R->present && !L.R->nonlinear) {
+        L.r1 = std::make_shared<const LinearKernels<T>>(L.R->linear_1);
         L.W_r1 = add_param(pr + "linear.weight", {1, L.R->linear_1.weight_numel});
-      } else {
+      } else if (L.R->present) {
+        L.r1 = std::make_shared<const LinearKernels<T>>(L.R->linear_1);
         L.r2 = std::make_shared<const LinearKernels<T>>(L.R->linear_2);
         L.W_r1 = add_param(pr + "linear_1.weight", {1, L.R->linear_1.weight_numel});
         L.W_r2 = add_param(pr + "linear_2.weight", {1, L.R->linear_2.weight_numel});
@@ -363,6 +368,17 @@ struct MaceTorchModel<T>::Impl {
       return values[{static_cast<int>(s.value), s.layer}];
     };
     torch::Tensor Y, B, pair;
+    // apply_cutoff False (MACE-OMOL): f_p(r) multiplies the radial MLP's output and the Density
+    // term instead of the basis. Written in torch ops so that it is differentiated twice.
+    torch::Tensor fc;
+    if (!spec.radial_basis.apply_cutoff) {
+      const double q = spec.radial_basis.envelope_p;
+      const auto x = r / spec.radial_basis.r_max;
+      const auto xp = x.pow(q);
+      fc = (1.0 - (q + 1) * (q + 2) / 2 * xp + q * (q + 2) * xp * x - q * (q + 1) / 2 * xp * x * x) *
+           (x < 1.0).to(r.scalar_type());
+      fc = fc.unsqueeze(1);  // [E, 1]
+    }
     auto inter = torch::zeros({N}, real());
     torch::Tensor node_energy;
     for (const auto& s : stages) {
@@ -398,8 +414,11 @@ struct MaceTorchModel<T>::Impl {
         case K::Convolution: {
           std::vector<torch::Tensor> mlp_in{B};
           mlp_in.insert(mlp_in.end(), L->W_mlp.begin(), L->W_mlp.end());
-          const auto R = apply_kernel(
-              c10::make_intrusive<RadialMLPOp<T>>(L->mlp_shape, "conv_tp_weights" + L->tag), mlp_in);
+          auto R = apply_kernel(c10::make_intrusive<RadialMLPOp<T>>(L->mlp_shape, "conv_tp_weights" + L->tag),
+                                mlp_in);
+          if (fc.defined()) {
+            R = R * fc;
+          }
           value(s.out) = apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L->tp, graph, "conv_tp" + L->tag),
                                       {value(s.in), Y, R});
           break;
@@ -411,7 +430,8 @@ struct MaceTorchModel<T>::Impl {
             const auto d =
                 B.matmul(L->W_density) / std::sqrt(static_cast<double>(spec.radial_basis.num_basis()));
             const auto u = linear(L->lin, value(s.in), L->W_lin, false, "linear");
-            const auto dens = torch::zeros({u.size(0), 1}, real()).index_add(0, b.receiver, torch::tanh(d * d));
+            const auto edge = fc.defined() ? torch::tanh(d * d) * fc : torch::tanh(d * d);
+            const auto dens = torch::zeros({u.size(0), 1}, real()).index_add(0, b.receiver, edge);
             value(s.out) = u / (dens + 1.0);
           } else {
             value(s.out) = linear(L->lin, value(s.in), L->W_lin, false, "linear") / L->I->avg_num_neighbors;

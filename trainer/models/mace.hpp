@@ -104,6 +104,8 @@ struct MaceConfig {
   std::string radial_type = "bessel";
   std::string distance_transform = "None";
   bool zbl = false;  ///< mace-torch's ZBL pair repulsion (pair_repulsion)
+  bool last_readout_only = false;  ///< mace_run_train's --use_last_readout_only
+  bool apply_cutoff = true;        ///< mace_run_train's --apply_cutoff
   std::uint64_t seed = 123;
 };
 

@@ -64,7 +64,9 @@ const std::vector<std::string> kModelOptions = {"r_max",
                                                 "interaction",
                                                 "radial_type",
                                                 "distance_transform",
-                                                "pair_repulsion"};
+                                                "pair_repulsion",
+                                                "use_last_readout_only",
+                                                "apply_cutoff"};
 
 bool set_by_user(const Options& o, const std::string& name) { return o.origin(name) != "default"; }
 
@@ -364,6 +366,8 @@ io::PotentialFile Trainer<F>::initial_potential() {
   c.radial_type = m_o.get_string("radial_type");
   c.distance_transform = m_o.get_string("distance_transform");
   c.zbl = m_o.get_bool("pair_repulsion");
+  c.last_readout_only = m_o.get_bool("use_last_readout_only");
+  c.apply_cutoff = m_o.get_bool("apply_cutoff");
   c.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors") ? data::avg_num_neighbors(m_train, c.r_max)
                                                                   : m_o.get_float("avg_num_neighbors");
   const data::ScaleShift ss = data::compute_scale_shift(m_o.get_string("scaling"), m_train, e0s);

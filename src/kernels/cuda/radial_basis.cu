@@ -40,6 +40,11 @@ RadialArgs<T> make_args(const kernels::RadialBasisParams& p) {
                            " basis is not implemented here; "
                            "use RadialBasisKokkos");
   }
+  if (!p.apply_cutoff) {
+    throw UnsupportedError(
+        "CUDA radial basis: a basis without its envelope (apply_cutoff false) is not implemented here; "
+        "use RadialBasisKokkos");
+  }
   RadialArgs<T> a{};
   for (int i = 0; i < p.num_basis(); ++i) {
     a.w[i] = static_cast<T>(p.frequencies[i]);

@@ -33,6 +33,18 @@ struct RadialBasisFunctor {
   double m_gamma = 0, m_inv_rmax_wide = 0;  // Gaussian's coefficient and 1 / r_max, unrounded
   RadialBasisKind m_kind = RadialBasisKind::Bessel;
   bool m_harmonic = false;
+  bool m_apply_cutoff = true;  // false: no envelope on the basis (RadialBasisParams::apply_cutoff)
+
+  /// The envelope the basis carries: f_p(r / r_max), or 1 (apply_cutoff false).
+  template <class S>
+  KOKKOS_INLINE_FUNCTION void envelope(S r, S inv_rmax, int p, S& f, S& df) const {
+    if (m_apply_cutoff) {
+      polynomial_envelope(r, inv_rmax, p, f, df);
+    } else {
+      f = S(1);
+      df = S(0);
+    }
+  }
 
   // The Gaussian and Chebyshev bases are evaluated in double when T is float, the products
   // cast once: T_k(x) reaches ~x^N (1e5 at N = 8 near 5 A) and near the cutoff the envelope is a
@@ -45,7 +57,7 @@ struct RadialBasisFunctor {
   // cos(k acos x) from order 7 on, equal to round-off).
   KOKKOS_INLINE_FUNCTION void compute_polynomial_or_gaussian(int e, Wide x, Wide r) const {
     Wide f, df;
-    polynomial_envelope(r, Wide(m_inv_rmax_wide), m_p, f, df);
+    envelope(r, Wide(m_inv_rmax_wide), m_p, f, df);
     if (m_kind == RadialBasisKind::Gaussian) {
       for (int n = 0; n < m_num_basis; ++n) {
         const Wide d = x - Wide(m_w(n));
@@ -68,7 +80,7 @@ struct RadialBasisFunctor {
   // (U_0 = 1, U_1 = 2x, same recurrence).
   KOKKOS_INLINE_FUNCTION T reverse_polynomial_or_gaussian(int e, Wide x, Wide dxdr, Wide r) const {
     Wide f, df;
-    polynomial_envelope(r, Wide(m_inv_rmax_wide), m_p, f, df);
+    envelope(r, Wide(m_inv_rmax_wide), m_p, f, df);
     Wide acc = 0;
     if (m_kind == RadialBasisKind::Gaussian) {
       for (int n = 0; n < m_num_basis; ++n) {
@@ -97,7 +109,7 @@ struct RadialBasisFunctor {
     }
     const T r = m_r(e);
     T f, df;
-    polynomial_envelope(r, m_inv_rmax, m_p, f, df);
+    envelope(r, m_inv_rmax, m_p, f, df);
     const T scale = m_c * f / r;
     if (m_harmonic) {
       const T a = m_w(0) * r;
@@ -124,7 +136,7 @@ struct RadialBasisFunctor {
     }
     const T r = m_r(e);
     T f, df;
-    polynomial_envelope(r, m_inv_rmax, m_p, f, df);
+    envelope(r, m_inv_rmax, m_p, f, df);
     const T sin_coef = df - f / r;
     T acc = 0;
     if (m_harmonic) {
@@ -157,7 +169,7 @@ struct RadialBasisFunctor {
     }
     const T x = m_x(e);
     T f, df;
-    polynomial_envelope(m_r(e), m_inv_rmax, m_p, f, df);
+    envelope(m_r(e), m_inv_rmax, m_p, f, df);
     const T scale = m_c * f / x;
     for (int n = 0; n < m_num_basis; ++n) {
       m_out(e, n) = scale * kmath::sin(m_w(n) * x);
@@ -172,7 +184,7 @@ struct RadialBasisFunctor {
     }
     const T x = m_x(e), dxdr = m_dxdr(e);
     T f, df;
-    polynomial_envelope(m_r(e), m_inv_rmax, m_p, f, df);
+    envelope(m_r(e), m_inv_rmax, m_p, f, df);
     T acc = 0;
     for (int n = 0; n < m_num_basis; ++n) {
       const T wx = m_w(n) * x, s = kmath::sin(wx);

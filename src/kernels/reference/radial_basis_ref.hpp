@@ -10,8 +10,9 @@
 
 namespace fastmlip::kernels::reference {
 
+/// The polynomial cutoff f_p(r / r_max) and its derivative, whether or not the basis carries it.
 template <class T>
-T envelope(const RadialBasisParams& p, T r) {
+T polynomial_cutoff(const RadialBasisParams& p, T r) {
   const double u = static_cast<double>(r) / p.r_max;
   if (u >= 1.0) {
     return T(0);
@@ -22,7 +23,7 @@ T envelope(const RadialBasisParams& p, T r) {
 }
 
 template <class T>
-T envelope_derivative(const RadialBasisParams& p, T r) {
+T polynomial_cutoff_derivative(const RadialBasisParams& p, T r) {
   const double u = static_cast<double>(r) / p.r_max;
   if (u >= 1.0) {
     return T(0);
@@ -31,6 +32,17 @@ T envelope_derivative(const RadialBasisParams& p, T r) {
   return static_cast<T>((-(q + 1) * (q + 2) / 2 * q * std::pow(u, q - 1) + q * (q + 2) * (q + 1) * std::pow(u, q) -
                          q * (q + 1) / 2 * (q + 2) * std::pow(u, q + 1)) /
                         p.r_max);
+}
+
+/// The envelope the basis is multiplied by: f_p, or 1 with apply_cutoff false.
+template <class T>
+T envelope(const RadialBasisParams& p, T r) {
+  return p.apply_cutoff ? polynomial_cutoff(p, r) : T(1);
+}
+
+template <class T>
+T envelope_derivative(const RadialBasisParams& p, T r) {
+  return p.apply_cutoff ? polynomial_cutoff_derivative(p, r) : T(0);
 }
 
 /// b_n(x) and db_n/dx (radial_basis.hpp), written out from each kind's closed form: Chebyshev's

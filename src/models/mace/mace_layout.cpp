@@ -218,12 +218,12 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
     const auto plin = kernels::EquivariantLinear::e3nn(hidden, hidden);
     add_drawn(q + "linear.weight", {plin.weight_numel}, plin.weight_numel, 1.0);
     prods.push_back({{"correlation", corr}, {"irreps_in", target.str()}, {"irreps_out", hidden.str()}, {"use_sc", residual}});
-    const std::string r = "readouts." + std::to_string(t) + ".";
-    if (t < T - 1) {
+    const std::string r = "readouts." + std::to_string(c.last_readout_only ? 0 : t) + ".";
+    if (t < T - 1 && !c.last_readout_only) {
       const auto ro = kernels::EquivariantLinear::e3nn(hidden, head_out);
       add_drawn(r + "linear.weight", {ro.weight_numel}, ro.weight_numel, 1.0);
       reads.push_back({{"class", "LinearReadoutBlock"}, {"irreps_in", hidden.str()}, {"irreps_out", head_out.str()}});
-    } else {
+    } else if (t == T - 1) {
       const Irreps mlp = Irreps::parse(irrep_str(H * c.mlp_irreps, 0));
       const auto l1 = kernels::EquivariantLinear::e3nn(hidden, mlp);
       const auto l2 = kernels::EquivariantLinear::e3nn(mlp, head_out);
@@ -283,6 +283,12 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
                        {"zbl", zbl}};
   if (H == 1) {
     hp["default_head"] = c.heads[0];
+  }
+  if (c.last_readout_only) {
+    hp["use_last_readout_only"] = true;
+  }
+  if (!c.apply_cutoff) {
+    hp["apply_cutoff"] = false;
   }
   pot.metadata = {{"model", "mace"},
                   {"species", species},

@@ -51,6 +51,12 @@ struct MaceLayout {
   /// with SoftTransform's default alpha.
   std::string distance_transform = "None";
   bool zbl = false;  ///< mace-torch's ZBL pair repulsion (--pair_repulsion)
+  /// mace_run_train's --use_last_readout_only (mace-torch >= 0.3.14): one readout, the
+  /// non-linear one on the last layer, stored as readouts.0.
+  bool last_readout_only = false;
+  /// mace_run_train's --apply_cutoff (mace-torch >= 0.3.14): false puts the polynomial envelope
+  /// on the radial MLP outputs and Density terms instead of the basis (MACE-OMOL).
+  bool apply_cutoff = true;
   /// Head names; one head: {"Default"} (mace-torch's name), written with "default_head".
   std::vector<std::string> heads = {"Default"};
   /// radial_embedding.bessel_fn.prefactor = sqrt(2 / r_max), as mace-torch >= 0.3.10 stores it

@@ -81,9 +81,9 @@ struct MaceModel<ExecSpace, T>::Impl {
   struct Layer {
     const mace::InteractionSpec* I;
     const mace::ProductSpec* P;
-    const mace::ReadoutSpec* R;
-    kernels::LinearKokkos<ExecSpace, T> up, lin, skip, prod, r1;
-    std::optional<kernels::LinearKokkos<ExecSpace, T>> r2;
+    const mace::ReadoutSpec* R;  // R->present false: the layer has no readout (use_last_readout_only)
+    kernels::LinearKokkos<ExecSpace, T> up, lin, skip, prod;
+    std::optional<kernels::LinearKokkos<ExecSpace, T>> r1, r2;
     kernels::ChannelwiseTPKokkos<ExecSpace, T> tp;
     kernels::RadialMLPKokkos<ExecSpace, T> mlp;
     /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of radial_basis + mlp.
@@ -101,7 +101,6 @@ struct MaceModel<ExecSpace, T>::Impl {
           lin(I->linear),
           skip(I->skip),
           prod(P->linear),
-          r1(R->linear_1),
           // Radial splines feed the TP tabulated weights, which only the Kokkos TP reads.
           tp(I->tp, options.radial_spacing != 0.0 ? kernels::Backend::kokkos : options.backend),
           mlp(I->mlp),
@@ -109,8 +108,7 @@ struct MaceModel<ExecSpace, T>::Impl {
           W_up(weights(I->w_linear_up, 1)),
           W_lin(weights(I->w_linear, 1)),
           W_skip(weights(I->w_skip, s.num_elements)),
-          W_prod(weights(P->w_linear, 1)),
-          W_r1(weights(R->w_linear_1, 1)) {
+          W_prod(weights(P->w_linear, 1)) {
       sc.set_weights(P->W, s.num_elements);
       if (I->density) {
         W_density = weights(I->w_density, static_cast<int>(I->w_density.size()));
@@ -131,7 +129,11 @@ struct MaceModel<ExecSpace, T>::Impl {
         info.bytes = tab.data.size() * sizeof(T);
         tables.push_back(info);
       }
-      if (R->nonlinear) {
+      if (R->present) {
+        r1.emplace(R->linear_1);
+        W_r1 = weights(R->w_linear_1, 1);
+      }
+      if (R->present && R->nonlinear) {
         r2.emplace(R->linear_2);
         W_r2 = weights(R->w_linear_2, 1);
       }
@@ -172,6 +174,9 @@ struct MaceModel<ExecSpace, T>::Impl {
   // and the transformed lengths x and dx/dr of the current graph's edges.
   Kokkos::View<const double*, ExecSpace> transform_rcov;
   Vector x_edge, dxdr_edge;
+  // apply_cutoff False without tables (separate_cutoff()): f_p(r) of each edge, its derivative,
+  // and dE/d f_p summed over the layers' radial MLP outputs and Density terms.
+  Vector fc_edge, dfc_edge, gcut_edge;
 
   using Glue = impl::MaceGlueFunctor<ExecSpace, T>;
   template <class Tag>
@@ -190,8 +195,8 @@ struct MaceModel<ExecSpace, T>::Impl {
   // sender features linear_up(x[t]) of every row; m[t]: the contraction's input; z[t]: the
   // non-linear readout's pre-activation. The rest are scratch reused by every layer.
   std::vector<Buffer> x, h, m, z, gx;
-  Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_R, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
-  Buffer g_out, g_act, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt;
+  Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_fc, b_dfc, b_R, b_Rs, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
+  Buffer g_out, g_act, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt, g_cut;
   std::vector<Buffer> density;  // [n_local] per Density layer: 1 + this is the message's divisor
   Buffer g_u;                   // the Density layers' linear-output adjoint
   Buffer g_sc, g_contribution;  // the self-connection's adjoint; a contribution to a summed adjoint
@@ -404,6 +409,17 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   // ---- forward stages ------------------------------------------------------------------------
 
+  /// mace-torch's apply_cutoff False: the basis B has no envelope, and f_p(r) multiplies each
+  /// radial MLP output and Density term instead. Tables hold R(r) f_p(r) themselves.
+  bool separate_cutoff() const { return !spec.radial_basis.apply_cutoff && !tabulated; }
+  /// rows(e, :) *= f_p(r_e).
+  void scale_by_cutoff(const Matrix& rows) {
+    Glue c;
+    c.m_out = rows;
+    c.m_fc = fc_edge;
+    launch<typename Glue::TagScaleRows>("fastmlip::mace::cutoff_scale", static_cast<int>(rows.extent(0)), c);
+  }
+
   /// x^0 = node_embedding(one-hot z): o3.Linear(E x 0e -> C x 0e), i.e. a weight row per
   /// element times e3nn's path weight 1/sqrt(E). Depends on species only: every row.
   void compute_embedding(const mace::Stage& s) {
@@ -427,6 +443,17 @@ struct MaceModel<ExecSpace, T>::Impl {
     harmonics.compute(vectors, Y);
     if (tabulated) {
       return;
+    }
+    if (separate_cutoff()) {
+      fc_edge = Vector(b_fc.get(E, 1).data(), E);
+      dfc_edge = Vector(b_dfc.get(E, 1).data(), E);
+      Glue c;
+      c.m_r = r;
+      c.m_fc = fc_edge;
+      c.m_dfc = dfc_edge;
+      c.m_inv_rmax = 1.0 / spec.radial_basis.r_max;
+      c.m_p = spec.radial_basis.envelope_p;
+      launch<typename Glue::TagCutoff>("fastmlip::mace::cutoff", E, c);
     }
     B = b_B.get(E, radial_basis.num_basis());
     if (!spec.distance_transform.active()) {
@@ -464,6 +491,9 @@ struct MaceModel<ExecSpace, T>::Impl {
     } else {
       Matrix R = b_R.get(num_edges, Ly.tp.descriptor().weight_numel);
       Ly.mlp.compute(B, R);
+      if (separate_cutoff()) {
+        scale_by_cutoff(R);
+      }
       Ly.tp.compute(graph_index, ht, Y, R, A);
     }
   }
@@ -497,11 +527,11 @@ struct MaceModel<ExecSpace, T>::Impl {
     const Matrix xn = value(s.in);
     Matrix out = b_out.get(L, H);
     if (!Ly.R->nonlinear) {
-      Ly.r1.compute(Ly.W_r1, Ints(), xn, out);
+      Ly.r1->compute(Ly.W_r1, Ints(), xn, out);
     } else {
       const int M = Ly.R->linear_1.irreps_out.dim();
       Matrix zt = z[t].get(L, M);
-      Ly.r1.compute(Ly.W_r1, Ints(), xn, zt);
+      Ly.r1->compute(Ly.W_r1, Ints(), xn, zt);
       Matrix a = b_act.get(L, M);
       launch<typename Glue::TagGate>("fastmlip::mace::readout_gate", L, gate_glue(Ly, zt, a));
       Ly.r2->compute(Ly.W_r2, Ints(), a, out);
@@ -538,6 +568,10 @@ struct MaceModel<ExecSpace, T>::Impl {
     f.m_basis = B;
     f.m_w_density = Kokkos::View<const T*, ExecSpace>(Ly.W_density.data(), Ly.W_density.extent(0));
     f.m_density = Vector(density[t].get(n_local, 1).data(), n_local);
+    if (separate_cutoff()) {
+      f.m_fc = fc_edge;
+      f.m_gcut = gcut_edge;
+    }
     return f;
   }
 
@@ -622,14 +656,14 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
     Matrix gx_in = adjoint_target(s.in);
     if (!Ly.R->nonlinear) {
-      Ly.r1.reverse(Ly.W_r1, Ints(), xn, go, gx_in);
+      Ly.r1->reverse(Ly.W_r1, Ints(), xn, go, gx_in);
     } else {
       const int M = Ly.R->linear_1.irreps_out.dim();
       const Matrix zt = z[t].get(L, M);
       Matrix ga = g_act.get(L, M);
       Ly.r2->reverse(Ly.W_r2, Ints(), b_act.get(L, M), go, ga);
       launch<typename Glue::TagGateReverse>("fastmlip::mace::readout_gate_reverse", L, gate_glue(Ly, zt, ga));
-      Ly.r1.reverse(Ly.W_r1, Ints(), xn, ga, gx_in);
+      Ly.r1->reverse(Ly.W_r1, Ints(), xn, ga, gx_in);
     }
     accumulate(s.in, gx_in);
   }
@@ -662,7 +696,21 @@ struct MaceModel<ExecSpace, T>::Impl {
       // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
       Matrix R = b_R.get(E, wn), gR = g_R.get(E, wn);
       Ly.mlp.compute(B, R);
-      Ly.tp.reverse(graph_index, value(s.in), Y, R, gA, gh, gYt, gR);
+      if (separate_cutoff()) {
+        // The TP saw R f_p(r); R itself is kept for dE/d f_p = gR . R.
+        Matrix Rs = b_Rs.get(E, wn);
+        Kokkos::deep_copy(ExecSpace(), Rs, R);
+        scale_by_cutoff(Rs);
+        Ly.tp.reverse(graph_index, value(s.in), Y, Rs, gA, gh, gYt, gR);
+        Glue c;
+        c.m_out = gR;
+        c.m_z = R;
+        c.m_fc = fc_edge;
+        c.m_gcut = gcut_edge;
+        launch<typename Glue::TagScaleRowsReverse>("fastmlip::mace::cutoff_reverse", E, c);
+      } else {
+        Ly.tp.reverse(graph_index, value(s.in), Y, R, gA, gh, gYt, gR);
+      }
       Matrix gBt = g_Bt.get(E, radial_basis.num_basis()), gB = g_B.get(E, radial_basis.num_basis());
       Ly.mlp.reverse(B, gR, gBt);
       add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(),
@@ -687,6 +735,10 @@ struct MaceModel<ExecSpace, T>::Impl {
       radial_basis.reverse(r, g_B.get(E, radial_basis.num_basis()), gr);
     }
     Glue f = zbl_glue();
+    if (separate_cutoff()) {
+      f.m_gcut = gcut_edge;
+      f.m_dfc = dfc_edge;
+    }
     f.m_pair_seed = static_cast<double>(energy_seed);
     f.m_gr = gr;
     f.m_gv = gv;
@@ -814,6 +866,10 @@ struct MaceModel<ExecSpace, T>::Impl {
       Kokkos::deep_copy(g_r.get(num_edges, 1), T(0));
     } else {
       Kokkos::deep_copy(g_B.get(num_edges, radial_basis.num_basis()), T(0));
+    }
+    if (separate_cutoff()) {
+      gcut_edge = Vector(g_cut.get(num_edges, 1).data(), num_edges);
+      Kokkos::deep_copy(gcut_edge, T(0));
     }
     adjoints_started.clear();
     for (auto s = plan.stages.rbegin(); s != plan.stages.rend(); ++s) {

@@ -248,10 +248,13 @@ void read_product(const Reader& r, int t, const MaceSpec& spec, const Interactio
   read_linear(r, where + " linear", p + "linear.weight", out, out, P.linear, P.w_linear);
 }
 
-void read_readout(const Reader& r, int t, const MaceSpec& spec, const Irreps& in, ReadoutSpec& R) {
-  const std::string h = "readouts/" + std::to_string(t) + "/";
-  const std::string p = "readouts." + std::to_string(t) + ".";
-  const std::string where = "readout " + std::to_string(t);
+/// Readout k of the file's `readouts` list (hyperparameters readouts/k/, tensors readouts.k.),
+/// read for layer t (k == t, or k = 0 for the one readout of use_last_readout_only).
+void read_readout(const Reader& r, int k, int t, const MaceSpec& spec, const Irreps& in, ReadoutSpec& R) {
+  const std::string h = "readouts/" + std::to_string(k) + "/";
+  const std::string& p = R.prefix = "readouts." + std::to_string(k) + ".";
+  const std::string where =
+      "readout " + std::to_string(k) + (k == t ? "" : " (layer " + std::to_string(t) + "'s)");
   const int H = static_cast<int>(spec.heads.size());
   const Irreps heads_out = Irreps::parse(std::to_string(H) + "x0e");
   const auto cls = r.hp<std::string>(h + "class");
@@ -462,10 +465,14 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
   // the buffer BesselBasis holds (sqrt(2 / r_max) rounded to the model's dtype: in float32 that
   // is up to ~4e-8 relative off the double value), so it is read, not recomputed. Files without
   // the tensor (writers older than this rule) keep the double sqrt(2 / r_max). Gaussian: the
-  // centres are GaussianBasis' buffer; its coefficient is a plain attribute, not saved, which
-  // mace-torch computes in double from r_max and N as here. Chebyshev: its buffer n of orders.
+  // centres are GaussianBasis' buffer; its coefficient is a plain attribute, not in the
+  // state_dict, which the converter writes as hyperparameter gaussian_coeff (files without it:
+  // computed from r_max and N as mace-torch does). Chebyshev: its buffer n of orders.
   spec.radial_basis.r_max = spec.r_max;
   spec.radial_basis.envelope_p = p;
+  // mace-torch >= 0.3.14's apply_cutoff (absent: true, the envelope on the basis). False
+  // (MACE-OMOL): the basis alone, and f_p(r) on each radial MLP output and Density term.
+  spec.radial_basis.apply_cutoff = !r.has_hp("apply_cutoff") || r.hp<bool>("apply_cutoff");
   const std::string basis = "radial_embedding.bessel_fn.";
   switch (spec.radial_basis.kind) {
     case kernels::RadialBasisKind::Gaussian: {
@@ -474,8 +481,11 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
         r.fail("hyperparameter 'num_bessel' = " + std::to_string(num_bessel) +
                ": a Gaussian radial basis needs at least 2 functions");
       }
+      // The converter writes the model's own coeff (a float32 model's may differ from this
+      // value: mace-torch computes it from the unrounded r_max); older files lack it.
       const double step = spec.r_max / (num_bessel - 1);
-      spec.radial_basis.gaussian_coeff = -0.5 / (step * step);
+      spec.radial_basis.gaussian_coeff =
+          r.has_hp("gaussian_coeff") ? r.hp<double>("gaussian_coeff") : -0.5 / (step * step);
       break;
     }
     case kernels::RadialBasisKind::Chebyshev:
@@ -511,6 +521,21 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
     spec.embedding_path_weight = emb.instructions.at(0).path_weight;
   }
 
+  // Readouts: one per layer, or with use_last_readout_only (mace-torch >= 0.3.14) one, on the
+  // last layer, stored as mace-torch's readouts.0. The list's length is checked against the
+  // flag, so that a file whose readouts do not match it is refused rather than misread.
+  spec.last_readout_only = r.has_hp("use_last_readout_only") && r.hp<bool>("use_last_readout_only");
+  const std::size_t readouts_expected = spec.last_readout_only ? 1 : static_cast<std::size_t>(T);
+  const nlohmann::json no_list;
+  const auto& readout_list = r.has_hp("readouts") ? r.hp_json("readouts") : no_list;
+  if (!readout_list.is_array() || readout_list.size() != readouts_expected) {
+    r.fail("hyperparameter 'readouts' must list " + std::to_string(readouts_expected) + " readout(s) for " +
+           std::to_string(T) + " interaction(s)" +
+           (spec.last_readout_only ? " with use_last_readout_only (one, on the last layer)"
+                                   : " (one per layer)") +
+           ", has " +
+           (readout_list.is_array() ? std::to_string(readout_list.size()) : std::string("no list")));
+  }
   spec.products.resize(T);
   spec.readouts.resize(T);
   Irreps features = nf0;
@@ -519,7 +544,13 @@ MaceSpec load(const io::PotentialFile& file, const MaceOptions& options) {
     require_equal(r, "hyperparameter 'interactions/" + std::to_string(t) + "/node_feats_irreps'",
                   spec.interactions[t].node_feats, features);
     read_product(r, t, spec, spec.interactions[t], spec.products[t]);
-    read_readout(r, t, spec, spec.interactions[t].hidden, spec.readouts[t]);
+    if (!spec.last_readout_only) {
+      read_readout(r, t, t, spec, spec.interactions[t].hidden, spec.readouts[t]);
+    } else if (t == T - 1) {
+      read_readout(r, 0, t, spec, spec.interactions[t].hidden, spec.readouts[t]);
+    } else {
+      spec.readouts[t].present = false;
+    }
     features = spec.interactions[t].hidden;
   }
 

@@ -61,6 +61,12 @@ struct ProductSpec {
 
 /// One readout t: LinearReadoutBlock or NonLinearReadoutBlock.
 struct ReadoutSpec {
+  /// mace-torch's use_last_readout_only: only the last layer has a readout, the others' features
+  /// feed the next layer alone.
+  bool present = true;
+  /// Its tensors' prefix, "readouts.<k>.": k is its place in mace-torch's `readouts` list, which
+  /// is the layer index except with use_last_readout_only (one readout, k = 0).
+  std::string prefix;
   bool nonlinear = false;
   kernels::EquivariantLinear linear_1;  ///< linear: the readout itself; non-linear: to the MLP irreps
   std::vector<double> w_linear_1;
@@ -106,7 +112,8 @@ struct MaceSpec {
   kernels::DistanceTransformParams distance_transform;
   std::vector<InteractionSpec> interactions;
   std::vector<ProductSpec> products;
-  std::vector<ReadoutSpec> readouts;
+  std::vector<ReadoutSpec> readouts;  ///< one per layer; `present` false where the layer has none
+  bool last_readout_only = false;     ///< mace-torch's use_last_readout_only
   std::optional<ZblSpec> zbl;
 };
 

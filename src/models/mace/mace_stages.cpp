@@ -67,7 +67,9 @@ std::vector<Stage> stage_list(const MaceSpec& spec) {
     if (self_connection) {
       list.push_back(node(StageKind::AddResidual, t, {Value::SelfConnection, t}, next));
     }
-    list.push_back(node(StageKind::Readout, t, next, {}));
+    if (spec.readouts.at(t).present) {  // use_last_readout_only: the last layer's alone
+      list.push_back(node(StageKind::Readout, t, next, {}));
+    }
   }
   list.push_back(model_wide(StageKind::NodeEnergy));
   return list;

@@ -25,6 +25,7 @@
 ///   Product           m^t          -> x^{t+1}   products.t.linear(SC_t(m; z))
 ///   AddResidual       s^t          -> x^{t+1}   x^{t+1} += s^t
 ///   Readout           x^{t+1}      -> energy    readout_t(x^{t+1})[head], summed per node
+///                                               (use_last_readout_only: the last layer only)
 ///
 /// around them EdgeBasis (Y, B from the edge vectors), Embedding (x^0) and Zbl first, and
 /// NodeEnergy (E0, scale, shift) last.

@@ -9,6 +9,7 @@
 
 #include "core/kokkos_compat.hpp"
 #include "kernels/distance_transform.hpp"
+#include "kernels/impl/polynomial_envelope.hpp"
 #include "kernels/impl/radial_mlp_impl.hpp"
 
 namespace fastmlip::models::impl {
@@ -36,6 +37,10 @@ struct MaceGlueFunctor {
   struct TagTransform {};     // x(e), dx/dr(e): the radial basis's transformed distance
   struct TagDensity {};       // dens(i) = sum_e tanh(d_e^2), d_e = B(e, :) . w; out(i, :) /= 1 + dens(i)
   struct TagDensityReverse {};  // gu(i, :) = gout(i, :) / (1 + dens(i)); gB(e, :) += dE/dd_e w
+  // mace-torch's apply_cutoff False: the envelope f_p(r) multiplies the radial MLP's output.
+  struct TagCutoff {};            // fc(e), dfc(e) = f_p(r(e) / r_max) and its r-derivative
+  struct TagScaleRows {};         // out(e, :) *= fc(e)
+  struct TagScaleRowsReverse {};  // gcut(e) += out(e, :) . z(e, :); out(e, :) *= fc(e)  (out: gR, z: R)
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
@@ -68,6 +73,11 @@ struct MaceGlueFunctor {
   Kokkos::View<const T*, ExecSpace> m_w_density;
   Kokkos::View<T*, ExecSpace> m_density;
   Matrix m_gu, m_gbasis;
+  // apply_cutoff False: the envelope per edge, its derivative, and dE/d(envelope) accumulated
+  // by the layers (empty views: the basis carries the envelope, nothing to do here).
+  Kokkos::View<T*, ExecSpace> m_fc, m_dfc, m_gcut;
+  double m_inv_rmax = 0;
+  int m_p = 5;
   // Node energies.
   Kokkos::View<const double*, ExecSpace> m_e0, m_inter, m_pair;  // e0 by species
   bool m_scale_shift = false;
@@ -131,11 +141,13 @@ struct MaceGlueFunctor {
     }
     return d;
   }
+  /// The envelope the Density term carries on its own: f_p(r) with apply_cutoff False, else 1.
+  KOKKOS_INLINE_FUNCTION T density_cutoff(int e) const { return m_fc.extent(0) > 0 ? m_fc(e) : T(1); }
   KOKKOS_INLINE_FUNCTION void operator()(TagDensity, int i) const {
     T dens = 0;
     for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
       const T d = edge_density(e);
-      dens += kmath::tanh(d * d);
+      dens += kmath::tanh(d * d) * density_cutoff(e);
     }
     m_density(i) = dens;
     const T inv = T(1) / (T(1) + dens);
@@ -155,11 +167,34 @@ struct MaceGlueFunctor {
     gdens *= inv;
     for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
       const T d = edge_density(e), th = kmath::tanh(d * d);
-      const T gd = gdens * T(2) * d * (T(1) - th * th);
+      const T gd = gdens * T(2) * d * (T(1) - th * th) * density_cutoff(e);
       for (int n = 0; n < static_cast<int>(m_w_density.extent(0)); ++n) {
         m_gbasis(e, n) += gd * m_w_density(n);
       }
+      if (m_gcut.extent(0) > 0) {
+        m_gcut(e) += gdens * th;  // edge e is node i's alone: no race
+      }
     }
+  }
+  // In double whatever T is, as the basis's own envelope is for its Gaussian / Chebyshev kinds.
+  KOKKOS_INLINE_FUNCTION void operator()(TagCutoff, int e) const {
+    double f, df;
+    kernels::impl::polynomial_envelope(static_cast<double>(m_r(e)), m_inv_rmax, m_p, f, df);
+    m_fc(e) = static_cast<T>(f);
+    m_dfc(e) = static_cast<T>(df);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagScaleRows, int e) const {
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      m_out(e, k) *= m_fc(e);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagScaleRowsReverse, int e) const {
+    T g = 0;
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      g += m_out(e, k) * m_z(e, k);
+      m_out(e, k) *= m_fc(e);
+    }
+    m_gcut(e) += g;
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagAdd, int k) const { m_a(k) += m_b(k); }
   KOKKOS_INLINE_FUNCTION void operator()(TagGate, int i) const {
@@ -199,6 +234,9 @@ struct MaceGlueFunctor {
   // dE/dv = dE/dY dY/dv + (dE/dr + seed dZBL/dr) v / r, formed in double.
   KOKKOS_INLINE_FUNCTION void operator()(TagEdgeGradient, int e) const {
     double gl = static_cast<double>(m_gr(e));
+    if (m_gcut.extent(0) > 0) {
+      gl += static_cast<double>(m_gcut(e)) * static_cast<double>(m_dfc(e));  // apply_cutoff False
+    }
     if (m_has_zbl) {
       double en = 0, den = 0;
       zbl_edge(m_species(m_center(e)), m_species(m_neighbor(e)), static_cast<double>(m_r(e)), en, den);
