@@ -37,9 +37,8 @@ def cfg_named(fixtures, name):
 def model_names(fixtures):
     """The committed fixture models this mace-torch can build (one marked with a newer
     "mace_torch", an option that version added, is left out under an older one)."""
-    here = fixtures._version(fixtures.mace.__version__)  # pylint: disable=protected-access
     return [c["name"] for c in fixtures.MODELS if c["name"] not in fixtures.UNCOMMITTED and
-            fixtures._version(c.get("mace_torch", "0")) <= here]  # pylint: disable=protected-access
+            converter._version_tuple(c.get("mace_torch", "0")) <= mace_version()]  # pylint: disable=protected-access
 
 
 _BUILT = {}

@@ -51,7 +51,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import tempfile
@@ -1037,12 +1036,6 @@ CONVENTIONS = {
 }
 
 
-def _version(text):
-    """(major, minor, patch) of a version string such as "0.3.16" or "2.5.1+cpu"."""
-    parts = [int(p) for p in re.findall(r"\d+", text)[:3]]
-    return tuple(parts + [0] * (3 - len(parts)))
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=None,
@@ -1059,9 +1052,9 @@ def main(argv=None):
     wanted = args.models.split(",") if args.models else None
     if wanted and set(wanted) - set(names):
         sys.exit(f"make_mace_fixtures.py: unknown model(s) {sorted(set(wanted) - set(names))}; known: {names}")
-    here = _version(mace.__version__)
+    here = converter._version_tuple(mace.__version__)  # pylint: disable=protected-access
     selected = [cfg for cfg in MODELS if wanted is None or cfg["name"] in wanted]
-    too_new = [cfg["name"] for cfg in selected if _version(cfg.get("mace_torch", "0")) > here]
+    too_new = [cfg["name"] for cfg in selected if converter._version_tuple(cfg.get("mace_torch", "0")) > here]
     if wanted and too_new:
         sys.exit(f"make_mace_fixtures.py: {too_new} need a newer mace-torch than {mace.__version__} "
                  f"(tests/reference/setup-venv-torch2.sh makes a venv with 0.3.16)")
