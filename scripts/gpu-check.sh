@@ -210,9 +210,11 @@ profile() {
 # this machine's PyTorch on first use.
 peer_path() {
   if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
-    if [ ! -d /tmp/fastmlip-peers/mace ]; then
+    # Installed again whenever the carried set changed (a warm machine keeps /tmp between calls).
+    if [ "$(ls "$repo"/.whl)" != "$(cat /tmp/fastmlip-peers.list 2>/dev/null)" ]; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fastmlip-peers \
         "$repo"/.whl/*.whl || return 1
+      ls "$repo"/.whl > /tmp/fastmlip-peers.list
     fi
     export PYTHONPATH=/tmp/fastmlip-peers${PYTHONPATH:+:$PYTHONPATH}
   fi

