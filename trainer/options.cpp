@@ -145,6 +145,12 @@ std::vector<OptionSpec> build_table() {
       opt(model, "apply_cutoff", T::kBool, "true",
           "Polynomial envelope on the radial basis (true) or, as MACE-OMOL, on the radial MLP outputs "
           "and Density terms (false)."));
+  t.push_back(opt(model, "use_agnostic_product", T::kBool, "false",
+                  "One set of product weights for every species (mace-torch's use_agnostic_product, "
+                  "MACE-MH-1)."));
+  t.push_back(opt(model, "readout_bias", T::kBool, "false",
+                  "The last readout as mace-torch's NonLinearBiasReadoutBlock (MACE-MH-1): a second gated "
+                  "layer, and biases on its last two linear maps."));
   t.push_back(opt(model, "foundation_model", T::kPath, std::nullopt,
                   "Potential file to fine-tune from (e.g. potentials/chgnet-0.3.0.safetensors)."));
   t.push_back(opt(model, "direct_heads", T::kBool, "false",

@@ -33,6 +33,7 @@ and safetensors; tests/reference/setup-venv.sh makes such an environment.
 import argparse
 import math
 import os
+import re
 import sys
 import warnings
 
@@ -52,7 +53,8 @@ SUPPORTED = (
     "Cx0e+Cx1o or Cx0e+Cx1o+Cx2e (max_L 0 to 2); correlation 1 to 3; spherical harmonics "
     "max_ell 1 to 3; a Bessel, Gaussian or Chebyshev radial basis with a polynomial cutoff (on the basis, "
     "or with apply_cutoff False on the messages), without a distance transform or with the Agnesi or Soft one; "
-    "a radial MLP with SiLU; LinearReadoutBlock and NonLinearReadoutBlock with a SiLU gate, on every layer "
+    "a radial MLP with SiLU; species-dependent or (use_agnostic_product) shared product weights; "
+    "LinearReadoutBlock, and NonLinearReadoutBlock or NonLinearBiasReadoutBlock with a SiLU gate, on every layer "
     "or (use_last_readout_only) the last; the last layer's scalars or (keep_last_layer_irreps) its "
     "full hidden irreps; "
     "optional ZBL pair repulsion; one or more heads"
@@ -111,6 +113,7 @@ ALLOWED_MODULE_CLASSES = {
     "mace.modules.symmetric_contraction.Contraction",
     "mace.modules.blocks.LinearReadoutBlock",
     "mace.modules.blocks.NonLinearReadoutBlock",
+    "mace.modules.blocks.NonLinearBiasReadoutBlock",
     "mace.modules.irreps_tools.reshape_irreps",
     "e3nn.o3._linear.Linear",
     "e3nn.o3._tensor_product._tensor_product.TensorProduct",
@@ -159,8 +162,10 @@ _ALLOWED_TENSORS = [
     # number. _audit checks each flag against its U matrix; they are written as I64 0/1.
     r"products\.N\.symmetric_contractions\.contractions\.N\.(weights_max_zeroed|weights_N_zeroed)",
     rf"products\.N\.linear\.{_E3NN_LINEAR}",
-    rf"readouts\.N\.(linear|linear_1|linear_2)\.{_E3NN_LINEAR}",
+    rf"readouts\.N\.(linear|linear_1|linear_mid|linear_2)\.{_E3NN_LINEAR}",
 ]
+# The only e3nn Linear biases a supported model holds: NonLinearBiasReadoutBlock's (MACE-MH-1).
+_BIASED = re.compile(r"readouts\.\d+\.(linear_mid|linear_2)\.bias$")
 
 
 def _is(value):
@@ -183,7 +188,8 @@ _MODEL_ATTRIBUTES = {
     # against radial_embedding's, the flag forward reads; written to the file).
     "apply_cutoff": _any,
     "edge_irreps": _is(None),             # reduced edge irreps: linear_up maps to other irreps
-    "use_agnostic_product": _is(False),   # species-independent product weights
+    # Species-independent product weights (MACE-MH-1): each product's flag is checked against it.
+    "use_agnostic_product": _any,
     "use_so3": _is(False),                # SO(3) spherical harmonics (parity-free)
     "use_last_readout_only": _any,        # one readout, on the last layer (checked by inspect())
     "use_edge_irreps_first": _any,        # acts only together with edge_irreps (must be None)
@@ -209,7 +215,7 @@ _CLASS_ATTRIBUTES = {
     "RealAgnosticDensityResidualInteractionBlock": _INTERACTION_ATTRIBUTES,
     "EquivariantProductBasisBlock": {
         "use_sc": _any,  # read (written as products[t].use_sc)
-        "use_agnostic_product": _is(False),
+        "use_agnostic_product": _any,  # read (written as products[t].agnostic)
         "cueq_config": lambda v: v is None or not getattr(v, "enabled", False),
         "oeq_config": lambda v: v is None or not getattr(v, "enabled", False),
     },
@@ -227,6 +233,7 @@ _CLASS_ATTRIBUTES = {
     "LinearNodeEmbeddingBlock": {}, "AtomicEnergiesBlock": {}, "ScaleShiftBlock": {},
     "LinearReadoutBlock": {},
     "NonLinearReadoutBlock": {"hidden_irreps": _any, "num_heads": _any},
+    "NonLinearBiasReadoutBlock": {"hidden_irreps": _any, "num_heads": _any},
     "reshape_irreps": {"irreps": _any, "dims": _any, "muls": _any, "cueq_config": _any},
 }
 
@@ -382,14 +389,19 @@ def _product_hyperparameters(t, prod, residual, num_elements):
     correlation = correlations.pop()
     if not 1 <= correlation <= MAX_CORRELATION:
         _refuse(f"product {t} has correlation {correlation}")
+    # use_agnostic_product: one set of weights for every species (mace-torch builds the
+    # contraction with num_elements 1 and feeds it a one-hot of ones).
+    agnostic = bool(getattr(prod, "use_agnostic_product", False))
+    weight_sets = 1 if agnostic else num_elements
     for o, c in enumerate(sc.contractions):
-        _check(len(c.weights) == correlation - 1 and tuple(c.weights_max.shape[:1]) == (num_elements,),
-               f"product {t} contraction {o} weights")
+        _check(len(c.weights) == correlation - 1 and tuple(c.weights_max.shape[:1]) == (weight_sets,),
+               f"product {t} contraction {o} weights: expected {weight_sets} set(s) with use_agnostic_product "
+               f"{agnostic}, found {list(c.weights_max.shape[:1])}")
     irreps_in = str(sc.irreps_in)
     irreps_out = str(sc.irreps_out)
     _check(str(prod.linear.irreps_in) == irreps_out and str(prod.linear.irreps_out) == irreps_out,
            f"product {t} linear irreps")
-    return {
+    out = {
         "correlation": correlation,
         "irreps_in": irreps_in,
         "irreps_out": irreps_out,
@@ -398,11 +410,18 @@ def _product_hyperparameters(t, prod, residual, num_elements):
         # EquivariantProductBasisBlock then adds nothing): written is whether one is added.
         "use_sc": bool(prod.use_sc) and residual,
     }
+    if agnostic:  # written only when set, so files of other models are unchanged
+        out["agnostic"] = True
+    return out
 
 
 def _readout_hyperparameters(t, readout, num_heads):
     from e3nn import nn, o3
+    from mace.modules import blocks
     from mace.modules.blocks import LinearReadoutBlock, NonLinearReadoutBlock
+
+    # mace-torch < 0.3.14 has no NonLinearBiasReadoutBlock.
+    NonLinearBiasReadoutBlock = getattr(blocks, "NonLinearBiasReadoutBlock", None)  # pylint: disable=invalid-name
 
     heads_out = f"{num_heads}x0e"
     cls = type(readout).__name__
@@ -411,12 +430,22 @@ def _readout_hyperparameters(t, readout, num_heads):
             _refuse(f"readout {t}: linear is not an e3nn Linear")
         _check(str(readout.linear.irreps_out) == heads_out, f"readout {t} output irreps")
         return {"class": cls, "irreps_in": str(readout.linear.irreps_in), "irreps_out": heads_out}
-    if type(readout) is NonLinearReadoutBlock:  # pylint: disable=unidiomatic-typecheck
+    # NonLinearBiasReadoutBlock (MACE-MH-1): linear_1, the gate, linear_mid with a bias, the gate
+    # again, linear_2 with a bias; with heads, mask_head after each gate.
+    biased = type(readout) is NonLinearBiasReadoutBlock  # pylint: disable=unidiomatic-typecheck
+    if type(readout) is NonLinearReadoutBlock or biased:  # pylint: disable=unidiomatic-typecheck
         if not isinstance(readout.linear_1, o3.Linear) or not isinstance(readout.linear_2, o3.Linear):
             _refuse(f"readout {t}: linear_1/linear_2 are not e3nn Linear modules")
         mlp = str(readout.linear_1.irreps_out)
         _check(_irreps_str(readout.hidden_irreps) == mlp and str(readout.linear_2.irreps_in) == mlp,
                f"readout {t} MLP irreps")
+        if biased:
+            mid = getattr(readout, "linear_mid", None)
+            _check(isinstance(mid, o3.Linear) and str(mid.irreps_in) == mlp and str(mid.irreps_out) == mlp,
+                   f"readout {t} ({cls}) linear_mid is an e3nn Linear {mlp} -> {mlp}")
+            for name, lin in (("linear_mid", mid), ("linear_2", readout.linear_2)):
+                _check(tuple(lin.bias.shape) == (lin.irreps_out.count(o3.Irrep("0e")),),
+                       f"readout {t} ({cls}) {name} has one bias per scalar output")
         _check(str(readout.linear_2.irreps_out) == heads_out, f"readout {t} output irreps")
         act = readout.non_linearity
         _check(isinstance(act, nn.Activation) and len(act.acts) == len(o3.Irreps(mlp)),
@@ -494,7 +523,7 @@ def _audit(model):
         if not any(p.match(name) for p in patterns):
             _refuse(f"the model holds a tensor '{name}' (shape {list(tensor.shape)}, {tensor.dtype}) "
                     f"that the converter does not know")
-        if re.search(r"\.bias$", name) and tensor.numel() != 0:
+        if re.search(r"\.bias$", name) and tensor.numel() != 0 and not _BIASED.match(name):
             _refuse(f"'{name}' is a non-empty bias ({tensor.numel()} values); supported are e3nn "
                     f"Linear modules without biases")
         if name.endswith("_zeroed"):
@@ -646,6 +675,9 @@ def _inspect_structure(model, cls):
         if not _hidden_irreps_supported(hp["hidden_irreps"]):
             _refuse(f"interaction {t} has hidden irreps {hp['hidden_irreps']}")
         product = _product_hyperparameters(t, model.products[t], residual, num_elements)
+        if hasattr(model, "use_agnostic_product"):
+            _check(product.get("agnostic", False) == bool(model.use_agnostic_product),
+                   f"product {t}'s use_agnostic_product agrees with the model's")
         _check(product["irreps_in"] == hp["target_irreps"] and product["irreps_out"] == hp["hidden_irreps"],
                f"product {t} irreps follow interaction {t}")
         interactions.append(hp)

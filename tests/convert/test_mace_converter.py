@@ -136,16 +136,20 @@ def test_embedding_specs_are_refused(fixtures, tmp_path):
     assert_cli_refuses(model, tmp_path, "embedding_specs")
 
 
-@pytest.mark.parametrize("option,value,needle", [
-    ("use_agnostic_product", True, "use_agnostic_product = True"),
-    ("edge_irreps", "edge_irreps", "edge_irreps = "),
-])
-def test_options_that_ended_in_a_traceback_are_refused(fixtures, tmp_path, option, value, needle):
-    """These ended in RuntimeError "unexpected model structure ... please report"."""
-    needs(option)
-    if value == "edge_irreps":
-        value = o3.Irreps("16x0e+16x1o")
-    assert_cli_refuses(build(fixtures, MP_SMALL, **{option: value}), tmp_path, needle)
+def test_edge_irreps_are_refused(fixtures, tmp_path):
+    """This ended in RuntimeError "unexpected model structure ... please report"."""
+    needs("edge_irreps")
+    assert_cli_refuses(build(fixtures, MP_SMALL, edge_irreps=o3.Irreps("16x0e+16x1o")), tmp_path, "edge_irreps = ")
+
+
+def test_agnostic_product_converts(fixtures, tmp_path):
+    """use_agnostic_product (MACE-MH-1): one set of product weights for every species, written
+    as products[t].agnostic; the same model without it has num_elements sets and no flag."""
+    needs("use_agnostic_product")
+    meta = converter.convert(build(fixtures, MP_SMALL, use_agnostic_product=True), tmp_path / "a.safetensors")
+    assert all(p["agnostic"] is True for p in meta["hyperparameters"]["products"])
+    meta = converter.convert(build(fixtures, MP_SMALL), tmp_path / "b.safetensors")
+    assert all("agnostic" not in p for p in meta["hyperparameters"]["products"])
 
 
 def test_use_last_readout_only_converts_and_one_interaction_is_refused(fixtures, tmp_path):
@@ -303,7 +307,10 @@ MUTATIONS = {
     "radial_apply_cutoff": (lambda m: setattr(m.radial_embedding, "apply_cutoff",
                                               not getattr(m.radial_embedding, "apply_cutoff", True)),
                             "apply_cutoff and its radial embedding's"),
-    "agnostic_product": (lambda m: setattr(m.products[0], "use_agnostic_product", True), "use_agnostic_product"),
+    # A product flag that does not match its weights (flipped: a fixture model may have either).
+    "agnostic_product": (lambda m: setattr(m.products[0], "use_agnostic_product",
+                                           not getattr(m.products[0], "use_agnostic_product", False)),
+                         "use_agnostic_product"),
     # A flag that does not match the readouts the model has (flipped, likewise).
     "last_readout_only": (lambda m: setattr(m, "use_last_readout_only",
                                             not getattr(m, "use_last_readout_only", False)),

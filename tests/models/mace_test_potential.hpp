@@ -32,6 +32,8 @@ struct MaceTestConfig {
   bool density = false;            // the Density blocks (MPA-0, OMAT-0)
   bool last_readout_only = false;  // mace-torch's use_last_readout_only
   bool apply_cutoff = true;        // false: the envelope on the radial MLP outputs (MACE-OMOL)
+  bool agnostic_product = false;   // one set of product weights (MACE-MH-1)
+  bool readout_bias = false;       // NonLinearBiasReadoutBlock (MACE-MH-1)
   int heads = 1;
   int mlp_per_head = 6;
   std::vector<int> z = {29, 28, 8};
@@ -76,6 +78,8 @@ inline io::PotentialFile make_mace_potential(const MaceTestConfig& cfg, std::uin
   layout.zbl = cfg.zbl;
   layout.last_readout_only = cfg.last_readout_only;
   layout.apply_cutoff = cfg.apply_cutoff;
+  layout.agnostic_product = cfg.agnostic_product;
+  layout.readout_bias = cfg.readout_bias;
   layout.heads.clear();
   for (int h = 0; h < H; ++h) {
     layout.heads.push_back(H == 1 ? "default" : "head" + std::to_string(h));
@@ -91,10 +95,13 @@ inline io::PotentialFile make_mace_potential(const MaceTestConfig& cfg, std::uin
     values.shift = random_values(u, H, 1.0);
   }
   values.provenance = {{"writer", "fastmlip tests/models"}};
-  return models::mace::write_mace_layout(layout, values, [&u](const std::string&, std::int64_t n, double scale) {
-    // Uniform in [-scale, scale]: the tests want weights of every sign at a known size.
-    return random_values(u, static_cast<std::size_t>(n), scale);
-  });
+  return models::mace::write_mace_layout(
+      layout, values, [&u](const std::string& name, std::int64_t n, double scale) {
+        // Uniform in [-scale, scale]: the tests want weights of every sign at a known size, and
+        // biases (which mace-torch starts at zero) that are not zero.
+        const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+        return random_values(u, static_cast<std::size_t>(n), bias ? 0.5 : scale);
+      });
 }
 
 }  // namespace fastmlip::test

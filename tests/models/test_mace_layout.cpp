@@ -47,10 +47,11 @@ std::map<std::string, std::vector<std::int64_t>> tensors(const io::PotentialFile
 /// shapes and hyperparameters are compared.
 io::PotentialFile write_fixed(const MaceLayout& c) {
   MaceLayoutValues v;
-  v.atomic_energies.assign(c.atomic_numbers.size(), -1.0);
+  const std::size_t H = c.heads.size();
+  v.atomic_energies.assign(H * c.atomic_numbers.size(), -1.0);
   if (c.scale_shift) {
-    v.scale = {1.0};
-    v.shift = {0.0};
+    v.scale.assign(H, 1.0);
+    v.shift.assign(H, 0.0);
   }
   v.provenance = {{"writer", "test_mace_layout 0"}};
   return write_mace_layout(c, v, [](const std::string&, std::int64_t n, double) {
@@ -251,6 +252,53 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForUseLastReadoutOnly) {
     ADD_FAILURE() << "use_last_readout_only without its readout must be refused";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("with use_last_readout_only (one, on the last layer), has 0"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// MACE-MH-1's product and readout, as make_mace_fixtures.py built them with mace-torch 0.3.16
+// (two heads): one set of contraction weights, [1, K, C], and the NonLinearBiasReadoutBlock's
+// linear_mid and biases. A product's weights with the wrong number of sets are refused.
+TEST(MaceLayout, WritesMaceTorchsTensorsForTheAgnosticProductAndBiasReadout) {
+  const auto ref =
+      io::read_potential_file(kData + "ssmace_2int_L1_corr2_ell2_agnostic_biasreadout.safetensors");
+  MaceLayout c;
+  c.atomic_numbers = {29, 13, 28};
+  c.r_max = 5.0;
+  c.num_bessel = 8;
+  c.num_polynomial_cutoff = 5;
+  c.max_ell = 2;
+  c.num_channels = 6;
+  c.max_L = 1;
+  c.correlation = {2};
+  c.num_interactions = 2;
+  c.radial_mlp = {16, 16};
+  c.mlp_irreps = 6;
+  c.interaction_first = "RealAgnosticResidualInteractionBlock";
+  c.heads = {"omat_pbe", "Default"};
+  c.agnostic_product = true;
+  c.readout_bias = true;
+  const auto ours = write_fixed(c);
+  expect_mace_torchs_tensors(ref, ours);
+  MaceOptions head;
+  head.head = "Default";
+  for (const io::PotentialFile* f : {&ref, &ours}) {
+    const MaceSpec spec = load_mace_spec(*f, head);
+    EXPECT_TRUE(spec.products[0].agnostic);
+    EXPECT_TRUE(spec.products[1].agnostic);
+    EXPECT_TRUE(spec.readouts[1].bias);
+    EXPECT_FALSE(spec.readouts[0].bias);
+    EXPECT_EQ(spec.readouts[1].b_2.size(), 2u);
+  }
+
+  auto flag_off = ours;
+  flag_off.metadata["hyperparameters"]["products"][0].erase("agnostic");
+  try {
+    load_mace_spec(flag_off, head);
+    ADD_FAILURE() << "one weight set without products[0].agnostic must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("products.0.symmetric_contractions.contractions.0.weights_max"),
               std::string::npos)
         << e.what();
   }

@@ -70,6 +70,14 @@ std::vector<Variant> variants() {
   f.apply_cutoff = false;
   f.zbl = true;
   v.push_back({"density_no_cutoff", f, ""});
+  // MACE-MH-1's product and readout: one set of product weights for every species, and the
+  // NonLinearBiasReadoutBlock, with two heads (mask_head after each of its gates).
+  MaceTestConfig g;
+  g.agnostic_product = true;
+  g.readout_bias = true;
+  g.heads = 2;
+  g.residual_first = true;
+  v.push_back({"agnostic_bias_readout_2heads", g, "head0"});
   return v;
 }
 

@@ -267,6 +267,23 @@ MODELS.append({
     "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [10.1, 9.4, 10.9],
     "keep_last_layer_irreps": True, "mace_torch": "0.3.14", "structures": "binary",
 })
+# MACE-MH-1's product and readout (its RealAgnosticResidualNonLinearInteractionBlock is not
+# supported yet: residual blocks stand in): product weights shared by every species and the
+# NonLinearBiasReadoutBlock (two gated layers, biases on the last two linears), with two heads.
+MODELS.append({
+    "name": "ssmace_2int_L1_corr2_ell2_agnostic_biasreadout",
+    "description": "ScaleShiftMACE with MACE-MH-1's use_agnostic_product (one set of product weights for every "
+                   "species) and NonLinearBiasReadoutBlock (linear_1, gate, linear_mid + bias, gate, linear_2 + "
+                   "bias, mask_head after each gate) and two heads, built with mace-torch >= 0.3.14",
+    "class": "ScaleShiftMACE", "seed": 117, "species": [CU, AL, NI], "r_max": 5.0, "num_bessel": 8,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "6x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticResidualInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [12.3, 11.6],
+    "heads": ["omat_pbe", "Default"], "scale": [1.06, 0.94], "shift": [0.08, -0.15],
+    "use_agnostic_product": True, "readout_cls": "NonLinearBiasReadoutBlock",
+    "mace_torch": "0.3.14", "structures": "ternary",
+})
 # The MACE-MP-0 architectures (mace-torch's mace_mp setup: ScaleShiftMACE, non-residual first
 # block then residual, r_max 6, 10 Bessel functions, p 5, radial MLP [64, 64, 64], max_ell 3,
 # correlation 3, MLP_irreps 16x0e), with two elements instead of 89 so the files stay small.
@@ -310,9 +327,12 @@ def build_model(cfg, dtype=torch.float64, calibrate=True):
             kwargs["distance_transform"] = cfg["distance_transform"]
         if "radial_type" in cfg:
             kwargs["radial_type"] = cfg["radial_type"]
-        for option in ("use_last_readout_only", "apply_cutoff", "keep_last_layer_irreps"):  # mace-torch >= 0.3.14
+        for option in ("use_last_readout_only", "apply_cutoff", "keep_last_layer_irreps",
+                       "use_agnostic_product"):  # mace-torch >= 0.3.14
             if option in cfg:
                 kwargs[option] = cfg[option]
+        if "readout_cls" in cfg:
+            kwargs["readout_cls"] = getattr(modules, cfg["readout_cls"])
         if cfg["class"] == "ScaleShiftMACE":
             model = modules.ScaleShiftMACE(atomic_inter_scale=cfg["scale"], atomic_inter_shift=cfg["shift"],
                                            **kwargs)
@@ -812,7 +832,9 @@ class FileMace:
                 if ir.l == 0:
                     U = U.unsqueeze(0)
                 W = self.t[pre + ("weights_max" if nu == P["correlation"] else f"weights.{P['correlation'] - 1 - nu}")]
-                coupled = torch.einsum("...k,ekc,be->b...c", U, W, onehot)  # [n, M, i_1..i_nu, C]
+                # use_agnostic_product: one weight set, every node's one-hot a single 1.
+                attrs = torch.ones(len(m), 1, dtype=onehot.dtype) if P.get("agnostic") else onehot
+                coupled = torch.einsum("...k,ekc,be->b...c", U, W, attrs)  # [n, M, i_1..i_nu, C]
                 for _ in range(nu):  # contract i_nu, then i_{nu-1}, ...
                     coupled = torch.einsum("b...ic,bci->b...c", coupled, xs)
                 total = total + coupled  # [n, M, C]
@@ -824,14 +846,23 @@ class FileMace:
         pre = f"readouts.{k}."
         if R["class"] == "LinearReadoutBlock":
             return self._linear(R["irreps_in"], R["irreps_out"], pre + "linear.weight")(x)[:, h]
-        y = self._linear(R["irreps_in"], R["mlp_irreps"], pre + "linear_1.weight")(x)
-        y = torch.nn.functional.silu(y) * R["gate_cst"]
-        if num_heads > 1:  # mace-torch's mask_head: head h keeps hidden units [h*M, (h+1)*M)
-            per = y.shape[1] // num_heads
-            mask = torch.zeros_like(y)
-            mask[:, h * per:(h + 1) * per] = 1
-            y = y * mask
-        return self._linear(R["mlp_irreps"], R["irreps_out"], pre + "linear_2.weight")(y)[:, h]
+
+        def gate(y):
+            y = torch.nn.functional.silu(y) * R["gate_cst"]
+            if num_heads > 1:  # mace-torch's mask_head: head h keeps hidden units [h*M, (h+1)*M)
+                per = y.shape[1] // num_heads
+                mask = torch.zeros_like(y)
+                mask[:, h * per:(h + 1) * per] = 1
+                y = y * mask
+            return y
+
+        y = gate(self._linear(R["irreps_in"], R["mlp_irreps"], pre + "linear_1.weight")(x))
+        out = self._linear(R["mlp_irreps"], R["irreps_out"], pre + "linear_2.weight")
+        if R["class"] == "NonLinearBiasReadoutBlock":  # e3nn's biases: added as stored
+            mid = self._linear(R["mlp_irreps"], R["mlp_irreps"], pre + "linear_mid.weight")
+            y = gate(mid(y) + self.t[pre + "linear_mid.bias"])
+            return (out(y) + self.t[pre + "linear_2.bias"])[:, h]
+        return out(y)[:, h]
 
 
 def check_file_model(path, atoms, batch, head, ref):

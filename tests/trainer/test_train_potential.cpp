@@ -423,6 +423,28 @@ TEST(TrainPotential, TrainsAFreshLastReadoutOnlyModelWithTheCutoffOnTheMessages)
   fs::remove_all(dir);
 }
 
+// MACE-MH-1's product and readout from the command line (--use_agnostic_product, --readout_bias):
+// one set of contraction weights, the bias readout trained from e3nn's zero biases, loaded by the
+// pair styles' model.
+TEST(TrainPotential, TrainsAFreshAgnosticProductBiasReadoutModel) {
+  const std::string dir = temp_dir("agnostic");
+  write_dataset(dir + "/data.xyz", 8);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir,
+                       "--config tiny.yaml --work_dir fresh --max_num_epochs 1 --use_agnostic_product true "
+                       "--readout_bias true");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto pot = io::read_potential_file(dir + "/fresh/tiny.safetensors");
+  EXPECT_TRUE(pot.meta<bool>("/hyperparameters/products/0/agnostic"));
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/readouts/1/class"), "NonLinearBiasReadoutBlock");
+  EXPECT_EQ(pot.get("products.0.symmetric_contractions.contractions.0.weights_max").shape[0], 1);
+  const auto bias = pot.get("readouts.1.linear_2.bias").as<double>(io::Conversion::widen);
+  ASSERT_EQ(bias.size(), 1u);
+  EXPECT_NE(bias[0], 0.0) << "the output bias is trained";
+  EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

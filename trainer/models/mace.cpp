@@ -117,6 +117,8 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   layout.zbl = c.zbl;
   layout.last_readout_only = c.last_readout_only;
   layout.apply_cutoff = c.apply_cutoff;
+  layout.agnostic_product = c.agnostic_product;
+  layout.readout_bias = c.readout_bias;
   models::mace::MaceLayoutValues values;
   values.atomic_energies = c.e0s;
   values.scale = {c.scale};
@@ -145,11 +147,12 @@ struct MaceTorchModel<T>::Impl {
     const models::mace::InteractionSpec* I = nullptr;
     const models::mace::ProductSpec* P = nullptr;
     const models::mace::ReadoutSpec* R = nullptr;
-    std::shared_ptr<const LinearKernels<T>> up, lin, skip, prod, r1, r2;
+    std::shared_ptr<const LinearKernels<T>> up, lin, skip, prod, r1, r2, rmid;
     std::shared_ptr<const ChannelwiseTPKernels<T>> tp;
     std::shared_ptr<SymmetricContractionKernels<T>> sc;
     kernels::RadialMLP mlp_shape;
-    torch::Tensor W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
+    torch::Tensor W_up, W_lin, W_skip, W_prod, W_r1, W_r2, W_rmid;
+    torch::Tensor b_mid, b_2;  // NonLinearBiasReadoutBlock: [M] and [heads]
     torch::Tensor W_density;  // Density blocks: density_fn.layer0.weight [num_bessel, 1]
     std::vector<torch::Tensor> W_mlp, W_sc;
     torch::Tensor head_mask;  // non-linear readout: 1 on the selected head's hidden units
@@ -216,7 +219,8 @@ struct MaceTorchModel<T>::Impl {
       L.skip = std::make_shared<const LinearKernels<T>>(L.I->skip);
       L.prod = std::make_shared<const LinearKernels<T>>(L.P->linear);
       L.tp = std::make_shared<const ChannelwiseTPKernels<T>>(L.I->tp);
-      L.sc = std::make_shared<SymmetricContractionKernels<T>>(L.P->sc, E);
+      // use_agnostic_product: one weight set, every atom read as species 0.
+      L.sc = std::make_shared<SymmetricContractionKernels<T>>(L.P->sc, L.P->agnostic ? 1 : E);
       L.mlp_shape = L.I->mlp;
       L.W_up = add_param(pi + "linear_up.weight", {1, L.I->linear_up.weight_numel});
       for (int k = 0; k < L.I->mlp.num_layers(); ++k) {
@@ -257,6 +261,12 @@ struct MaceTorchModel<T>::Impl {
         L.W_r1 = add_param(pr + "linear_1.weight", {1, L.R->linear_1.weight_numel});
         L.W_r2 = add_param(pr + "linear_2.weight", {1, L.R->linear_2.weight_numel});
         const int M = L.R->linear_1.irreps_out.dim(), P = L.R->hidden_per_head;
+        if (L.R->bias) {
+          L.rmid = std::make_shared<const LinearKernels<T>>(L.R->linear_mid);
+          L.W_rmid = add_param(pr + "linear_mid.weight", {1, L.R->linear_mid.weight_numel});
+          L.b_mid = add_param(pr + "linear_mid.bias", {M});
+          L.b_2 = add_param(pr + "linear_2.bias", {static_cast<std::int64_t>(spec.heads.size())});
+        }
         std::vector<double> mask(M);
         for (int k = 0; k < M; ++k) {
           mask[k] = k / P == spec.head ? 1.0 : 0.0;
@@ -355,6 +365,7 @@ struct MaceTorchModel<T>::Impl {
     }
     // The kernels read int32 labels; the edge index is built once per batch on the host.
     const auto species32 = b.species.to(torch::kInt32).contiguous();
+    const auto zeros32 = torch::zeros_like(species32);  // use_agnostic_product's species
     const auto send = b.sender.contiguous(), recv = b.receiver.contiguous();
     std::vector<int> sv(send.data_ptr<std::int64_t>(), send.data_ptr<std::int64_t>() + send.numel());
     std::vector<int> rv(recv.data_ptr<std::int64_t>(), recv.data_ptr<std::int64_t>() + recv.numel());
@@ -443,9 +454,10 @@ struct MaceTorchModel<T>::Impl {
         case K::Product: {
           std::vector<torch::Tensor> sc_in{value(s.in)};
           sc_in.insert(sc_in.end(), L->W_sc.begin(), L->W_sc.end());
-          const auto c = apply_kernel(
-              c10::make_intrusive<SymmetricContractionOp<T>>(L->sc, species32, "symmetric_contraction" + L->tag),
-              sc_in);
+          const auto c =
+              apply_kernel(c10::make_intrusive<SymmetricContractionOp<T>>(
+                               L->sc, L->P->agnostic ? zeros32 : species32, "symmetric_contraction" + L->tag),
+                           sc_in);
           value(s.out) = linear(L->prod, c, L->W_prod, false, "products.linear");
           break;
         }
@@ -458,7 +470,15 @@ struct MaceTorchModel<T>::Impl {
             e = linear(L->r1, value(s.in), L->W_r1, false, "readout");
           } else {
             const auto z = linear(L->r1, value(s.in), L->W_r1, false, "readout.linear_1");
-            e = linear(L->r2, L->R->gate_cst * torch::silu(z) * L->head_mask, L->W_r2, false, "readout.linear_2");
+            auto a = L->R->gate_cst * torch::silu(z) * L->head_mask;
+            if (L->R->bias) {  // NonLinearBiasReadoutBlock: a second gated layer, biases added unscaled
+              const auto zm = linear(L->rmid, a, L->W_rmid, false, "readout.linear_mid") + L->b_mid;
+              a = L->R->gate_cst * torch::silu(zm) * L->head_mask;
+            }
+            e = linear(L->r2, a, L->W_r2, false, "readout.linear_2");
+            if (L->R->bias) {
+              e = e + L->b_2;
+            }
           }
           inter = inter + e.select(1, spec.head);
           break;

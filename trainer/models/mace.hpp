@@ -106,6 +106,8 @@ struct MaceConfig {
   bool zbl = false;  ///< mace-torch's ZBL pair repulsion (pair_repulsion)
   bool last_readout_only = false;  ///< mace_run_train's --use_last_readout_only
   bool apply_cutoff = true;        ///< mace_run_train's --apply_cutoff
+  bool agnostic_product = false;   ///< mace_run_train's --use_agnostic_product
+  bool readout_bias = false;       ///< the last readout a NonLinearBiasReadoutBlock (MACE-MH-1)
   std::uint64_t seed = 123;
 };
 

@@ -66,7 +66,9 @@ const std::vector<std::string> kModelOptions = {"r_max",
                                                 "distance_transform",
                                                 "pair_repulsion",
                                                 "use_last_readout_only",
-                                                "apply_cutoff"};
+                                                "apply_cutoff",
+                                                "use_agnostic_product",
+                                                "readout_bias"};
 
 bool set_by_user(const Options& o, const std::string& name) { return o.origin(name) != "default"; }
 
@@ -368,6 +370,8 @@ io::PotentialFile Trainer<F>::initial_potential() {
   c.zbl = m_o.get_bool("pair_repulsion");
   c.last_readout_only = m_o.get_bool("use_last_readout_only");
   c.apply_cutoff = m_o.get_bool("apply_cutoff");
+  c.agnostic_product = m_o.get_bool("use_agnostic_product");
+  c.readout_bias = m_o.get_bool("readout_bias");
   c.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors") ? data::avg_num_neighbors(m_train, c.r_max)
                                                                   : m_o.get_float("avg_num_neighbors");
   const data::ScaleShift ss = data::compute_scale_shift(m_o.get_string("scaling"), m_train, e0s);

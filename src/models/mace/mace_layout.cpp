@@ -212,12 +212,16 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
       for (int nu = corr; nu >= 1; --nu) {
         const int K = basis.shapes[o][nu - 1].back();
         const std::string name = nu == corr ? s + "weights_max" : s + "weights." + std::to_string(corr - 1 - nu);
-        add_drawn(name, {E, K, C}, static_cast<std::int64_t>(E) * K * C, 1.0 / K);
+        const int sets = c.agnostic_product ? 1 : E;
+        add_drawn(name, {sets, K, C}, static_cast<std::int64_t>(sets) * K * C, 1.0 / K);
       }
     }
     const auto plin = kernels::EquivariantLinear::e3nn(hidden, hidden);
     add_drawn(q + "linear.weight", {plin.weight_numel}, plin.weight_numel, 1.0);
     prods.push_back({{"correlation", corr}, {"irreps_in", target.str()}, {"irreps_out", hidden.str()}, {"use_sc", residual}});
+    if (c.agnostic_product) {
+      prods.back()["agnostic"] = true;
+    }
     const std::string r = "readouts." + std::to_string(c.last_readout_only ? 0 : t) + ".";
     if (t < T - 1 && !c.last_readout_only) {
       const auto ro = kernels::EquivariantLinear::e3nn(hidden, head_out);
@@ -229,7 +233,14 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
       const auto l2 = kernels::EquivariantLinear::e3nn(mlp, head_out);
       add_drawn(r + "linear_1.weight", {l1.weight_numel}, l1.weight_numel, 1.0);
       add_drawn(r + "linear_2.weight", {l2.weight_numel}, l2.weight_numel, 1.0);
-      reads.push_back({{"class", "NonLinearReadoutBlock"},
+      if (c.readout_bias) {
+        const auto lm = kernels::EquivariantLinear::e3nn(mlp, mlp);
+        add_drawn(r + "linear_mid.weight", {lm.weight_numel}, lm.weight_numel, 1.0);
+        // e3nn creates its biases as zeros: scale 0 (a test's weight source may draw others).
+        add_drawn(r + "linear_mid.bias", {mlp.dim()}, mlp.dim(), 0.0);
+        add_drawn(r + "linear_2.bias", {H}, H, 0.0);
+      }
+      reads.push_back({{"class", c.readout_bias ? "NonLinearBiasReadoutBlock" : "NonLinearReadoutBlock"},
                        {"irreps_in", hidden.str()},
                        {"mlp_irreps", mlp.str()},
                        {"gate", "silu"},

@@ -57,6 +57,12 @@ struct MaceLayout {
   /// mace_run_train's --apply_cutoff (mace-torch >= 0.3.14): false puts the polynomial envelope
   /// on the radial MLP outputs and Density terms instead of the basis (MACE-OMOL).
   bool apply_cutoff = true;
+  /// mace_run_train's --use_agnostic_product (mace-torch >= 0.3.14, MACE-MH-1): one set of
+  /// product weights shared by every species.
+  bool agnostic_product = false;
+  /// The last readout as mace-torch's NonLinearBiasReadoutBlock (MACE-MH-1): a second gated
+  /// layer, linear_mid with a bias, and a bias on linear_2.
+  bool readout_bias = false;
   /// Head names; one head: {"Default"} (mace-torch's name), written with "default_head".
   std::vector<std::string> heads = {"Default"};
   /// radial_embedding.bessel_fn.prefactor = sqrt(2 / r_max), as mace-torch >= 0.3.10 stores it

@@ -83,13 +83,14 @@ struct MaceModel<ExecSpace, T>::Impl {
     const mace::ProductSpec* P;
     const mace::ReadoutSpec* R;  // R->present false: the layer has no readout (use_last_readout_only)
     kernels::LinearKokkos<ExecSpace, T> up, lin, skip, prod;
-    std::optional<kernels::LinearKokkos<ExecSpace, T>> r1, r2;
+    std::optional<kernels::LinearKokkos<ExecSpace, T>> r1, r2, rmid;
     kernels::ChannelwiseTPKokkos<ExecSpace, T> tp;
     kernels::RadialMLPKokkos<ExecSpace, T> mlp;
     /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of radial_basis + mlp.
     std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table;
     kernels::SymmetricContractionKokkos<ExecSpace, T> sc;
-    Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2;
+    Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2, W_rmid;
+    Matrix b_mid, b_2;  // [1][M], [1][heads]: NonLinearBiasReadoutBlock's biases, else empty
     Matrix W_density;  // [num_bessel][1] for the Density blocks, else empty
 
     Layer(const mace::MaceSpec& s, int t, const MaceOptions& options,
@@ -109,7 +110,8 @@ struct MaceModel<ExecSpace, T>::Impl {
           W_lin(weights(I->w_linear, 1)),
           W_skip(weights(I->w_skip, s.num_elements)),
           W_prod(weights(P->w_linear, 1)) {
-      sc.set_weights(P->W, s.num_elements);
+      // use_agnostic_product: one weight set, read for every atom through species 0.
+      sc.set_weights(P->W, P->agnostic ? 1 : s.num_elements);
       if (I->density) {
         W_density = weights(I->w_density, static_cast<int>(I->w_density.size()));
       }
@@ -137,6 +139,12 @@ struct MaceModel<ExecSpace, T>::Impl {
         r2.emplace(R->linear_2);
         W_r2 = weights(R->w_linear_2, 1);
       }
+      if (R->present && R->bias) {
+        rmid.emplace(R->linear_mid);
+        W_rmid = weights(R->w_linear_mid, 1);
+        b_mid = weights(R->b_mid, 1);
+        b_2 = weights(R->b_2, 1);
+      }
     }
   };
 
@@ -153,6 +161,9 @@ struct MaceModel<ExecSpace, T>::Impl {
   // Per-call state, valid during compute().
   int n_local = 0, n_total = 0, num_edges = 0;
   Ints species_all, species_local;
+  // use_agnostic_product: every local atom as species 0, the one weight set of those products.
+  Ints species_agnostic;
+  kernels::impl::GrowBuffer<int, ExecSpace> species_agnostic_storage{"fastmlip::mace::species_agnostic"};
   kernels::EdgeIndex<ExecSpace> graph_index;  // the graph's own views, plus the transpose by sender
   // graph_index's own arrays, reused from step to step.
   kernels::EdgeIndexStorage<ExecSpace> graph_index_storage;
@@ -183,6 +194,13 @@ struct MaceModel<ExecSpace, T>::Impl {
   static void launch(const char* label, int n, const Glue& f) {
     Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Tag>(0, n), f);
   }
+  /// rows(i, :) += bias(0, :) for every row i.
+  static void add_bias(const char* label, Matrix rows, Matrix bias) {
+    Glue f;
+    f.m_out = rows;
+    f.m_bias = bias;
+    launch<typename Glue::TagAddBias>(label, static_cast<int>(rows.extent(0)), f);
+  }
   /// a += b over their first n values (flat).
   static void add(const char* label, T* a, const T* b, std::size_t n) {
     Glue f;
@@ -194,9 +212,9 @@ struct MaceModel<ExecSpace, T>::Impl {
   // Buffers. x[t]: input features of layer t (x[0]: all rows; x[t>0]: local rows); h[t]: the
   // sender features linear_up(x[t]) of every row; m[t]: the contraction's input; z[t]: the
   // non-linear readout's pre-activation. The rest are scratch reused by every layer.
-  std::vector<Buffer> x, h, m, z, gx;
-  Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_fc, b_dfc, b_R, b_Rs, b_A, b_mpre, b_sc, b_prod, b_out, b_act;
-  Buffer g_out, g_act, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt, g_cut;
+  std::vector<Buffer> x, h, m, z, zmid, gx;  // zmid[t]: NonLinearBiasReadoutBlock's second pre-activation
+  Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_fc, b_dfc, b_R, b_Rs, b_A, b_mpre, b_sc, b_prod, b_out, b_act, b_act2;
+  Buffer g_out, g_act, g_act2, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt, g_cut;
   std::vector<Buffer> density;  // [n_local] per Density layer: 1 + this is the message's divisor
   Buffer g_u;                   // the Density layers' linear-output adjoint
   Buffer g_sc, g_contribution;  // the self-connection's adjoint; a contribution to a summed adjoint
@@ -299,6 +317,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     h.resize(n_layers);
     m.resize(n_layers);
     z.resize(n_layers);
+    zmid.resize(n_layers);
     gx.resize(n_layers + 1);
   }
 
@@ -503,9 +522,12 @@ struct MaceModel<ExecSpace, T>::Impl {
     Layer& Ly = layers[s.layer];
     Matrix out = value(s.out);
     Matrix prod = b_prod.get(n_local, out.extent(1));
-    Ly.sc.compute(species_local, value(s.in), prod);
+    Ly.sc.compute(product_species(Ly), value(s.in), prod);
     Ly.prod.compute(Ly.W_prod, Ints(), prod, out);
   }
+
+  /// The species the symmetric contraction of layer Ly reads its weights by.
+  Ints product_species(const Layer& Ly) const { return Ly.P->agnostic ? species_agnostic : species_local; }
 
   /// The readout gate's functor: pre-activations z, the rows it writes (or scales, in reverse).
   Glue gate_glue(const Layer& Ly, Matrix z, Matrix out) const {
@@ -534,7 +556,18 @@ struct MaceModel<ExecSpace, T>::Impl {
       Ly.r1->compute(Ly.W_r1, Ints(), xn, zt);
       Matrix a = b_act.get(L, M);
       launch<typename Glue::TagGate>("fastmlip::mace::readout_gate", L, gate_glue(Ly, zt, a));
-      Ly.r2->compute(Ly.W_r2, Ints(), a, out);
+      if (Ly.R->bias) {
+        // NonLinearBiasReadoutBlock: a second gated layer, linear_mid + b_mid, then linear_2 + b_2.
+        Matrix zm = zmid[t].get(L, M);
+        Ly.rmid->compute(Ly.W_rmid, Ints(), a, zm);
+        add_bias("fastmlip::mace::readout_mid_bias", zm, Ly.b_mid);
+        Matrix a2 = b_act2.get(L, M);
+        launch<typename Glue::TagGate>("fastmlip::mace::readout_gate_mid", L, gate_glue(Ly, zm, a2));
+        Ly.r2->compute(Ly.W_r2, Ints(), a2, out);
+        add_bias("fastmlip::mace::readout_out_bias", out, Ly.b_2);
+      } else {
+        Ly.r2->compute(Ly.W_r2, Ints(), a, out);
+      }
     }
     Glue f;
     f.m_out = out;
@@ -662,6 +695,15 @@ struct MaceModel<ExecSpace, T>::Impl {
       const Matrix zt = z[t].get(L, M);
       Matrix ga = g_act.get(L, M);
       Ly.r2->reverse(Ly.W_r2, Ints(), b_act.get(L, M), go, ga);
+      if (Ly.R->bias) {
+        // Through the second gated layer: its gate at zmid, then linear_mid (biases add nothing).
+        const Matrix zm = zmid[t].get(L, M);
+        launch<typename Glue::TagGateReverse>("fastmlip::mace::readout_gate_mid_reverse", L,
+                                              gate_glue(Ly, zm, ga));
+        Matrix ga1 = g_act2.get(L, M);
+        Ly.rmid->reverse(Ly.W_rmid, Ints(), b_act.get(L, M), ga, ga1);
+        ga = ga1;
+      }
       launch<typename Glue::TagGateReverse>("fastmlip::mace::readout_gate_reverse", L, gate_glue(Ly, zt, ga));
       Ly.r1->reverse(Ly.W_r1, Ints(), xn, ga, gx_in);
     }
@@ -674,7 +716,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     Matrix gs = g_prod.get(n_local, g.extent(1));
     Ly.prod.reverse(Ly.W_prod, Ints(), b_prod.get(n_local, g.extent(1)), g, gs);
     Matrix gm = adjoint_target(s.in);
-    Ly.sc.reverse(species_local, value(s.in), gs, gm);
+    Ly.sc.reverse(product_species(Ly), value(s.in), gs, gm);
     accumulate(s.in, gm);
   }
 
@@ -831,6 +873,9 @@ struct MaceModel<ExecSpace, T>::Impl {
     num_edges = g.num_edges();
     species_all = g.species;
     species_local = Kokkos::subview(g.species, Kokkos::pair<int, int>(0, n_local));
+    if (std::any_of(spec.products.begin(), spec.products.end(), [](const auto& P) { return P.agnostic; })) {
+      species_agnostic = species_agnostic_storage.zeros(static_cast<std::size_t>(n_local));
+    }
     graph_index = kernels::EdgeIndex<ExecSpace>::from_graph(g, graph_index_storage);
     if (inter_energy.extent(0) < static_cast<std::size_t>(n_local)) {
       inter_energy = Kokkos::View<double*, ExecSpace>("fastmlip::mace::inter_energy", n_local);

@@ -203,6 +203,8 @@ void read_product(const Reader& r, int t, const MaceSpec& spec, const Interactio
   require_equal(r, "hyperparameter '" + h + "irreps_in'", in, I.target);
   require_equal(r, "hyperparameter '" + h + "irreps_out'", out, I.hidden);
   P.use_sc = r.hp<bool>(h + "use_sc");
+  P.agnostic = r.has_hp(h + "agnostic") && r.hp<bool>(h + "agnostic");
+  const int weight_sets = P.agnostic ? 1 : spec.num_elements;
   if (in.empty() || out.empty()) {
     r.fail("hyperparameters '" + h + "irreps_in'/'irreps_out' must not be empty");
   }
@@ -240,7 +242,7 @@ void read_product(const Reader& r, int t, const MaceSpec& spec, const Interactio
     for (int nu = corr; nu >= 1; --nu) {
       const std::string name = nu == corr ? c + "weights_max" : c + "weights." + std::to_string(corr - 1 - nu);
       const auto K = shapes[o][nu - 1].back();
-      P.W[o][nu - 1] = r.tensor(name, {spec.num_elements, K, C});
+      P.W[o][nu - 1] = r.tensor(name, {weight_sets, K, C});
     }
   }
   P.sc = r.build(where + " symmetric contraction",
@@ -263,8 +265,9 @@ void read_readout(const Reader& r, int k, int t, const MaceSpec& spec, const Irr
   if (cls == "LinearReadoutBlock") {
     R.nonlinear = false;
     read_linear(r, where, p + "linear.weight", in, heads_out, R.linear_1, R.w_linear_1);
-  } else if (cls == "NonLinearReadoutBlock") {
+  } else if (cls == "NonLinearReadoutBlock" || cls == "NonLinearBiasReadoutBlock") {
     R.nonlinear = true;
+    R.bias = cls == "NonLinearBiasReadoutBlock";
     const Irreps mlp = r.irreps(h + "mlp_irreps");
     if (!scalars_only(mlp) || mlp.dim() % H != 0) {
       r.unsupported("hyperparameter '" + h + "mlp_irreps' = '" + mlp.str() +
@@ -282,8 +285,15 @@ void read_readout(const Reader& r, int k, int t, const MaceSpec& spec, const Irr
     R.hidden_per_head = mlp.dim() / H;
     read_linear(r, where + " linear_1", p + "linear_1.weight", in, mlp, R.linear_1, R.w_linear_1);
     read_linear(r, where + " linear_2", p + "linear_2.weight", mlp, heads_out, R.linear_2, R.w_linear_2);
+    if (R.bias) {
+      read_linear(r, where + " linear_mid", p + "linear_mid.weight", mlp, mlp, R.linear_mid, R.w_linear_mid);
+      R.b_mid = r.tensor(p + "linear_mid.bias", flat(mlp.dim()));
+      R.b_2 = r.tensor(p + "linear_2.bias", flat(H));
+    }
   } else {
-    r.unsupported(where + " is a '" + cls + "'; supported readouts: LinearReadoutBlock, NonLinearReadoutBlock");
+    r.unsupported(
+        where + " is a '" + cls +
+        "'; supported readouts: LinearReadoutBlock, NonLinearReadoutBlock, NonLinearBiasReadoutBlock");
   }
 }
 

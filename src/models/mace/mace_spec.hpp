@@ -57,9 +57,12 @@ struct ProductSpec {
   kernels::EquivariantLinear linear;                  ///< hidden -> hidden
   std::vector<double> w_linear;
   bool use_sc = true;                                 ///< add the residual block's skip
+  /// mace-torch's use_agnostic_product (MACE-MH-1): W holds one weight set (E = 1), used for
+  /// every species.
+  bool agnostic = false;
 };
 
-/// One readout t: LinearReadoutBlock or NonLinearReadoutBlock.
+/// One readout t: LinearReadoutBlock, NonLinearReadoutBlock or NonLinearBiasReadoutBlock.
 struct ReadoutSpec {
   /// mace-torch's use_last_readout_only: only the last layer has a readout, the others' features
   /// feed the next layer alone.
@@ -72,6 +75,12 @@ struct ReadoutSpec {
   std::vector<double> w_linear_1;
   kernels::EquivariantLinear linear_2;  ///< non-linear only: MLP irreps -> heads x 0e
   std::vector<double> w_linear_2;
+  /// NonLinearBiasReadoutBlock (MACE-MH-1): a second gated layer, linear_mid (MLP irreps -> MLP
+  /// irreps) plus b_mid, between the first gate and linear_2, and linear_2 adds b_2 (one value per
+  /// head). e3nn adds its biases unscaled.
+  bool bias = false;
+  kernels::EquivariantLinear linear_mid;
+  std::vector<double> w_linear_mid, b_mid, b_2;
   double gate_cst = 1;                  ///< e3nn normalize2mom constant of SiLU (1 if e3nn dropped it)
   int hidden_per_head = 0;              ///< non-linear: hidden units per head (mace-torch mask_head blocks)
 };

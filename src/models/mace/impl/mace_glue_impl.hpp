@@ -29,6 +29,7 @@ struct MaceGlueFunctor {
   struct TagAdd {};           // a[k] += b[k]
   struct TagGate {};          // a(i, k) = cst silu(z(i, k)) in the head's block, else 0
   struct TagGateReverse {};   // ga(i, k) *= cst silu'(z(i, k)) in the head's block, else 0
+  struct TagAddBias {};       // out(i, k) += bias(0, k)
   struct TagSeed {};          // go(i, k) = seed for k = head, else 0
   struct TagEnergy {};        // energy(i) += out(i, head)
   struct TagZblEnergy {};     // energy(i) = sum of half the ZBL energy of i's edges, in edge order
@@ -52,6 +53,7 @@ struct MaceGlueFunctor {
   Kokkos::View<const T*, ExecSpace> m_b;
   Matrix m_out;
   ConstMatrix m_z;
+  ConstMatrix m_bias;
   Kokkos::View<double*, ExecSpace> m_energy;
   int m_head = 0, m_per_head = 1;
   T m_cst = T(1), m_seed = T(1);
@@ -206,6 +208,11 @@ struct MaceGlueFunctor {
     for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
       m_out(i, k) =
           (k / m_per_head == m_head) ? m_out(i, k) * m_cst * kernels::impl::silu_derivative(m_z(i, k)) : T(0);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagAddBias, int i) const {
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      m_out(i, k) += m_bias(0, k);
     }
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagSeed, int i) const {
