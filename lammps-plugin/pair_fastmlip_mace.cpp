@@ -2,6 +2,7 @@
 #include "pair_fastmlip_mace.h"
 
 #include <Kokkos_Core.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -91,15 +92,17 @@ PairFastmlipMace::PairFastmlipMace(LAMMPS* lmp) : PairFastmlipBase(lmp, "fastmli
 PairFastmlipMace::~PairFastmlipMace() = default;
 
 // pair_style fastmlip/mace [precision float64|float32] [head NAME] [radial exact|spline H]
-//                          [device host|cuda]
+//                          [device host|cuda] [charge Q] [spin S]
 void PairFastmlipMace::settings(int narg, char** arg) {
   static const char* usage =
       "usage: pair_style fastmlip/mace [precision float64|float32] [head NAME] "
-      "[radial exact|spline <knot spacing in A>] [device host|cuda]";
+      "[radial exact|spline <knot spacing in A>] [device host|cuda] [charge Q] [spin S]";
   m_precision = "float64";
   m_head.clear();
   m_radial_spacing = 0.0;
   m_device = "host";
+  m_total_charge.reset();
+  m_total_spin.reset();
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) {
@@ -113,6 +116,15 @@ void PairFastmlipMace::settings(int narg, char** arg) {
       m_precision = value;
     } else if (key == "head") {
       m_head = value;
+    } else if (key == "charge" || key == "spin") {
+      // The whole system's total charge (e) and spin multiplicity, for models that embed them
+      // (MACE-OMOL); the model checks that it does and that it knows the value.
+      char* end = nullptr;
+      const double v = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !std::isfinite(v)) {
+        error->all(FLERR, "pair_style fastmlip/mace: {} must be a number, not '{}'", key, value);
+      }
+      (key == "charge" ? m_total_charge : m_total_spin) = v;
     } else if (key == "device") {
       if (value != "host" && value != "cuda") {
         error->all(FLERR, "pair_style fastmlip/mace: device must be host or cuda, not '{}'", value);
@@ -157,6 +169,8 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
   MaceOptions options;
   options.head = m_head;
   options.radial_spacing = m_radial_spacing;
+  options.total_charge = m_total_charge;
+  options.total_spin = m_total_spin;
   m_backend = std::make_unique<Backend>();
   auto place = [&](auto& placed) {
     using Model = typename std::decay_t<decltype(placed.model)>::element_type;

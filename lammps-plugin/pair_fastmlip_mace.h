@@ -9,6 +9,7 @@
 // dE/d(edge vector) is tallied into forces, energies and virials. The model itself is
 // fastmlip::models::MaceModel. Manual: docs/pair_fastmlip_mace.md.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ class PairFastmlipMace : public PairFastmlipBase {
   std::string m_head;
   double m_radial_spacing = 0.0;  ///< 0: exact radial MLP; else the spline's knot spacing (A)
   std::string m_device = "host";  ///< where the model runs: host, or cuda (Kokkos' GPU space)
+  /// The charge and spin keywords: the system's total charge and spin multiplicity, for a model
+  /// that embeds them (MaceOptions::total_charge / total_spin).
+  std::optional<double> m_total_charge, m_total_spin;
 };
 
 }  // namespace LAMMPS_NS

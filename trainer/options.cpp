@@ -151,6 +151,13 @@ std::vector<OptionSpec> build_table() {
   t.push_back(opt(model, "readout_bias", T::kBool, "false",
                   "The last readout as mace-torch's NonLinearBiasReadoutBlock (MACE-MH-1): a second gated "
                   "layer, and biases on its last two linear maps."));
+  t.push_back(opt(model, "edge_irreps", T::kString, std::nullopt,
+                  "Irreps the interactions' linear_up maps the node features to, and their convolution "
+                  "reads (mace-torch's edge_irreps, e.g. 64x0e+64x1o; MACE-MH-1, OMOL). Unset: the node "
+                  "features' own."));
+  t.push_back(
+      opt(model, "use_edge_irreps_first", T::kBool, "false",
+          "Give the first interaction edge_irreps' scalars too (mace-torch's use_edge_irreps_first)."));
   t.push_back(opt(model, "foundation_model", T::kPath, std::nullopt,
                   "Potential file to fine-tune from (e.g. potentials/chgnet-0.3.0.safetensors)."));
   t.push_back(opt(model, "direct_heads", T::kBool, "false",

@@ -56,8 +56,9 @@ SUPPORTED = (
     "a radial MLP with SiLU; species-dependent or (use_agnostic_product) shared product weights; "
     "LinearReadoutBlock, and NonLinearReadoutBlock or NonLinearBiasReadoutBlock with a SiLU gate, on every layer "
     "or (use_last_readout_only) the last; the last layer's scalars or (keep_last_layer_irreps) its "
-    "full hidden irreps; "
-    "optional ZBL pair repulsion; one or more heads"
+    "full hidden irreps; linear_up to the node features' irreps or to edge_irreps; "
+    "optional ZBL pair repulsion; total_charge / total_spin embeddings per structure (embedding_specs, "
+    "categorical or continuous, with or without use_embedding_readout); one or more heads"
 )
 
 SUPPORTED_INTERACTIONS = ("RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
@@ -115,6 +116,13 @@ ALLOWED_MODULE_CLASSES = {
     "mace.modules.blocks.NonLinearReadoutBlock",
     "mace.modules.blocks.NonLinearBiasReadoutBlock",
     "mace.modules.irreps_tools.reshape_irreps",
+    # --embedding_specs (MACE-OMOL's total charge and spin): the joint embedding and its parts.
+    "mace.modules.embeddings.GenericJointEmbedding",
+    "torch.nn.modules.container.ModuleDict",
+    "torch.nn.modules.container.Sequential",
+    "torch.nn.modules.sparse.Embedding",
+    "torch.nn.modules.linear.Linear",
+    "torch.nn.modules.activation.SiLU",
     "e3nn.o3._linear.Linear",
     "e3nn.o3._tensor_product._tensor_product.TensorProduct",
     "e3nn.o3._tensor_product._sub.FullyConnectedTensorProduct",
@@ -163,9 +171,16 @@ _ALLOWED_TENSORS = [
     r"products\.N\.symmetric_contractions\.contractions\.N\.(weights_max_zeroed|weights_N_zeroed)",
     rf"products\.N\.linear\.{_E3NN_LINEAR}",
     rf"readouts\.N\.(linear|linear_1|linear_mid|linear_2)\.{_E3NN_LINEAR}",
+    # --embedding_specs: a table per categorical feature, Linear-SiLU-Linear per continuous one,
+    # the projection of their concatenation; --use_embedding_readout: a LinearReadoutBlock.
+    r"joint_embedding\.embedders\.(total_charge|total_spin)\.weight",
+    r"joint_embedding\.embedders\.(total_charge|total_spin)\.[02]\.(weight|bias)",
+    r"joint_embedding\.project\.0\.weight",
+    rf"embedding_readout\.linear\.{_E3NN_LINEAR}",
 ]
 # The only e3nn Linear biases a supported model holds: NonLinearBiasReadoutBlock's (MACE-MH-1).
-_BIASED = re.compile(r"readouts\.\d+\.(linear_mid|linear_2)\.bias$")
+# And torch.nn.Linear's in a continuous feature's embedder (joint_embedding).
+_BIASED = re.compile(r"readouts\.\d+\.(linear_mid|linear_2)\.bias$|joint_embedding\.embedders\.\w+\.[02]\.bias$")
 
 
 def _is(value):
@@ -187,22 +202,27 @@ _MODEL_ATTRIBUTES = {
     # False (MACE-OMOL): the envelope moves from the radial basis to the messages (checked
     # against radial_embedding's, the flag forward reads; written to the file).
     "apply_cutoff": _any,
-    "edge_irreps": _is(None),             # reduced edge irreps: linear_up maps to other irreps
+    # The irreps linear_up maps to (MACE-MH-1, OMOL): read from each interaction, whose
+    # edge_irreps the model passes on (to the first one only with use_edge_irreps_first).
+    "edge_irreps": _any,
     # Species-independent product weights (MACE-MH-1): each product's flag is checked against it.
     "use_agnostic_product": _any,
     "use_so3": _is(False),                # SO(3) spherical harmonics (parity-free)
     "use_last_readout_only": _any,        # one readout, on the last layer (checked by inspect())
-    "use_edge_irreps_first": _any,        # acts only together with edge_irreps (must be None)
+    "use_edge_irreps_first": _any,        # the first interaction's edge_irreps, read from it
     # The Clebsch-Gordan basis the U matrices were built in: U is stored and read, any is fine.
     "use_reduced_cg": _any,
     "lammps_mliap": _any,                 # how forward is called from LAMMPS' ML-IAP, not what it computes
     "pair_repulsion": _is(True),          # present only with ZBL (checked with pair_repulsion_fn)
+    # Per-structure features (MACE-OMOL's total charge and spin): checked by
+    # _embedding_hyperparameters against the joint_embedding module, and written.
+    "embedding_specs": _any,
 }
 _INTERACTION_ATTRIBUTES = {
     "node_attrs_irreps": _any, "node_feats_irreps": _any, "edge_attrs_irreps": _any,
     "edge_feats_irreps": _any, "target_irreps": _any, "hidden_irreps": _any, "irreps_out": _any,
     "avg_num_neighbors": _any, "radial_MLP": _any,
-    "edge_irreps": _any,  # must equal node_feats_irreps (inspect(): linear_up is square)
+    "edge_irreps": _any,  # linear_up's and conv_tp's irreps, checked against both
     "cueq_config": lambda v: v is None or not getattr(v, "enabled", False),
     "oeq_config": lambda v: v is None or not getattr(v, "enabled", False),
 }
@@ -235,6 +255,14 @@ _CLASS_ATTRIBUTES = {
     "NonLinearReadoutBlock": {"hidden_irreps": _any, "num_heads": _any},
     "NonLinearBiasReadoutBlock": {"hidden_irreps": _any, "num_heads": _any},
     "reshape_irreps": {"irreps": _any, "dims": _any, "muls": _any, "cueq_config": _any},
+    "GenericJointEmbedding": {"base_dim": _any, "specs": _any, "out_dim": _any},
+    # max_norm would renormalise looked-up rows in forward; the rest act on training only.
+    # torch's own classes by qualified name (e3nn's Linear shares the short one).
+    "torch.nn.modules.sparse.Embedding": {"num_embeddings": _any, "embedding_dim": _any, "padding_idx": _any,
+                                          "max_norm": _is(None), "norm_type": _any, "scale_grad_by_freq": _any,
+                                          "sparse": _any},
+    "torch.nn.modules.linear.Linear": {"in_features": _any, "out_features": _any},
+    "torch.nn.modules.activation.SiLU": {"inplace": _any},
 }
 
 
@@ -312,9 +340,12 @@ def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irrep
     target = _irreps_str(inter.target_irreps)
     hidden = _irreps_str(inter.hidden_irreps)
     irreps_mid = str(inter.conv_tp.irreps_out)
-    _check(str(inter.linear_up.irreps_in) == node_feats and str(inter.linear_up.irreps_out) == node_feats,
+    # edge_irreps (mace-torch >= 0.3.14; absent before): what linear_up maps the node features to
+    # and the conv TP reads; mace-torch makes it node_feats_irreps unless the model sets it.
+    edge = _irreps_str(getattr(inter, "edge_irreps", None) or inter.node_feats_irreps)
+    _check(str(inter.linear_up.irreps_in) == node_feats and str(inter.linear_up.irreps_out) == edge,
            f"interaction {t} linear_up irreps")
-    _check(str(inter.conv_tp.irreps_in1) == node_feats and str(inter.conv_tp.irreps_in2) == edge_attrs,
+    _check(str(inter.conv_tp.irreps_in1) == edge and str(inter.conv_tp.irreps_in2) == edge_attrs,
            f"interaction {t} conv_tp inputs")
     _check(edge_attrs == str(o3.Irreps.spherical_harmonics(max_ell)), f"interaction {t} edge_attrs_irreps")
     _check(str(inter.linear.irreps_in) == irreps_mid and str(inter.linear.irreps_out) == target,
@@ -359,7 +390,7 @@ def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irrep
     if not (math.isfinite(avg) and avg > 0):
         raise ValueError(f"mace_to_fastmlip: interaction {t} avg_num_neighbors = {avg}")
 
-    return residual, {
+    hyperparameters = {
         "class": cls,
         "node_feats_irreps": node_feats,
         "edge_attrs_irreps": edge_attrs,
@@ -374,6 +405,67 @@ def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irrep
         "radial_mlp_cst": radial_cst,
         "avg_num_neighbors": avg,
     }
+    if edge != node_feats:
+        # Written only where it differs, so files of models without it stay byte for byte the same.
+        hyperparameters["edge_irreps"] = edge
+    return residual, hyperparameters
+
+
+def _embedding_hyperparameters(model, dim, num_heads):
+    """--embedding_specs (MACE-OMOL): per-structure features embedded (a table per categorical
+    one, Linear-SiLU-Linear per continuous one), concatenated, projected by a Linear without bias
+    and SiLU to the embedding's width, and added to every node's embedding; with
+    --use_embedding_readout a LinearReadoutBlock of those features adds an energy per node."""
+    import torch
+    from mace.modules.blocks import LinearReadoutBlock
+    from mace.modules.embeddings import GenericJointEmbedding
+
+    je = model.joint_embedding
+    _check(type(je) is GenericJointEmbedding and int(je.base_dim) == dim and int(je.out_dim) == dim,  # pylint: disable=unidiomatic-typecheck
+           f"joint_embedding maps to the node embedding's {dim} scalars")
+    specs = dict(model.embedding_specs)
+    _check(list(je.specs) == list(specs) and list(je.embedders) == list(specs),
+           "joint_embedding embeds the model's embedding_specs, in their order")
+    features = []
+    for name, spec in specs.items():
+        if name not in ("total_charge", "total_spin"):
+            _refuse(f"embedding_specs has the feature '{name}' (supported: total_charge and total_spin, which "
+                    f"pair_style fastmlip/mace takes as its charge and spin keywords)")
+        if spec.get("per") != "graph":
+            _refuse(f"embedding_specs feature '{name}' is per {spec.get('per')!r} (supported: per graph, one "
+                    f"value per structure)")
+        emb, width = je.embedders[name], int(spec["emb_dim"])
+        entry = {"name": name, "type": spec.get("type"), "emb_dim": width}
+        if spec.get("type") == "categorical":
+            _check(type(emb) is torch.nn.Embedding and emb.num_embeddings == int(spec["num_classes"]) and  # pylint: disable=unidiomatic-typecheck
+                   emb.embedding_dim == width, f"embedding feature {name} is a table of num_classes x emb_dim")
+            offset = spec.get("offset", 0)
+            _check(float(offset) == int(offset), f"embedding feature {name} has an integer offset")
+            entry.update(num_classes=int(spec["num_classes"]), offset=int(offset))
+        elif spec.get("type") == "continuous":
+            use_bias = bool(spec.get("use_bias", True))
+            layers = list(emb) if type(emb) is torch.nn.Sequential else []  # pylint: disable=unidiomatic-typecheck
+            _check(int(spec.get("in_dim", 0)) == 1 and len(layers) == 3 and
+                   [type(m) for m in layers] == [torch.nn.Linear, torch.nn.SiLU, torch.nn.Linear] and
+                   (layers[0].in_features, layers[0].out_features, layers[2].in_features,
+                    layers[2].out_features) == (1, width, width, width) and
+                   (layers[0].bias is not None) == use_bias == (layers[2].bias is not None),
+                   f"embedding feature {name} is Linear(1, emb_dim) - SiLU - Linear(emb_dim, emb_dim)")
+            entry.update(in_dim=1, use_bias=use_bias)
+        else:
+            _refuse(f"embedding_specs feature '{name}' has type {spec.get('type')!r} (supported: categorical, "
+                    f"continuous)")
+        features.append(entry)
+    project = list(je.project) if type(je.project) is torch.nn.Sequential else []  # pylint: disable=unidiomatic-typecheck
+    _check(len(project) == 2 and type(project[0]) is torch.nn.Linear and project[0].bias is None and  # pylint: disable=unidiomatic-typecheck
+           type(project[1]) is torch.nn.SiLU and project[0].in_features == sum(f["emb_dim"] for f in features) and  # pylint: disable=unidiomatic-typecheck
+           project[0].out_features == dim, "joint_embedding.project is Linear(sum of emb_dim, dim, no bias) - SiLU")
+    readout = hasattr(model, "embedding_readout")
+    if readout:
+        r = model.embedding_readout
+        _check(type(r) is LinearReadoutBlock and str(r.linear.irreps_in) == f"{dim}x0e" and  # pylint: disable=unidiomatic-typecheck
+               str(r.linear.irreps_out) == f"{num_heads}x0e", "embedding_readout is a LinearReadoutBlock to the heads")
+    return {"features": features, "readout": readout}
 
 
 def _product_hyperparameters(t, prod, residual, num_elements):
@@ -506,7 +598,7 @@ def _audit(model):
         qualified = _qualified(module)
         if qualified not in ALLOWED_MODULE_CLASSES:
             _refuse(f"{where} is a {qualified}, which the converter does not know")
-        rules = _CLASS_ATTRIBUTES.get(type(module).__name__)
+        rules = _CLASS_ATTRIBUTES.get(qualified, _CLASS_ATTRIBUTES.get(type(module).__name__))
         if rules is None:  # e3nn and torch containers: their structure is checked by inspect()
             continue
         for name, value in vars(module).items():
@@ -668,6 +760,12 @@ def _inspect_structure(model, cls):
 
     interactions, products, readouts = [], [], []
     features = str(model.node_embedding.linear.irreps_out)
+    _check(hasattr(model, "embedding_specs") == hasattr(model, "joint_embedding") and
+           (hasattr(model, "joint_embedding") or not hasattr(model, "embedding_readout")),
+           "embedding_specs, joint_embedding and embedding_readout together")
+    embeddings = None
+    if hasattr(model, "joint_embedding"):
+        embeddings = _embedding_hyperparameters(model, o3.Irreps(features).dim, len(heads))
     for t in range(num_interactions):
         inter = model.interactions[t]
         residual, hp = _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irreps)
@@ -748,6 +846,8 @@ def _inspect_structure(model, cls):
         hyperparameters["gaussian_coeff"] = gaussian_coeff
     if keep_last_layer_irreps:
         hyperparameters["keep_last_layer_irreps"] = True
+    if embeddings is not None:
+        hyperparameters["embeddings"] = embeddings
     return {"species": species, "r_max": r_max, "dtype": model_dtype, "hyperparameters": hyperparameters}
 
 

@@ -50,4 +50,28 @@ S mace_structure_of(const nlohmann::json& s, const Model& model) {
   return out;
 }
 
+/// For a fixture model that embeds the structure's total charge and spin (mace-torch's
+/// embedding_specs), the values its structures were evaluated at: make_mace_fixtures.py's
+/// graph_features, kept in the results file's model construction. Sets them on `o`, a
+/// models::MaceOptions; a model without them leaves `o` as it is.
+template <class Options>
+void set_mace_graph_features(Options& o, const nlohmann::json& doc) {
+  const auto features =
+      doc.value(nlohmann::json::json_pointer("/model/construction/graph_features"), nlohmann::json::object());
+  for (const auto& [name, value] : features.items()) {
+    (name == "total_charge" ? o.total_charge : o.total_spin) = value.template get<double>();
+  }
+}
+
+/// The same as pair_style keywords (" charge Q spin S"), empty for a model without them.
+inline std::string mace_graph_keywords(const nlohmann::json& doc) {
+  const auto features =
+      doc.value(nlohmann::json::json_pointer("/model/construction/graph_features"), nlohmann::json::object());
+  std::string out;
+  for (const auto& [name, value] : features.items()) {
+    out += std::string(name == "total_charge" ? " charge " : " spin ") + value.dump();
+  }
+  return out;
+}
+
 }  // namespace fastmlip::test

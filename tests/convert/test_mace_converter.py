@@ -127,19 +127,54 @@ def test_apply_cutoff_false_converts_and_evaluates_as_mace_torch(fixtures, tmp_p
     assert abs(fixtures.run_mace(model, atoms, "Default")[0]["energy"] - res["energy"]) > 1e-6
 
 
-def test_embedding_specs_are_refused(fixtures, tmp_path):
-    """--embedding_specs (total charge / spin embeddings) used to convert silently."""
+def test_embedding_specs_convert_and_evaluate_as_mace_torch(fixtures, tmp_path):
+    """--embedding_specs (MACE-OMOL's total charge and spin) once converted silently into a file
+    that ignored them, then was refused; now the features, their tables and MLPs, the projection
+    and the embedding readout are written, and the file evaluates as mace-torch at a charge and
+    spin (the independent evaluator on one structure). Features other than total_charge and
+    total_spin, or per atom, are refused by name."""
     needs("embedding_specs")
-    specs = {"total_charge": {"type": "continuous", "in_dim": 1, "emb_dim": 8},
-             "total_spin": {"type": "continuous", "in_dim": 1, "emb_dim": 8}}
-    model = build(fixtures, MP_SMALL, embedding_specs=specs)
-    assert_cli_refuses(model, tmp_path, "embedding_specs")
+    specs = {"total_spin": {"type": "continuous", "per": "graph", "in_dim": 1, "emb_dim": 5, "use_bias": False},
+             "total_charge": {"type": "categorical", "per": "graph", "num_classes": 9, "emb_dim": 3, "offset": 4}}
+    cfg = dict(cfg_named(fixtures, SMALL), embedding_specs=specs, use_embedding_readout=False,
+               graph_features={"total_charge": 2.0, "total_spin": 0.5})
+    model = fixtures.build_model(cfg)
+    out = tmp_path / "embedded.safetensors"
+    meta = converter.convert(model, out)
+    emb = meta["hyperparameters"]["embeddings"]
+    assert [f["name"] for f in emb["features"]] == ["total_spin", "total_charge"] and emb["readout"] is False
+    assert emb["features"][0]["use_bias"] is False and emb["features"][1]["offset"] == 4
+    fixtures.check_converted(model, out, meta)
+    structures = fixtures.make_structures()
+    atoms = structures[fixtures.structures_for(cfg, structures)[0]][0].copy()
+    atoms.info.update(cfg["graph_features"])
+    res, batch = fixtures.run_mace(model, atoms, "Default")
+    assert fixtures.check_file_model(out, atoms, batch, "Default", res) < 1e-10
+
+    other = {"temperature": {"type": "continuous", "per": "graph", "in_dim": 1, "emb_dim": 4}}
+    assert_cli_refuses(build(fixtures, SMALL, embedding_specs=other), tmp_path, "feature 'temperature'")
+    per_atom = {"total_charge": {"type": "categorical", "per": "node", "num_classes": 5, "emb_dim": 4}}
+    assert_cli_refuses(build(fixtures, SMALL, embedding_specs=per_atom), tmp_path, "is per 'node'")
 
 
-def test_edge_irreps_are_refused(fixtures, tmp_path):
-    """This ended in RuntimeError "unexpected model structure ... please report"."""
+@pytest.mark.parametrize("first", [False, True])
+def test_edge_irreps_convert_and_evaluate_as_mace_torch(fixtures, tmp_path, first):
+    """edge_irreps (MACE-MH-1, OMOL) once ended in RuntimeError "unexpected model structure ...
+    please report", then was refused; now each interaction's edge_irreps are written where they
+    differ from its node features' (the first one's only with use_edge_irreps_first, as their
+    scalars) and the file evaluates as mace-torch: the independent evaluator on one structure."""
     needs("edge_irreps")
-    assert_cli_refuses(build(fixtures, MP_SMALL, edge_irreps=o3.Irreps("16x0e+16x1o")), tmp_path, "edge_irreps = ")
+    cfg = dict(cfg_named(fixtures, SMALL), edge_irreps="3x0e+2x1o+2x2e", use_edge_irreps_first=first)
+    model = fixtures.build_model(cfg)
+    out = tmp_path / "edge.safetensors"
+    meta = converter.convert(model, out)
+    inter = meta["hyperparameters"]["interactions"]
+    assert [I.get("edge_irreps") for I in inter] == ["3x0e" if first else None, "3x0e+2x1o+2x2e"]
+    fixtures.check_converted(model, out, meta)
+    structures = fixtures.make_structures()
+    atoms = structures[fixtures.structures_for(cfg, structures)[0]][0]
+    res, batch = fixtures.run_mace(model, atoms, "Default")
+    assert fixtures.check_file_model(out, atoms, batch, "Default", res) < 1e-10
 
 
 def test_agnostic_product_converts(fixtures, tmp_path):
@@ -315,7 +350,8 @@ MUTATIONS = {
     "last_readout_only": (lambda m: setattr(m, "use_last_readout_only",
                                             not getattr(m, "use_last_readout_only", False)),
                           "use_last_readout_only"),
-    "edge_irreps": (lambda m: setattr(m, "edge_irreps", o3.Irreps("4x0e")), "edge_irreps"),
+    # edge_irreps that are not what linear_up maps to.
+    "edge_irreps": (lambda m: setattr(m.interactions[-1], "edge_irreps", o3.Irreps("4x0e")), "linear_up irreps"),
     "so3": (lambda m: setattr(m, "use_so3", True), "use_so3"),
     "unknown_attribute": (lambda m: setattr(m.interactions[0], "density_normalization", 3.0),
                           "density_normalization"),

@@ -34,6 +34,8 @@ struct MaceTestConfig {
   bool apply_cutoff = true;        // false: the envelope on the radial MLP outputs (MACE-OMOL)
   bool agnostic_product = false;   // one set of product weights (MACE-MH-1)
   bool readout_bias = false;       // NonLinearBiasReadoutBlock (MACE-MH-1)
+  std::string edge_irreps;         // linear_up's output irreps (MACE-MH-1, OMOL); "": square
+  bool edge_irreps_first = false;  // the first layer's too, as their scalars
   int heads = 1;
   int mlp_per_head = 6;
   std::vector<int> z = {29, 28, 8};
@@ -80,6 +82,8 @@ inline io::PotentialFile make_mace_potential(const MaceTestConfig& cfg, std::uin
   layout.apply_cutoff = cfg.apply_cutoff;
   layout.agnostic_product = cfg.agnostic_product;
   layout.readout_bias = cfg.readout_bias;
+  layout.edge_irreps = cfg.edge_irreps;
+  layout.edge_irreps_first = cfg.edge_irreps_first;
   layout.heads.clear();
   for (int h = 0; h < H; ++h) {
     layout.heads.push_back(H == 1 ? "default" : "head" + std::to_string(h));

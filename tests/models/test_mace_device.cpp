@@ -115,6 +115,7 @@ TYPED_TEST(MaceDevice, MatchesTheHostModelAndMaceTorchOnEveryFixture) {
           models::MaceOptions opt;
           opt.head = ref["head"].get<std::string>();
           opt.radial_spacing = spacing;
+          set_mace_graph_features(opt, doc);
           std::optional<models::MaceModel<Host, T>> host;
           try {
             host.emplace(pot, opt);
@@ -192,6 +193,7 @@ TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
       for (const auto& ref : doc["results"]) {
         models::MaceOptions opt;
         opt.head = ref["head"].get<std::string>();
+        set_mace_graph_features(opt, doc);
         opt.backend = kernels::Backend::kokkos;
         models::MaceModel<Device, T> kokkos(pot, opt);
         opt.backend = kernels::Backend::cuda;

@@ -76,6 +76,24 @@ void expect_mace_torchs_tensors(const io::PotentialFile& ref, const io::Potentia
   }
 }
 
+/// The reduced width most mace-torch 0.3.16 fixtures share (make_mace_fixtures.py): 6 channels,
+/// max_L 1, max_ell 2, correlation 2, 8 Bessel functions, p 5, r_max 5, radial MLP [16, 16].
+MaceLayout reduced_layout(std::vector<int> atomic_numbers, int num_interactions, int mlp_irreps) {
+  MaceLayout c;
+  c.atomic_numbers = std::move(atomic_numbers);
+  c.r_max = 5.0;
+  c.num_bessel = 8;
+  c.num_polynomial_cutoff = 5;
+  c.max_ell = 2;
+  c.num_channels = 6;
+  c.max_L = 1;
+  c.correlation = {2};
+  c.num_interactions = num_interactions;
+  c.radial_mlp = {16, 16};
+  c.mlp_irreps = mlp_irreps;
+  return c;
+}
+
 // MACE-MPA-0's blocks at reduced width, as tests/reference/make_mace_fixtures.py built them with
 // mace-torch: a Density first block, DensityResidual after it, the Agnesi transform, ZBL.
 TEST(MaceLayout, WritesMaceTorchsTensorsForTheDensityAgnesiArchitecture) {
@@ -194,18 +212,7 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheGaussianSoftAndChebyshevBases) {
 TEST(MaceLayout, WritesMaceTorchsTensorsForUseLastReadoutOnly) {
   const auto ref =
       io::read_potential_file(kData + "ssmace_3int_L1_corr2_ell2_density_lastreadout.safetensors");
-  MaceLayout c;
-  c.atomic_numbers = {13, 29, 28};
-  c.r_max = 5.0;
-  c.num_bessel = 8;
-  c.num_polynomial_cutoff = 5;
-  c.max_ell = 2;
-  c.num_channels = 6;
-  c.max_L = 1;
-  c.correlation = {2};
-  c.num_interactions = 3;
-  c.radial_mlp = {16, 16};
-  c.mlp_irreps = 8;
+  MaceLayout c = reduced_layout({13, 29, 28}, 3, 8);
   c.interaction_first = "RealAgnosticDensityInteractionBlock";
   c.interaction = "RealAgnosticDensityResidualInteractionBlock";
   c.distance_transform = "Agnesi";
@@ -263,18 +270,7 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForUseLastReadoutOnly) {
 TEST(MaceLayout, WritesMaceTorchsTensorsForTheAgnosticProductAndBiasReadout) {
   const auto ref =
       io::read_potential_file(kData + "ssmace_2int_L1_corr2_ell2_agnostic_biasreadout.safetensors");
-  MaceLayout c;
-  c.atomic_numbers = {29, 13, 28};
-  c.r_max = 5.0;
-  c.num_bessel = 8;
-  c.num_polynomial_cutoff = 5;
-  c.max_ell = 2;
-  c.num_channels = 6;
-  c.max_L = 1;
-  c.correlation = {2};
-  c.num_interactions = 2;
-  c.radial_mlp = {16, 16};
-  c.mlp_irreps = 6;
+  MaceLayout c = reduced_layout({29, 13, 28}, 2, 6);
   c.interaction_first = "RealAgnosticResidualInteractionBlock";
   c.heads = {"omat_pbe", "Default"};
   c.agnostic_product = true;
@@ -301,6 +297,46 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheAgnosticProductAndBiasReadout) {
     EXPECT_NE(std::string(e.what()).find("products.0.symmetric_contractions.contractions.0.weights_max"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// edge_irreps with use_edge_irreps_first (mace-torch >= 0.3.14; MACE-MH-1, OMOL), as
+// make_mace_fixtures.py built them with mace-torch 0.3.16: linear_up maps the node features to
+// 5x0e in the first layer and to 5x0e+3x1o+2x2e in the second, and the conv TP reads those.
+TEST(MaceLayout, WritesMaceTorchsTensorsForEdgeIrreps) {
+  const auto ref = io::read_potential_file(kData + "ssmace_2int_L1_corr2_ell2_edgeirreps.safetensors");
+  MaceLayout c = reduced_layout({29, 13, 28}, 2, 6);
+  c.interaction_first = "RealAgnosticResidualInteractionBlock";
+  c.edge_irreps = "5x0e+3x1o+2x2e";
+  c.edge_irreps_first = true;
+  const auto ours = write_fixed(c);
+  expect_mace_torchs_tensors(ref, ours);
+  const std::vector<std::string> edge = {"5x0e", "5x0e+3x1o+2x2e"};
+  for (const io::PotentialFile* f : {&ref, &ours}) {
+    const auto& inter = f->metadata.at("hyperparameters").at("interactions");
+    const MaceSpec spec = load_mace_spec(*f, {});
+    for (int t = 0; t < 2; ++t) {
+      EXPECT_EQ(inter.at(t).at("edge_irreps"), edge[t]) << t;
+      EXPECT_EQ(inter.at(t).at("irreps_mid"), spec.interactions[t].tp.irreps_out.str()) << t;
+      EXPECT_EQ(spec.interactions[t].edge.str(), edge[t]) << t;
+      EXPECT_EQ(spec.interactions[t].tp.irreps1.str(), edge[t]) << t;
+      EXPECT_EQ(spec.interactions[t].linear_up.irreps_out.str(), edge[t]) << t;
+    }
+  }
+  // Without use_edge_irreps_first the first layer's linear_up is square and no key is written.
+  c.edge_irreps_first = false;
+  const auto square = write_fixed(c);
+  EXPECT_FALSE(square.metadata["hyperparameters"]["interactions"][0].contains("edge_irreps"));
+  EXPECT_EQ(load_mace_spec(square, {}).interactions[0].edge.str(), "6x0e");
+
+  // edge_irreps that disagree with linear_up's weights are refused, naming the tensor.
+  auto other = ours;
+  other.metadata["hyperparameters"]["interactions"][1]["edge_irreps"] = "4x0e+3x1o+2x2e";
+  try {
+    load_mace_spec(other, {});
+    ADD_FAILURE() << "edge_irreps that linear_up.weight does not map to must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("interactions.1.linear_up.weight"), std::string::npos) << e.what();
   }
 }
 
@@ -339,6 +375,14 @@ TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
   b.radial_type = "gaussian";
   b.num_bessel = 1;
   refused(b, "the Gaussian basis' coefficient");
+  b = c;
+  b.edge_irreps_first = true;
+  refused(b, "use_edge_irreps_first needs edge_irreps");
+  b.edge_irreps = "4x1o";
+  refused(b, "use_edge_irreps_first gives the first interaction edge_irreps' scalars, and '4x1o' has no 0e");
+  b = c;
+  b.edge_irreps = "4y0e";
+  refused(b, "edge_irreps '4y0e'");
 }
 
 }  // namespace

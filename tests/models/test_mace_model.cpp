@@ -78,6 +78,13 @@ std::vector<Variant> variants() {
   g.heads = 2;
   g.residual_first = true;
   v.push_back({"agnostic_bias_readout_2heads", g, "head0"});
+  // edge_irreps (MACE-MH-1, OMOL): linear_up to other irreps than the node features', with
+  // mixed multiplicities and an l (2e) the hidden features lack, the first layer's to 3x0e.
+  MaceTestConfig h;
+  h.edge_irreps = "3x0e+2x1o+2x2e";
+  h.edge_irreps_first = true;
+  h.zbl = true;
+  v.push_back({"edge_irreps", h, ""});
   return v;
 }
 

@@ -5,14 +5,14 @@
 // and a results file with structures and, per structure and head, energy, per-atom energies,
 // forces and virial). Shared by the mace-torch fixtures (test_pair_mace_parity.cpp) and the
 // trainer's exported model (test_pair_trainer_parity.cpp).
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../common/json_fixtures.hpp"
 #include "lammps_harness.hpp"
 
 namespace fastmlip_test {
@@ -96,8 +96,8 @@ inline void check_model(const std::string& dir, const nlohmann::json& entry, con
     Lammps lmp;
     lmp.commands("units metal\natom_style atomic\natom_modify map array\n");
     lmp.commands(structure_input(st, species));
-    lmp.command("pair_style " +
-                with_device("fastmlip/mace precision " + std::string(tol.precision) + " head " + head));
+    lmp.command("pair_style " + with_device("fastmlip/mace precision " + std::string(tol.precision) +
+                                            " head " + head + fastmlip::test::mace_graph_keywords(fixture)));
     lmp.command("pair_coeff * * " + dir + "/" + entry.at("potential").get<std::string>() + elements);
     lmp.commands("compute pe_atom all pe/atom\ncompute p_vir all pressure NULL virial\n"
                  "compute pe_sum all reduce sum c_pe_atom\n"

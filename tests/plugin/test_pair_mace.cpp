@@ -392,6 +392,37 @@ TEST(PairMaceBadInput, RadialSplineWithTheAgnesiTransform) {
   expect_lammps_error([&] { run("radial spline 0.005"); }, {"Agnesi", "radial spline"}, "spline with Agnesi");
 }
 
+// charge and spin (MACE-OMOL's embeddings): a model that embeds them runs only with both given,
+// each a value it knows; a model without them refuses either keyword. Each stop names the
+// keyword and what to do. (Parity at a charge and spin: the mace-torch fixture, PairMaceParity.)
+TEST(PairMaceBadInput, ChargeAndSpinKeywords) {
+  const std::string dir = std::string(FASTMLIP_SOURCE_DIR) + "/tests/reference/data/mace/";
+  auto run = [&](const std::string& file, const std::string& args) {
+    Lammps lmp;
+    lmp.commands(std::string("units metal\natom_style atomic\n") + kTwoAtoms);
+    lmp.command("pair_style fastmlip/mace " + args);
+    lmp.command("pair_coeff * * " + dir + file + " Ni Cu");
+    lmp.command("run 0");
+    return lmp.thermo("pe");
+  };
+  const std::string cs = "ssmace_2int_L1_corr2_ell2_charge_spin.safetensors";
+  const double e0 = run(cs, "charge 0 spin 1");
+  EXPECT_NE(run(cs, "charge -1 spin 1"), e0) << "the charge changes the energy";
+  EXPECT_NE(run(cs, "charge 0 spin 2.5"), e0) << "the spin changes the energy";
+  expect_lammps_error([&] { run(cs, "spin 1"); }, {"embeds the structure's total charge", "'charge' keyword"},
+                      "charge missing");
+  expect_lammps_error([&] { run(cs, "charge 0"); }, {"embeds the structure's total spin", "'spin' keyword"},
+                      "spin missing");
+  expect_lammps_error([&] { run(cs, "charge 4 spin 1"); }, {"total charge", "knows the integers -3 to 3"},
+                      "charge outside the table");
+  expect_lammps_error([&] { run(cs, "charge 0.5 spin 1"); }, {"knows the integers -3 to 3"},
+                      "fractional charge");
+  expect_lammps_error([&] { run(cs, "charge one spin 1"); }, {"charge must be a number, not 'one'"},
+                      "not a number");
+  expect_lammps_error([&] { run("ssmace_2int_L1_corr2_ell2_edgeirreps.safetensors", "charge 0"); },
+                      {"embeds no total charge or spin", "remove the charge keyword"}, "no embedding");
+}
+
 // `radial spline 0.005` through LAMMPS on the shipped potential: the energy within 1e-8
 // eV/atom and every force within 1e-5 eV/A of the exact model's (the error it reports at
 // pair_coeff is ~1e-9 relative in R), on 1 rank or several.

@@ -284,6 +284,43 @@ MODELS.append({
     "use_agnostic_product": True, "readout_cls": "NonLinearBiasReadoutBlock",
     "mace_torch": "0.3.14", "structures": "ternary",
 })
+# edge_irreps (MACE-MH-1, OMOL): linear_up maps the node features to other irreps, which the
+# conv TP reads; with use_edge_irreps_first the first layer gets their scalars alone. Mixed
+# multiplicities, and an l the hidden features lack, so that no kernel may assume a uniform one.
+MODELS.append({
+    "name": "ssmace_2int_L1_corr2_ell2_edgeirreps",
+    "description": "ScaleShiftMACE with edge_irreps 5x0e+3x1o+2x2e and use_edge_irreps_first (the first "
+                   "interaction's linear_up maps to 5x0e), built with mace-torch >= 0.3.14",
+    "class": "ScaleShiftMACE", "seed": 118, "species": [CU, AL, NI], "r_max": 5.0, "num_bessel": 8,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "6x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticResidualInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [12.3, 11.6],
+    "scale": 1.06, "shift": 0.08, "edge_irreps": "5x0e+3x1o+2x2e", "use_edge_irreps_first": True,
+    "mace_torch": "0.3.14", "structures": "ternary",
+})
+# embedding_specs (MACE-OMOL's total charge and spin): a table for the charge (offset, so that
+# negative charges index it), Linear-SiLU-Linear for the spin, the projection added to every
+# node's embedding, and use_embedding_readout's energy per node. One charge and spin for every
+# structure (recorded in index.json as graph_features; the tests pass them to the model).
+MODELS.append({
+    "name": "ssmace_2int_L1_corr2_ell2_charge_spin",
+    "description": "ScaleShiftMACE with embedding_specs total_charge (categorical, 7 classes, offset 3) and "
+                   "total_spin (continuous), use_embedding_readout, evaluated at charge -1 and spin 3, built "
+                   "with mace-torch >= 0.3.14",
+    "class": "ScaleShiftMACE", "seed": 119, "species": [CU, AL, NI], "r_max": 5.0, "num_bessel": 8,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "6x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticResidualInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualInteractionBlock", "avg_num_neighbors": [12.3, 11.6],
+    "scale": 1.06, "shift": 0.08,
+    "embedding_specs": {
+        "total_charge": {"type": "categorical", "per": "graph", "num_classes": 7, "emb_dim": 4, "offset": 3},
+        "total_spin": {"type": "continuous", "per": "graph", "in_dim": 1, "emb_dim": 3},
+    },
+    "use_embedding_readout": True, "graph_features": {"total_charge": -1.0, "total_spin": 3.0},
+    "mace_torch": "0.3.14", "structures": "ternary",
+})
 # The MACE-MP-0 architectures (mace-torch's mace_mp setup: ScaleShiftMACE, non-residual first
 # block then residual, r_max 6, 10 Bessel functions, p 5, radial MLP [64, 64, 64], max_ell 3,
 # correlation 3, MLP_irreps 16x0e), with two elements instead of 89 so the files stay small.
@@ -328,9 +365,12 @@ def build_model(cfg, dtype=torch.float64, calibrate=True):
         if "radial_type" in cfg:
             kwargs["radial_type"] = cfg["radial_type"]
         for option in ("use_last_readout_only", "apply_cutoff", "keep_last_layer_irreps",
-                       "use_agnostic_product"):  # mace-torch >= 0.3.14
+                       "use_agnostic_product", "use_edge_irreps_first", "embedding_specs",
+                       "use_embedding_readout"):  # mace-torch >= 0.3.14
             if option in cfg:
                 kwargs[option] = cfg[option]
+        if "edge_irreps" in cfg:
+            kwargs["edge_irreps"] = o3.Irreps(cfg["edge_irreps"])
         if "readout_cls" in cfg:
             kwargs["readout_cls"] = getattr(modules, cfg["readout_cls"])
         if cfg["class"] == "ScaleShiftMACE":
@@ -551,7 +591,11 @@ def mace_batch(model, atoms, head):
     neighbour list, directed edges sender -> receiver within r_max, periodic images included,
     no self-edge within the home cell."""
     z_table = AtomicNumberTable([int(z) for z in model.atomic_numbers])
-    config = mace_data.config_from_atoms(atoms, head_name=head)
+    kwargs = {}
+    graph = [k for k in ("total_charge", "total_spin") if k in atoms.info]
+    if graph:  # read from atoms.info, as mace's calculator passes charge and spin
+        kwargs["key_specification"] = mace_data.utils.KeySpecification(info_keys={k: k for k in graph})
+    config = mace_data.config_from_atoms(atoms, head_name=head, **kwargs)
     item = mace_data.AtomicData.from_config(config, z_table=z_table, cutoff=float(model.r_max),
                                             heads=list(model.heads))
     loader = torch_geometric.dataloader.DataLoader(dataset=[item], batch_size=1, shuffle=False, drop_last=False)
@@ -599,6 +643,9 @@ def run_mace(model, atoms, head):
     if hasattr(model, "pair_repulsion"):
         hooks.append(model.pair_repulsion_fn.register_forward_hook(
             lambda mod, inp, out: captured.__setitem__("pair", out.detach())))
+    if hasattr(model, "embedding_readout"):
+        hooks.append(model.embedding_readout.register_forward_hook(
+            lambda mod, inp, out: captured.__setitem__("embedding", out.detach())))
     chebyshev = isinstance(model.radial_embedding.bessel_fn, modules.radial.ChebychevBasis)
     native_forces = None
     try:
@@ -630,6 +677,11 @@ def run_mace(model, atoms, head):
         assert torch.allclose(node_energy, out["node_energy"], rtol=0, atol=1e-12), "node_energy"
     else:
         node_energy = e0 + inter
+    if "embedding" in captured:
+        # use_embedding_readout: mace-torch adds this per-node energy to the structure's energy
+        # (with E0, unscaled) but leaves it out of node_energy; the reference per-atom energies
+        # include it, so that they sum to the energy, as LAMMPS' per-atom energies must.
+        node_energy = node_energy + captured["embedding"][:, h]
     energy = float(out["energy"][0])
     assert abs(float(node_energy.sum()) - energy) <= 1e-10 * max(1.0, abs(energy)), "sum of node energies"
     periodic = bool(np.all(atoms.pbc))
@@ -689,7 +741,24 @@ class FileMace:
         return (1.0 - (p + 1.0) * (p + 2.0) / 2.0 * u ** p + p * (p + 2.0) * u ** (p + 1)
                 - p * (p + 1.0) / 2.0 * u ** (p + 2)) * (x < r_max)
 
-    def energies(self, positions, numbers, sender, receiver, shifts, head):
+    def _graph_embedding(self, graph_features):
+        """embeddings (mace-torch's joint_embedding): each per-structure feature embedded (a table
+        row at int(value + offset), or Linear-SiLU-Linear of the value), concatenated, then
+        SiLU(W_project . concat): one vector, added to every node's embedding."""
+        t, silu = self.t, torch.nn.functional.silu
+        parts = []
+        for f in self.hp["embeddings"]["features"]:
+            value = float(graph_features[f["name"]])
+            pre = f"joint_embedding.embedders.{f['name']}."
+            if f["type"] == "categorical":
+                parts.append(t[pre + "weight"][int(value + f["offset"])])
+            else:
+                hidden = silu(torch.nn.functional.linear(torch.tensor([value], dtype=torch.float64),
+                                                         t[pre + "0.weight"], t.get(pre + "0.bias")))
+                parts.append(torch.nn.functional.linear(hidden, t[pre + "2.weight"], t.get(pre + "2.bias")))
+        return silu(t["joint_embedding.project.0.weight"] @ torch.cat(parts))
+
+    def energies(self, positions, numbers, sender, receiver, shifts, head, graph_features=None):
         hp, t = self.hp, self.t
         heads = hp["heads"]
         h = heads.index(head)
@@ -757,6 +826,12 @@ class FileMace:
             inter_e = inter_e.index_add(0, receiver, 0.5 * z["coulomb_constant"] * zu * zv / rr * phi * env)
 
         x = self._linear(f"{E}x0e", hp["interactions"][0]["node_feats_irreps"], "node_embedding.linear.weight")(onehot)
+        if "embeddings" in hp:
+            x = x + self._graph_embedding(graph_features)
+            if hp["embeddings"]["readout"]:
+                # Added to the E0 part, unscaled (mace-torch adds it to e0).
+                node_e = node_e + self._linear(hp["interactions"][0]["node_feats_irreps"], f"{num_heads}x0e",
+                                               "embedding_readout.linear.weight")(x)[:, h]
         # use_last_readout_only: one readout, readouts.0, on the last layer; else one per layer.
         last_only = hp.get("use_last_readout_only", False)
         num_layers = len(hp["interactions"])
@@ -768,7 +843,8 @@ class FileMace:
             density = I["class"].startswith("RealAgnosticDensity")
             sc = (self._fctp(I["node_feats_irreps"], f"{E}x0e", I["hidden_irreps"], pre + "skip_tp.weight")(x, onehot)
                   if residual else None)
-            up = self._linear(I["node_feats_irreps"], I["node_feats_irreps"], pre + "linear_up.weight")(x)
+            edge = I.get("edge_irreps", I["node_feats_irreps"])  # written where it differs
+            up = self._linear(I["node_feats_irreps"], edge, pre + "linear_up.weight")(x)
             # Radial MLP: e3nn FullyConnectedNet, x @ W / sqrt(fan_in), SiLU * cst between layers.
             w = radial
             widths = I["radial_mlp"]
@@ -779,7 +855,7 @@ class FileMace:
             # The conv TP with the recorded path weights (normalisation off: e3nn multiplies the
             # instruction's weight by its own normalisation and takes a square root).
             tp = o3.TensorProduct(
-                I["node_feats_irreps"], I["edge_attrs_irreps"], I["irreps_mid"],
+                edge, I["edge_attrs_irreps"], I["irreps_mid"],
                 [(ins["i_in1"], ins["i_in2"], ins["i_out"], "uvu", True, ins["path_weight"] ** 2)
                  for ins in I["conv_tp_instructions"]],
                 irrep_normalization="none", path_normalization="none", shared_weights=False, internal_weights=False)
@@ -871,7 +947,9 @@ def check_file_model(path, atoms, batch, head, ref):
     positions = torch.tensor(atoms.get_positions(), requires_grad=True)
     sender, receiver = batch["edge_index"][0], batch["edge_index"][1]
     shifts = batch["shifts"].detach()
-    node_energy = fm.energies(positions, atoms.numbers, sender, receiver, shifts, head)
+    # The per-structure features the model embeds (mace-torch's total_charge, total_spin).
+    features = {f["name"]: float(batch[f["name"]][0]) for f in fm.hp.get("embeddings", {"features": []})["features"]}
+    node_energy = fm.energies(positions, atoms.numbers, sender, receiver, shifts, head, features)
     energy = node_energy.sum()
     (grad,) = torch.autograd.grad(energy, positions)
     scale = max(1.0, max(abs(e) for e in ref["node_energy"]))
@@ -886,7 +964,8 @@ def check_file_model(path, atoms, batch, head, ref):
         pos2 = torch.tensor(atoms.get_positions())
         eps = torch.zeros(3, 3, requires_grad=True)
         strain = torch.eye(3) + 0.5 * (eps + eps.T)
-        e_strained = fm.energies(pos2 @ strain, atoms.numbers, sender, receiver, shifts @ strain, head).sum()
+        e_strained = fm.energies(pos2 @ strain, atoms.numbers, sender, receiver, shifts @ strain, head,
+                                 features).sum()
         (de,) = torch.autograd.grad(e_strained, eps)
         err_w = float((-de - w_ref).abs().max()) / max(1.0, float(w_ref.abs().max()))
     return max(err_e, err_f, err_w)
@@ -914,6 +993,8 @@ def check_converted(model, path, meta):
     for k, inter in enumerate(model.interactions):
         I = hp["interactions"][k]
         assert I["node_feats_irreps"] == str(inter.linear_up.irreps_in)
+        assert I.get("edge_irreps", I["node_feats_irreps"]) == str(inter.linear_up.irreps_out) == \
+            str(inter.conv_tp.irreps_in1)
         assert I["edge_attrs_irreps"] == str(inter.conv_tp.irreps_in2)
         assert I["irreps_mid"] == str(inter.conv_tp.irreps_out) == str(inter.linear.irreps_in)
         assert I["target_irreps"] == str(inter.linear.irreps_out)
@@ -1124,6 +1205,9 @@ def main(argv=None):
         model_parity = 0.0
         for sname in used:
             atoms = structures[sname][0]
+            if "graph_features" in cfg:  # the per-structure values the model embeds
+                atoms = atoms.copy()
+                atoms.info.update(cfg["graph_features"])
             for head in heads:
                 res, batch = run_mace(model, atoms, head)
                 err = check_file_model(path, atoms, batch, head, res)
@@ -1141,6 +1225,9 @@ def main(argv=None):
             "potential_sha256": file_sha, "potential_bytes": len(first), "committed": committed,
             "structures": used,
         }
+        if "graph_features" in cfg:
+            # Every structure's total_charge / total_spin: the pair style's charge and spin.
+            entry["graph_features"] = cfg["graph_features"]
         if "mace_torch" in cfg:
             # Made under another mace-torch than the index's top-level versions may say.
             entry["versions"] = versions

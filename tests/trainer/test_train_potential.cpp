@@ -445,6 +445,29 @@ TEST(TrainPotential, TrainsAFreshAgnosticProductBiasReadoutModel) {
   fs::remove_all(dir);
 }
 
+// mace_run_train's --edge_irreps and --use_edge_irreps_first from the command line: each
+// interaction's linear_up maps to those irreps (the first one's to their scalars), and the pair
+// styles' model loads the export.
+TEST(TrainPotential, TrainsAFreshEdgeIrrepsModel) {
+  const std::string dir = temp_dir("edge_irreps");
+  write_dataset(dir + "/data.xyz", 8);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir,
+                       "--config tiny.yaml --work_dir fresh --max_num_epochs 1 --edge_irreps 3x0e+2x1o+2x2e "
+                       "--use_edge_irreps_first true");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto pot = io::read_potential_file(dir + "/fresh/tiny.safetensors");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/interactions/0/edge_irreps"), "3x0e");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/interactions/1/edge_irreps"), "3x0e+2x1o+2x2e");
+  models::MaceModel<Exec, double> m(pot);
+  EXPECT_EQ(m.num_layers(), 2);
+  const Result bad =
+      run(dir, "--config tiny.yaml --work_dir bad --max_num_epochs 1 --use_edge_irreps_first true");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("use_edge_irreps_first needs edge_irreps"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

@@ -119,6 +119,8 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   layout.apply_cutoff = c.apply_cutoff;
   layout.agnostic_product = c.agnostic_product;
   layout.readout_bias = c.readout_bias;
+  layout.edge_irreps = c.edge_irreps;
+  layout.edge_irreps_first = c.edge_irreps_first;
   models::mace::MaceLayoutValues values;
   values.atomic_energies = c.e0s;
   values.scale = {c.scale};
@@ -192,6 +194,14 @@ struct MaceTorchModel<T>::Impl {
   }
 
   Impl(const io::PotentialFile& f, const std::string& head) : file(f) {
+    if (f.has_meta("/hyperparameters/embeddings") && !f.metadata["hyperparameters"]["embeddings"].is_null()) {
+      // Each training structure has its own charge and spin, and the embedding's weights would be
+      // trained: neither is wired into the trainer's batches yet.
+      throw UnsupportedError(f.display_name() +
+                             ": fine-tuning a model with total charge / spin embeddings (mace-torch's "
+                             "embedding_specs, MACE-OMOL) is not supported yet; the pair styles evaluate it "
+                             "(pair_style fastmlip/mace charge Q spin S)");
+    }
     models::MaceOptions opt;
     opt.head = head;
     spec = models::mace::load_mace_spec(file, opt);

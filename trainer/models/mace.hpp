@@ -108,6 +108,8 @@ struct MaceConfig {
   bool apply_cutoff = true;        ///< mace_run_train's --apply_cutoff
   bool agnostic_product = false;   ///< mace_run_train's --use_agnostic_product
   bool readout_bias = false;       ///< the last readout a NonLinearBiasReadoutBlock (MACE-MH-1)
+  std::string edge_irreps;         ///< mace_run_train's --edge_irreps ("": none)
+  bool edge_irreps_first = false;  ///< mace_run_train's --use_edge_irreps_first
   std::uint64_t seed = 123;
 };
 

@@ -68,7 +68,9 @@ const std::vector<std::string> kModelOptions = {"r_max",
                                                 "use_last_readout_only",
                                                 "apply_cutoff",
                                                 "use_agnostic_product",
-                                                "readout_bias"};
+                                                "readout_bias",
+                                                "edge_irreps",
+                                                "use_edge_irreps_first"};
 
 bool set_by_user(const Options& o, const std::string& name) { return o.origin(name) != "default"; }
 
@@ -372,6 +374,8 @@ io::PotentialFile Trainer<F>::initial_potential() {
   c.apply_cutoff = m_o.get_bool("apply_cutoff");
   c.agnostic_product = m_o.get_bool("use_agnostic_product");
   c.readout_bias = m_o.get_bool("readout_bias");
+  c.edge_irreps = m_o.has("edge_irreps") ? m_o.get_string("edge_irreps") : "";
+  c.edge_irreps_first = m_o.get_bool("use_edge_irreps_first");
   c.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors") ? data::avg_num_neighbors(m_train, c.r_max)
                                                                   : m_o.get_float("avg_num_neighbors");
   const data::ScaleShift ss = data::compute_scale_shift(m_o.get_string("scaling"), m_train, e0s);

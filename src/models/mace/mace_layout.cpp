@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,20 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
   const Irreps hidden_full = Irreps::parse(hidden_s), target = Irreps::parse(target_s);
   const Irreps scalars = Irreps::parse(irrep_str(C, 0)), sh = Irreps::spherical_harmonics(c.max_ell);
   const Irreps head_out = Irreps::parse(irrep_str(H, 0));
+  std::optional<Irreps> edge_irreps;
+  if (!c.edge_irreps.empty()) {
+    try {
+      edge_irreps = Irreps::parse(c.edge_irreps);
+    } catch (const InputError& e) {
+      throw InputError(fn + "edge_irreps '" + c.edge_irreps + "': " + e.what());
+    }
+    if (c.edge_irreps_first && edge_irreps->count(Irrep{0, 1}) < 1) {
+      throw InputError(fn + "use_edge_irreps_first gives the first interaction edge_irreps' scalars, and '" +
+                       c.edge_irreps + "' has no 0e");
+    }
+  } else if (c.edge_irreps_first) {
+    throw InputError(fn + "use_edge_irreps_first needs edge_irreps");
+  }
   auto add_drawn = [&](const std::string& name, std::vector<std::int64_t> shape, std::int64_t n, double scale) {
     auto values = draw(name, n, scale);
     if (static_cast<std::int64_t>(values.size()) != n) {
@@ -168,8 +183,16 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
     const bool residual = cls.find("Residual") != std::string::npos;
     const bool density = cls.find("Density") != std::string::npos;
     const Irreps hidden = (t == T - 1 && T > 1) ? scalars : hidden_full;
-    const auto tp = kernels::ChannelwiseTP::mace(features, sh, target);
-    const auto up = kernels::EquivariantLinear::e3nn(features, features);
+    // mace-torch's edge_irreps: the later layers', and the first one's scalars alone with
+    // use_edge_irreps_first; else linear_up is square.
+    Irreps edge = features;
+    if (edge_irreps && t > 0) {
+      edge = *edge_irreps;
+    } else if (edge_irreps && c.edge_irreps_first) {
+      edge = Irreps::parse(irrep_str(edge_irreps->count(Irrep{0, 1}), 0));
+    }
+    const auto tp = kernels::ChannelwiseTP::mace(edge, sh, target);
+    const auto up = kernels::EquivariantLinear::e3nn(features, edge);
     const auto lin = kernels::EquivariantLinear::e3nn(tp.irreps_out, target);
     const auto skip = residual ? kernels::EquivariantLinear::element_skip(features, E, hidden)
                                : kernels::EquivariantLinear::element_skip(target, E, target);
@@ -196,6 +219,9 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
                      {"radial_mlp", widths},
                      {"radial_mlp_cst", kSiluCst},
                      {"avg_num_neighbors", c.avg_num_neighbors}});
+    if (edge != features) {
+      inter.back()["edge_irreps"] = edge.str();
+    }
     const int corr = c.correlation[std::min<std::size_t>(t, c.correlation.size() - 1)];
     const std::string q = "products." + std::to_string(t) + ".";
     // Our coupling basis, not mace-torch's U: it spans the same functions with fewer columns

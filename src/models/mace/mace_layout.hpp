@@ -63,6 +63,12 @@ struct MaceLayout {
   /// The last readout as mace-torch's NonLinearBiasReadoutBlock (MACE-MH-1): a second gated
   /// layer, linear_mid with a bias, and a bias on linear_2.
   bool readout_bias = false;
+  /// mace_run_train's --edge_irreps (mace-torch >= 0.3.14; MACE-MH-1, OMOL): the irreps each
+  /// interaction's linear_up maps the node features to and its conv TP reads, e.g.
+  /// "16x0e+16x1o"; empty: the node features' own irreps. The first interaction gets them only
+  /// with edge_irreps_first (--use_edge_irreps_first), and then as their scalars alone (Nx0e).
+  std::string edge_irreps;
+  bool edge_irreps_first = false;
   /// Head names; one head: {"Default"} (mace-torch's name), written with "default_head".
   std::vector<std::string> heads = {"Default"};
   /// radial_embedding.bessel_fn.prefactor = sqrt(2 / r_max), as mace-torch >= 0.3.10 stores it

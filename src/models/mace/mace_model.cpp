@@ -239,8 +239,10 @@ struct MaceModel<ExecSpace, T>::Impl {
       const int C = spec.embedding_irreps.dim();
       std::vector<double> w(spec.w_embedding.size());
       for (std::size_t k = 0; k < w.size(); ++k) {
-        // Rounded to T from the double product, as the embedding always was.
-        w[k] = static_cast<double>(static_cast<T>(spec.embedding_path_weight * spec.w_embedding[k]));
+        // Rounded to T from the double value, as the embedding always was; plus the structure's
+        // charge / spin embedding where the model has one (zeros otherwise).
+        const double shift = spec.embedding_shift.empty() ? 0.0 : spec.embedding_shift[k % C];
+        w[k] = static_cast<double>(static_cast<T>(spec.embedding_path_weight * spec.w_embedding[k] + shift));
       }
       W_embedding = weights(w, spec.num_elements);
       if (static_cast<int>(W_embedding.extent(1)) != C) {

@@ -16,6 +16,7 @@
 ///
 /// The file layout, hyperparameters and what the converter writes: docs/mace-potential.md.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct MaceOptions {
   /// only (radial splines keep the Kokkos TP). Backend::automatic, the default, is cuda where
   /// that holds and kokkos elsewhere; kernel_backend() says which ran.
   kernels::Backend backend = kernels::Backend::automatic;
+  /// The structure's total charge (e) and spin multiplicity, for a model that embeds them
+  /// (mace-torch's embedding_specs total_charge / total_spin, MACE-OMOL; the pair style's charge
+  /// and spin keywords). Such a model refuses to load without the values it embeds, and a
+  /// model without them refuses either value, so that neither is ever silently ignored.
+  std::optional<double> total_charge, total_spin;
 };
 
 /// What a layer's radial table is and how well it reproduces the exact radial function,

@@ -39,9 +39,12 @@ struct InteractionSpec {
   bool density = false;
   std::vector<double> w_density;  ///< [num_bessel]: density_fn's weights over sqrt(num_bessel)
   Irreps node_feats, target, hidden;
-  kernels::EquivariantLinear linear_up;  ///< node_feats -> node_feats
+  /// What linear_up maps the node features to and the conv TP reads: node_feats, or mace-torch's
+  /// edge_irreps (MACE-MH-1, OMOL; the first layer's only with use_edge_irreps_first).
+  Irreps edge;
+  kernels::EquivariantLinear linear_up;  ///< node_feats -> edge
   std::vector<double> w_linear_up;
-  kernels::ChannelwiseTP tp;             ///< node_feats (x) SH -> irreps_mid
+  kernels::ChannelwiseTP tp;             ///< edge (x) SH -> irreps_mid
   kernels::RadialMLP mlp;                ///< radial basis features -> tp.weight_numel
   kernels::EquivariantLinear linear;     ///< irreps_mid -> target
   std::vector<double> w_linear;          ///< already divided by avg_num_neighbors (not for density)
@@ -115,6 +118,12 @@ struct MaceSpec {
   Irreps embedding_irreps;         ///< C x 0e
   std::vector<double> w_embedding; ///< o3.Linear(E x 0e -> C x 0e) weights [E][C]
   double embedding_path_weight = 1;
+  /// [C] mace-torch's joint_embedding of the structure's features (embedding_specs: total
+  /// charge and spin, from MaceOptions), added to every node's embedding; zeros without. Its
+  /// embedding_readout energy, a function of the species alone once the features are fixed, is
+  /// folded into e0.
+  std::vector<double> embedding_shift;
+  std::vector<std::string> graph_features;  ///< the features embedded (total_charge, total_spin)
 
   kernels::RadialBasisParams radial_basis;  ///< mace-torch radial_embedding.bessel_fn (any radial_type)
   /// The radial basis's distance transform (none, or Agnesi: MPA-0, OMAT-0, MP-0b3).

@@ -123,7 +123,7 @@ int StageGraph::max_exchange_width(const MaceSpec& spec) const {
   int w = 0;
   for (const Stage& s : stages) {
     if (s.kind == StageKind::ExchangeSenders) {
-      w = std::max(w, spec.interactions.at(s.layer).node_feats.dim());
+      w = std::max(w, spec.interactions.at(s.layer).edge.dim());
     }
   }
   return w;
@@ -135,8 +135,8 @@ int slot_width(const MaceSpec& spec, const Slot& s) {
     case Value::Features:
       return s.layer < T ? spec.interactions.at(s.layer).node_feats.dim()
                          : spec.interactions.at(T - 1).hidden.dim();
-    case Value::Senders:
-      return spec.interactions.at(s.layer).node_feats.dim();
+    case Value::Senders:  // linear_up's output
+      return spec.interactions.at(s.layer).edge.dim();
     case Value::Messages:
       return spec.interactions.at(s.layer).tp.dim_out();
     case Value::LinearOut:
