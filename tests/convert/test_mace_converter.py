@@ -152,7 +152,7 @@ def test_embedding_specs_convert_and_evaluate_as_mace_torch(fixtures, tmp_path):
     assert fixtures.check_file_model(out, atoms, batch, "Default", res) < 1e-10
 
     other = {"temperature": {"type": "continuous", "per": "graph", "in_dim": 1, "emb_dim": 4}}
-    assert_cli_refuses(build(fixtures, SMALL, embedding_specs=other), tmp_path, "feature 'temperature'")
+    assert_cli_refuses(build(fixtures, SMALL, embedding_specs=other), tmp_path, "temperature")
     per_atom = {"total_charge": {"type": "categorical", "per": "node", "num_classes": 5, "emb_dim": 4}}
     assert_cli_refuses(build(fixtures, SMALL, embedding_specs=per_atom), tmp_path, "is per 'node'")
 

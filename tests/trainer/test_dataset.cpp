@@ -72,6 +72,29 @@ TEST(TrainerDataset, ReadsLabelsWeightsAndPeriodicity) {
   EXPECT_TRUE(ds.skip_warning.empty());
 }
 
+// mace-torch's total_charge / total_spin info keys (a model with charge / spin embeddings reads
+// them per structure): numbers, absent where the frame has none, a clear error where not numeric.
+TEST(TrainerDataset, ReadsTotalChargeAndSpin) {
+  const std::string text =
+      "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-2 total_charge=-1 total_spin=2 pbc=\"F F "
+      "F\"\n"
+      "Cu 0 0 0 1 2 3\n"
+      "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-2 pbc=\"F F F\"\n"
+      "Cu 0 0 0 1 2 3\n";
+  const Dataset ds = read(text);
+  ASSERT_EQ(ds.configs.size(), 2u);
+  EXPECT_EQ(ds.configs[0].total_charge, -1.0);
+  EXPECT_EQ(ds.configs[0].total_spin, 2.0);
+  EXPECT_FALSE(ds.configs[1].total_charge);
+  EXPECT_FALSE(ds.configs[1].total_spin);
+  const std::string bad =
+      "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-2 total_charge=minus pbc=\"F F F\"\n"
+      "Cu 0 0 0 1 2 3\n";
+  EXPECT_TRUE(
+      contains(error_of([&] { read(bad); }), "total charge 'total_charge' value 'minus' is not numeric"))
+      << error_of([&] { read(bad); });
+}
+
 TEST(TrainerDataset, KeysAreConfigurable) {
   const std::string text =
       "1\nProperties=species:S:1:pos:R:3:dft_f:R:3 dft_e=-2 dft_s=\"1 0 0 0 1 0 0 0 1\" pbc=\"F F F\"\n"

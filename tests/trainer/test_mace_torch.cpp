@@ -122,16 +122,6 @@ TEST(MaceTorchParity, MatchesMaceModelAndMaceTorchOnEveryFixture) {
     const std::string name = entry["name"].get<std::string>();
     const auto doc = read_json(kFixtures + "/" + entry["results"].get<std::string>());
     const auto pot = io::read_potential_file(kFixtures + "/" + entry["potential"].get<std::string>());
-    if (entry.contains("graph_features")) {
-      // A total charge / spin embedding: not trainable yet, and refused by name.
-      try {
-        MaceTorchModel<double> refused(pot, "");
-        ADD_FAILURE() << name << ": the trainer loaded a model with charge / spin embeddings";
-      } catch (const UnsupportedError& e) {
-        EXPECT_NE(std::string(e.what()).find("embedding_specs"), std::string::npos) << e.what();
-      }
-      continue;
-    }
     double worst_plugin = 0, worst_torch = 0, worst_batch = 0;
     // All structures of one head in one batch, against their single-graph results.
     std::map<std::string, std::vector<std::pair<MaceStructure, std::vector<double>>>> by_head;
@@ -140,9 +130,13 @@ TEST(MaceTorchParity, MatchesMaceModelAndMaceTorchOnEveryFixture) {
       MaceTorchModel<double> model(pot, head);
       models::MaceOptions opt;
       opt.head = head;
+      set_mace_graph_features(opt, doc);
       models::MaceModel<Exec, double> plugin(pot, opt);
       const std::string what = name + " / " + ref["structure"].get<std::string>() + " / " + head;
-      const auto s = structure_of(doc["structures"][ref["structure"].get<std::string>()], model);
+      auto s = structure_of(doc["structures"][ref["structure"].get<std::string>()], model);
+      // The charge and spin a model with charge / spin embeddings was evaluated at.
+      s.total_charge = opt.total_charge.value_or(0.0);
+      s.total_spin = opt.total_spin.value_or(1.0);
       const auto batch = trainer::make_mace_batch({s}, model.cutoff());
       EXPECT_EQ(batch.sender.size(0), ref["num_edges"].get<int>()) << what;
       MaceForwardOptions o;
@@ -406,6 +400,17 @@ TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesAgnosticProductBiasReadout
   check_gradients(io::read_potential_file(path), 105, /*scale_step=*/false, 3e-5, /*richardson=*/true);
 }
 
+// MACE-OMOL's total charge and spin embeddings (a mace-torch 0.3.16 fixture: a categorical charge,
+// a continuous spin, the embedding readout): the tables, the spin MLP, the projection and the
+// readout are differentiated twice through the batch's charges and spins.
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesChargeSpinEmbeddings) {
+  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell2_charge_spin.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  check_gradients(io::read_potential_file(path), 107);
+}
+
 // edge_irreps with use_edge_irreps_first (a mace-torch 0.3.16 fixture): linear_up to 5x0e in the
 // first layer and to 5x0e+3x1o+2x2e in the second, the conv TP on those mixed multiplicities.
 TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesEdgeIrreps) {
@@ -446,6 +451,11 @@ std::string check_round_trip(MaceTorchModel<double>& model, const std::string& p
   const auto pot = io::read_potential_file(path);
   models::MaceOptions opt;
   opt.head = head;
+  if (pot.has_meta("/hyperparameters/embeddings")) {
+    // A model with charge / spin embeddings: the structures below have mace-torch's defaults.
+    opt.total_charge = 0.0;
+    opt.total_spin = 1.0;
+  }
   models::MaceModel<Exec, double> plugin(pot, opt);
   const int species = static_cast<int>(model.species().size());
   const std::vector<MaceStructure> structures = {random_structure(6, 3.3, species, seed, true),
@@ -604,6 +614,37 @@ TEST(MaceTorchExport, FineTunedAgnosticProductBiasReadoutFixtureRoundTrips) {
   }
   EXPECT_EQ(saved.metadata["hyperparameters"]["products"][0].value("agnostic", false), true);
   EXPECT_EQ(saved.metadata["hyperparameters"]["readouts"][1]["class"], "NonLinearBiasReadoutBlock");
+}
+
+// Fine-tuning a model with charge / spin embeddings: the charge table's rows that the data's
+// charges select, the spin MLP, the projection and the embedding readout are trained and saved
+// under mace-torch's names and shapes; a charge the table lacks is an error naming the range.
+TEST(MaceTorchExport, FineTunedChargeSpinFixtureRoundTrips) {
+  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell2_charge_spin.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  const auto pot = io::read_potential_file(path);
+  const auto saved = fine_tune_round_trip(pot, "ftc_", 66);
+  for (const std::string trained :
+       {"joint_embedding.embedders.total_charge.weight", "joint_embedding.embedders.total_spin.0.weight",
+        "joint_embedding.embedders.total_spin.2.bias", "joint_embedding.project.0.weight",
+        "embedding_readout.linear.weight"}) {
+    EXPECT_EQ(saved.get(trained).shape, pot.get(trained).shape) << trained;
+    EXPECT_NE(saved.get(trained).as<double>(io::Conversion::widen),
+              pot.get(trained).as<double>(io::Conversion::widen))
+        << trained << " is trained";
+  }
+  EXPECT_EQ(saved.metadata["hyperparameters"]["embeddings"], pot.metadata["hyperparameters"]["embeddings"]);
+  MaceTorchModel<double> model(pot);
+  auto batch = small_batch(model.cutoff(), 3);
+  batch.total_charge = torch::full({batch.num_graphs}, 4.0, torch::dtype(torch::kFloat64));
+  try {
+    model.forward(batch);
+    ADD_FAILURE() << "a charge outside the model's table was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("knows the integers -3 to 3"), std::string::npos) << e.what();
+  }
 }
 
 // Fine-tuning an edge_irreps model: linear_up (to edge_irreps) and the radial MLP that feeds the

@@ -117,6 +117,14 @@ Dataset read_dataset(std::istream& in, const std::string& source, const ReadOpti
 
     // Labels present in the frame.
     std::vector<std::string> missing;
+    // mace-torch's total_charge / total_spin info keys (its defaults): what a model with
+    // embedding_specs embeds per structure (MACE-OMOL).
+    if (const std::string* q = f.find_info("total_charge")) {
+      c.total_charge = info_numbers(f, "total_charge", *q, "total charge", 1)[0];
+    }
+    if (const std::string* s = f.find_info("total_spin")) {
+      c.total_spin = info_numbers(f, "total_spin", *s, "total spin", 1)[0];
+    }
     if (const std::string* e = f.find_info(opt.keys.energy)) {
       c.energy = info_numbers(f, opt.keys.energy, *e, "energy", 1)[0];
     } else if (opt.require_energy) {

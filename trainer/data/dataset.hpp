@@ -75,6 +75,9 @@ struct Config {
   /// natoms magnetic moments (mu_B, |moment| as chgnet trains on them), empty when absent
   /// (the extxyz reader never sets them; mptrj.hpp does).
   std::vector<double> magmoms;
+  /// The info keys total_charge (e) and total_spin (multiplicity), mace-torch's names: what a
+  /// model with charge / spin embeddings reads (mace-torch's 0 and 1 where absent).
+  std::optional<double> total_charge, total_spin;
 
   double weight = 1.0;  ///< config_weight * config_type_weights[config_type]
   double energy_weight = 1.0, forces_weight = 1.0, stress_weight = 1.0, virials_weight = 1.0;

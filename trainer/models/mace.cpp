@@ -31,7 +31,7 @@ namespace fastmlip::trainer {
 // ---- batches ----------------------------------------------------------------------------------
 
 MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double cutoff) {
-  std::vector<double> pos, shifts, cells;
+  std::vector<double> pos, shifts, cells, charges, spins;
   std::vector<std::int64_t> species, batch, sender, receiver;
   graph::NeighborListOptions opt;
   opt.cutoff = cutoff;
@@ -64,6 +64,8 @@ MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double c
     for (int k = 0; k < 9; ++k) {
       cells.push_back(s.cell ? (*s.cell)[k] : 0.0);
     }
+    charges.push_back(s.total_charge);
+    spins.push_back(s.total_spin);
     offset += static_cast<std::int64_t>(n);
   }
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
@@ -78,6 +80,8 @@ MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double c
   b.receiver = torch::from_blob(receiver.data(), {E}, i64).clone();
   b.shifts = torch::from_blob(shifts.data(), {E, 3}, f64).clone();
   b.cell = torch::from_blob(cells.data(), {G, 3, 3}, f64).clone();
+  b.total_charge = torch::from_blob(charges.data(), {G}, f64).clone();
+  b.total_spin = torch::from_blob(spins.data(), {G}, f64).clone();
   b.num_graphs = G;
   return b;
 }
@@ -173,6 +177,16 @@ struct MaceTorchModel<T>::Impl {
   c10::intrusive_ptr<TransformedBasisOp<T>> transformed;  // with a distance transform
   torch::Tensor rcov;                                     // [E] its covalent radius per species
   torch::Tensor e0;  // [E]
+  /// embedding_specs (MACE-OMOL): each feature's table (categorical) or Linear-SiLU-Linear
+  /// (continuous), the projection of their concatenation, and the embedding readout.
+  struct GraphFeature {
+    std::string name;
+    bool categorical = false;
+    std::int64_t classes = 0, offset = 0;
+    torch::Tensor table, w0, b0, w2, b2;
+  };
+  std::vector<GraphFeature> graph_features;
+  torch::Tensor W_project, W_emb_readout;  // [C, sum of emb_dim], [C, heads]
 
   static torch::TensorOptions real() { return torch::TensorOptions().dtype(torch_dtype<T>()); }
 
@@ -193,17 +207,81 @@ struct MaceTorchModel<T>::Impl {
     return value;
   }
 
-  Impl(const io::PotentialFile& f, const std::string& head) : file(f) {
-    if (f.has_meta("/hyperparameters/embeddings") && !f.metadata["hyperparameters"]["embeddings"].is_null()) {
-      // Each training structure has its own charge and spin, and the embedding's weights would be
-      // trained: neither is wired into the trainer's batches yet.
-      throw UnsupportedError(f.display_name() +
-                             ": fine-tuning a model with total charge / spin embeddings (mace-torch's "
-                             "embedding_specs, MACE-OMOL) is not supported yet; the pair styles evaluate it "
-                             "(pair_style fastmlip/mace charge Q spin S)");
+  /// The parameters of the file's `embeddings` (docs/mace-potential.md), under mace-torch's names.
+  void add_graph_embedding(int C) {
+    const auto& hp = file.metadata.at("hyperparameters");
+    if (!hp.contains("embeddings") || hp.at("embeddings").is_null()) {
+      return;
     }
+    std::int64_t width_sum = 0;
+    for (const auto& f : hp.at("embeddings").at("features")) {
+      GraphFeature g;
+      g.name = f.at("name").get<std::string>();
+      if (g.name != "total_charge" && g.name != "total_spin") {
+        throw UnsupportedError(file.display_name() + ": embeddings feature '" + g.name +
+                               "'; supported: total_charge, total_spin");
+      }
+      const std::int64_t width = f.at("emb_dim").get<std::int64_t>();
+      const std::string p = "joint_embedding.embedders." + g.name + ".";
+      g.categorical = f.at("type").get<std::string>() == "categorical";
+      if (g.categorical) {
+        g.classes = f.at("num_classes").get<std::int64_t>();
+        g.offset = f.value("offset", std::int64_t{0});
+        g.table = add_param(p + "weight", {g.classes, width});
+      } else {
+        const bool bias = f.value("use_bias", true);
+        g.w0 = add_param(p + "0.weight", {width, 1});
+        g.w2 = add_param(p + "2.weight", {width, width});
+        if (bias) {
+          g.b0 = add_param(p + "0.bias", {width});
+          g.b2 = add_param(p + "2.bias", {width});
+        }
+      }
+      width_sum += width;
+      graph_features.push_back(std::move(g));
+    }
+    W_project = add_param("joint_embedding.project.0.weight", {C, width_sum});
+    if (hp.at("embeddings").value("readout", false)) {
+      W_emb_readout =
+          add_param("embedding_readout.linear.weight", {C, static_cast<std::int64_t>(spec.heads.size())});
+    }
+  }
+
+  /// [G, C]: each structure's embedding of its charge and spin (mace-torch's joint_embedding).
+  torch::Tensor graph_embedding(const MaceBatch& b) const {
+    std::vector<torch::Tensor> parts;
+    for (const GraphFeature& g : graph_features) {
+      // [G] float64; a batch made without them has mace-torch's defaults, charge 0 and spin 1.
+      torch::Tensor v = g.name == "total_charge" ? b.total_charge : b.total_spin;
+      if (!v.defined()) {
+        v = torch::full({b.num_graphs}, g.name == "total_charge" ? 0.0 : 1.0, torch::dtype(torch::kFloat64));
+      }
+      if (g.categorical) {
+        // mace-torch: row (value + offset).long(); the values the table holds are integers.
+        const auto shifted = v + static_cast<double>(g.offset);
+        const bool ok = shifted.numel() == 0 ||
+                        (torch::equal(shifted, shifted.trunc()) && shifted.min().item<double>() >= 0 &&
+                         shifted.max().item<double>() < static_cast<double>(g.classes));
+        if (!ok) {
+          throw InputError(file.display_name() + ": a structure's " + g.name +
+                           " is not one the model embeds: it knows the integers " +
+                           std::to_string(-g.offset) + " to " + std::to_string(g.classes - 1 - g.offset));
+        }
+        parts.push_back(g.table.index_select(0, shifted.to(torch::kInt64)));
+      } else {
+        const auto hidden = torch::silu(torch::linear(v.to(torch_dtype<T>()).unsqueeze(1), g.w0, g.b0));
+        parts.push_back(torch::linear(hidden, g.w2, g.b2));
+      }
+    }
+    return torch::silu(torch::linear(torch::cat(parts, 1), W_project));
+  }
+
+  Impl(const io::PotentialFile& f, const std::string& head) : file(f) {
     models::MaceOptions opt;
     opt.head = head;
+    // Each structure of a batch has its own charge and spin: the embedding is evaluated per
+    // structure here (add_graph_embedding), not folded in by the loader.
+    opt.graph_embedding = false;
     spec = models::mace::load_mace_spec(file, opt);
     stages = models::mace::stage_list(spec);
     const int E = spec.num_elements, C = spec.embedding_irreps.dim();
@@ -216,6 +294,7 @@ struct MaceTorchModel<T>::Impl {
     }
     e0 = torch::tensor(spec.e0, torch::TensorOptions().dtype(torch::kFloat64)).to(torch_dtype<T>());
     W_emb = add_param("node_embedding.linear.weight", {E, C});
+    add_graph_embedding(C);
     for (int t = 0; t < spec.num_interactions; ++t) {
       Layer L;
       L.I = &spec.interactions[t];
@@ -402,6 +481,7 @@ struct MaceTorchModel<T>::Impl {
     }
     auto inter = torch::zeros({N}, real());
     torch::Tensor node_energy;
+    torch::Tensor emb_energy;  // [N] the embedding readout's (embedding_specs with use_embedding_readout)
     for (const auto& s : stages) {
       using K = models::mace::StageKind;
       Layer* L = s.layer >= 0 ? &layers.at(s.layer) : nullptr;
@@ -421,9 +501,19 @@ struct MaceTorchModel<T>::Impl {
             B = apply_kernel(radial_basis, {r});
           }
           break;
-        case K::Embedding:
-          value(s.out) = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
+        case K::Embedding: {
+          auto x0 = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
+          if (!graph_features.empty()) {
+            x0 = x0 + graph_embedding(b).index_select(0, b.batch);
+            if (W_emb_readout.defined()) {
+              // An e3nn Linear C x 0e -> heads x 0e (path weight 1/sqrt(C)); its energy joins E0.
+              emb_energy = torch::matmul(x0, W_emb_readout).select(1, spec.head) /
+                           std::sqrt(static_cast<double>(spec.embedding_irreps.dim()));
+            }
+          }
+          value(s.out) = x0;
           break;
+        }
         case K::Zbl:
           pair = zbl(r, b.species, b.sender, b.receiver, N);
           break;
@@ -495,7 +585,10 @@ struct MaceTorchModel<T>::Impl {
         }
         case K::NodeEnergy: {
           const auto sum = pair.defined() ? inter + pair : inter;
-          const auto e0_nodes = e0.index_select(0, b.species);
+          auto e0_nodes = e0.index_select(0, b.species);
+          if (emb_energy.defined()) {
+            e0_nodes = e0_nodes + emb_energy;  // unscaled, as mace-torch adds it to e0
+          }
           node_energy = spec.scale_shift ? e0_nodes + spec.scale * sum + spec.shift : e0_nodes + sum;
           break;
         }

@@ -50,6 +50,9 @@ struct MaceBatch {
   /// convention; for a periodic image r_sender + S.cell the shift is -S.cell).
   torch::Tensor shifts;
   torch::Tensor cell;  ///< [num_graphs, 3, 3] rows a, b, c (zeros without a cell); for stress
+  /// [num_graphs] float64: each structure's total charge and spin multiplicity, which a model
+  /// with embedding_specs (MACE-OMOL) embeds.
+  torch::Tensor total_charge, total_spin;
   std::int64_t num_graphs = 0;
 };
 
@@ -59,6 +62,9 @@ struct MaceStructure {
   std::vector<int> species;       ///< model species indices
   std::optional<std::array<double, 9>> cell;
   std::array<bool, 3> pbc{false, false, false};
+  /// The structure's total charge (e) and spin multiplicity; mace-torch's defaults, 0 and 1,
+  /// where the data has none (as mace-torch trains such a model).
+  double total_charge = 0.0, total_spin = 1.0;
 };
 
 /// Graphs with the core's neighbour list (every pair strictly within `cutoff`, all periodic

@@ -61,6 +61,8 @@ struct MaceFamily {
       s.positions = c.positions;
       s.cell = c.cell;
       s.pbc = c.pbc;
+      s.total_charge = c.total_charge.value_or(0.0);
+      s.total_spin = c.total_spin.value_or(1.0);
       for (std::size_t i = 0; i < c.natoms(); ++i) {
         const int k = m.species_index(c.atomic_numbers[i]);
         if (k < 0) {

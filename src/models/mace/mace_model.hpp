@@ -56,6 +56,9 @@ struct MaceOptions {
   /// and spin keywords). Such a model refuses to load without the values it embeds, and a
   /// model without them refuses either value, so that neither is ever silently ignored.
   std::optional<double> total_charge, total_spin;
+  /// false: leave the embeddings out (no values needed, nothing folded). For the trainer, whose
+  /// structures each have their own charge and spin and which trains the embedding's weights.
+  bool graph_embedding = true;
 };
 
 /// What a layer's radial table is and how well it reproduces the exact radial function,

@@ -205,6 +205,9 @@ double silu(double x) { return x / (1.0 + std::exp(-x)); }
 void read_graph_embedding(const Reader& r, const MaceOptions& o, MaceSpec& spec) {
   const int C = spec.embedding_irreps.dim();
   spec.embedding_shift.assign(static_cast<std::size_t>(C), 0.0);
+  if (!o.graph_embedding) {
+    return;
+  }
   if (!r.has_hp("embeddings") || r.hp_json("embeddings").is_null()) {
     if (o.total_charge || o.total_spin) {
       throw InputError(spec.source +
