@@ -122,15 +122,19 @@ std::vector<OptionSpec> build_table() {
       opt(model, "MLP_irreps", T::kString, "16x0e", "Hidden irreps of the last (non-linear) readout."));
   t.push_back(opt(model, "interaction_first", T::kChoice, "RealAgnosticInteractionBlock",
                   "Class of the first interaction block (MACE-MPA-0 and OMAT-0: "
-                  "RealAgnosticDensityInteractionBlock).",
+                  "RealAgnosticDensityInteractionBlock; MACE-MH-1 and OMOL: "
+                  "RealAgnosticResidualNonLinearInteractionBlock).",
                   {},
                   {"RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
-                   "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"}));
+                   "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock",
+                   "RealAgnosticResidualNonLinearInteractionBlock"}));
   t.push_back(opt(model, "interaction", T::kChoice, "RealAgnosticResidualInteractionBlock",
                   "Class of the later interaction blocks (MACE-MPA-0 and OMAT-0: "
-                  "RealAgnosticDensityResidualInteractionBlock).",
+                  "RealAgnosticDensityResidualInteractionBlock; MACE-MH-1 and OMOL: "
+                  "RealAgnosticResidualNonLinearInteractionBlock).",
                   {},
-                  {"RealAgnosticResidualInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"}));
+                  {"RealAgnosticResidualInteractionBlock", "RealAgnosticDensityResidualInteractionBlock",
+                   "RealAgnosticResidualNonLinearInteractionBlock"}));
   t.push_back(opt(model, "radial_type", T::kChoice, "bessel",
                   "Radial basis of the edge length (mace-torch's Bessel, Gaussian or Chebyshev).", {},
                   {"bessel", "gaussian", "chebyshev"}));

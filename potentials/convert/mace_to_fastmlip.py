@@ -48,7 +48,8 @@ EXIT_UNSUPPORTED = 2
 SUPPORTED = (
     "supported: model classes MACE and ScaleShiftMACE built from e3nn modules (not "
     "cuEquivariance, not TorchScript-compiled); interaction blocks RealAgnosticInteractionBlock "
-    "and RealAgnosticResidualInteractionBlock and their Density variants; 1 to 3 interactions; "
+    "and RealAgnosticResidualInteractionBlock and their Density variants, and "
+    "RealAgnosticResidualNonLinearInteractionBlock (MACE-MH-1, OMOL); 1 to 3 interactions; "
     "hidden irreps Cx0e, "
     "Cx0e+Cx1o or Cx0e+Cx1o+Cx2e (max_L 0 to 2); correlation 1 to 3; spherical harmonics "
     "max_ell 1 to 3; a Bessel, Gaussian or Chebyshev radial basis with a polynomial cutoff (on the basis, "
@@ -62,11 +63,17 @@ SUPPORTED = (
 )
 
 SUPPORTED_INTERACTIONS = ("RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
-                          "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock")
+                          "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock",
+                          "RealAgnosticResidualNonLinearInteractionBlock")
 # The Density blocks (MACE-MPA-0, -OMAT-0, MATPES) divide each node's message by 1 + its learned
 # edge density, sum over its edges of tanh(density_fn(B_e)^2), instead of avg_num_neighbors.
 DENSITY_INTERACTIONS = ("RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock")
-RESIDUAL_INTERACTIONS = ("RealAgnosticResidualInteractionBlock", "RealAgnosticDensityResidualInteractionBlock")
+RESIDUAL_INTERACTIONS = ("RealAgnosticResidualInteractionBlock", "RealAgnosticDensityResidualInteractionBlock",
+                         "RealAgnosticResidualNonLinearInteractionBlock")
+# MACE-MH-1 / OMOL's block: species embeddings in the radial MLP's input (a LayerNorm MLP with
+# biases), a learned density normalisation alpha + beta * density, a linear residual from the
+# sender features, an equivariant gate and a second linear; its skip is a plain Linear.
+NONLINEAR_INTERACTION = "RealAgnosticResidualNonLinearInteractionBlock"
 MAX_INTERACTIONS = 3
 MAX_HIDDEN_L = 2
 MAX_CORRELATION = 3
@@ -109,6 +116,10 @@ ALLOWED_MODULE_CLASSES = {
     "mace.modules.blocks.RealAgnosticResidualInteractionBlock",
     "mace.modules.blocks.RealAgnosticDensityInteractionBlock",
     "mace.modules.blocks.RealAgnosticDensityResidualInteractionBlock",
+    "mace.modules.blocks.RealAgnosticResidualNonLinearInteractionBlock",
+    "mace.modules.radial.RadialMLP",
+    "torch.nn.modules.normalization.LayerNorm",
+    "mace.modules.gate.GatedEquivariantBlock",
     "mace.modules.blocks.EquivariantProductBasisBlock",
     "mace.modules.symmetric_contraction.SymmetricContraction",
     "mace.modules.symmetric_contraction.Contraction",
@@ -163,6 +174,12 @@ _ALLOWED_TENSORS = [
     rf"interactions\.N\.(conv_tp|skip_tp)\.{_E3NN_TP}",
     r"interactions\.N\.conv_tp_weights\.layerN\.weight",
     r"interactions\.N\.density_fn\.layer0\.weight",  # Density blocks: [num_bessel, 1]
+    # The non-linear block (MACE-MH-1, OMOL): its density normalisation's alpha and beta, the
+    # species embeddings of the radial input, its e3nn Linears (skip_tp is one too) and its two
+    # RadialMLPs (torch Linear with bias, LayerNorm, SiLU).
+    r"interactions\.N\.(alpha|beta)",
+    rf"interactions\.N\.(source_embedding|target_embedding|linear_res|linear_1|linear_2|skip_tp)\.{_E3NN_LINEAR}",
+    r"interactions\.N\.(conv_tp_weights|density_fn)\.net\.N\.(weight|bias)",
     r"products\.N\.symmetric_contractions\.contractions\.N\.(U_matrix_N|weights_max|weights\.N)",
     # mace-torch >= 0.3.14: one boolean per contraction order saying that its U matrix is all
     # zeros (the weights of that order are then zero too). forward never reads them: it
@@ -180,7 +197,8 @@ _ALLOWED_TENSORS = [
 ]
 # The only e3nn Linear biases a supported model holds: NonLinearBiasReadoutBlock's (MACE-MH-1).
 # And torch.nn.Linear's in a continuous feature's embedder (joint_embedding).
-_BIASED = re.compile(r"readouts\.\d+\.(linear_mid|linear_2)\.bias$|joint_embedding\.embedders\.\w+\.[02]\.bias$")
+_BIASED = re.compile(r"readouts\.\d+\.(linear_mid|linear_2)\.bias$|joint_embedding\.embedders\.\w+\.[02]\.bias$"
+                     r"|interactions\.\d+\.(conv_tp_weights|density_fn)\.net\.\d+\.bias$")
 
 
 def _is(value):
@@ -233,6 +251,13 @@ _CLASS_ATTRIBUTES = {
     "RealAgnosticResidualInteractionBlock": _INTERACTION_ATTRIBUTES,
     "RealAgnosticDensityInteractionBlock": _INTERACTION_ATTRIBUTES,
     "RealAgnosticDensityResidualInteractionBlock": _INTERACTION_ATTRIBUTES,
+    NONLINEAR_INTERACTION: {**_INTERACTION_ATTRIBUTES, "irreps_nonlin": _any},
+    "RadialMLP": {"hs": _any},
+    # Only torch's defaults: the reader applies LayerNorm with eps 1e-5 and a learned affine map.
+    "torch.nn.modules.normalization.LayerNorm": {"normalized_shape": _any, "eps": _is(1e-5),
+                                                 "elementwise_affine": _is(True)},
+    # Its slices and constants are private attributes, read by _gate_hyperparameters.
+    "GatedEquivariantBlock": {"irreps_scalars": _any, "irreps_gates": _any, "irreps_gated": _any},
     "EquivariantProductBasisBlock": {
         "use_sc": _any,  # read (written as products[t].use_sc)
         "use_agnostic_product": _any,  # read (written as products[t].agnostic)
@@ -320,6 +345,8 @@ def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irrep
     if cls not in SUPPORTED_INTERACTIONS:
         _refuse(f"interaction {t} is a {cls}")
     residual = cls in RESIDUAL_INTERACTIONS
+    if cls == NONLINEAR_INTERACTION:
+        return residual, _nonlinear_interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irreps)
     if cls in DENSITY_INTERACTIONS:
         # density_fn: one e3nn FullyConnectedNet layer num_bessel -> 1 without activation.
         dfn = inter.density_fn
@@ -409,6 +436,123 @@ def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irrep
         # Written only where it differs, so files of models without it stay byte for byte the same.
         hyperparameters["edge_irreps"] = edge
     return residual, hyperparameters
+
+
+def _radial_mlp_widths(t, name, mlp):
+    """A mace-torch RadialMLP's widths: Linear (with bias), then LayerNorm and SiLU after every
+    Linear but the last."""
+    import torch
+    from mace.modules.radial import RadialMLP
+
+    _check(type(mlp) is RadialMLP, f"interaction {t} {name} is a RadialMLP")  # pylint: disable=unidiomatic-typecheck
+    widths = [int(h) for h in mlp.hs]
+    layers = list(mlp.net)
+    _check(len(widths) >= 2 and len(layers) == 3 * (len(widths) - 1) - 2, f"interaction {t} {name} layers")
+    for k in range(len(widths) - 1):
+        lin = layers[3 * k]
+        _check(type(lin) is torch.nn.Linear and lin.bias is not None and  # pylint: disable=unidiomatic-typecheck
+               (lin.in_features, lin.out_features) == (widths[k], widths[k + 1]),
+               f"interaction {t} {name} layer {k} is Linear({widths[k]}, {widths[k + 1]}) with a bias")
+        if k + 2 < len(widths):
+            norm, act = layers[3 * k + 1], layers[3 * k + 2]
+            _check(type(norm) is torch.nn.LayerNorm and  # pylint: disable=unidiomatic-typecheck
+                   tuple(norm.normalized_shape) == (widths[k + 1],) and norm.bias is not None,
+                   f"interaction {t} {name} layer {k} LayerNorm({widths[k + 1]}) with weight and bias")
+            _check(type(act) is torch.nn.SiLU, f"interaction {t} {name} layer {k} SiLU")  # pylint: disable=unidiomatic-typecheck
+    return widths
+
+
+def _gate_hyperparameters(t, gate, target):
+    """GatedEquivariantBlock's slices of its input (scalars, gates and each gated block: start,
+    length, irrep dimension, multiplicity, offset of its gates) and its normalize2mom constants,
+    from the module itself: out = [silu(scalars) c_s, gated_k * sigmoid(gates_k) c_g ...]."""
+    import torch
+    from mace.modules.gate import GatedEquivariantBlock
+
+    _check(type(gate) is GatedEquivariantBlock, f"interaction {t} equivariant_nonlin")  # pylint: disable=unidiomatic-typecheck
+    # pylint: disable=protected-access
+    if gate._layout_is_ir_mul:
+        _refuse(f"interaction {t}: the gate has cuEquivariance's ir_mul layout")
+    _check(gate._act_scalar is torch.nn.functional.silu, f"interaction {t} gate scalars' activation is SiLU")
+    _check(gate._act_gate in (torch.nn.functional.sigmoid, torch.sigmoid), f"interaction {t} gates' sigmoid")
+    _check(str(gate.irreps_out) == target, f"interaction {t} gate output is the target irreps")
+    gated = [[int(v) for v in info] for info in gate._gated_info]
+    _check(gate._s_start == 0 and gate._g_start == gate._s_len and
+           sum(g[1] for g in gated) + gate._s_len == o3_dim(target) and
+           sum(g[3] for g in gated) == gate._g_len, f"interaction {t} gate slices")
+    return {"scalars": [int(gate._s_start), int(gate._s_len)], "gates": [int(gate._g_start), int(gate._g_len)],
+            "gated": gated, "scalar_cst": _finite(float(gate._scalar_cst), f"interaction {t} gate constant"),
+            "gate_cst": _finite(float(gate._gate_cst), f"interaction {t} gate constant")}
+
+
+def o3_dim(irreps_text):
+    from e3nn import o3
+
+    return o3.Irreps(irreps_text).dim
+
+
+def _nonlinear_interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irreps):
+    """RealAgnosticResidualNonLinearInteractionBlock (mace-torch >= 0.3.14; MACE-MH-1, OMOL)."""
+    from e3nn import o3
+
+    for name in ("source_embedding", "target_embedding", "linear_up", "linear_res", "linear_1", "linear_2",
+                 "skip_tp"):
+        if not isinstance(getattr(inter, name), o3.Linear):
+            _refuse(f"interaction {t}: {name} is a {_qualified(getattr(inter, name))}, not an e3nn Linear")
+    if not isinstance(inter.conv_tp, o3.TensorProduct):
+        _refuse(f"interaction {t}: conv_tp is a {_qualified(inter.conv_tp)}, not an e3nn TensorProduct")
+    node_feats = _irreps_str(inter.node_feats_irreps)
+    edge_attrs = _irreps_str(inter.edge_attrs_irreps)
+    target = _irreps_str(inter.target_irreps)
+    hidden = _irreps_str(inter.hidden_irreps)
+    edge = _irreps_str(getattr(inter, "edge_irreps", None) or inter.node_feats_irreps)
+    irreps_mid = str(inter.conv_tp.irreps_out)
+    nonlin = str(inter.irreps_nonlin)
+    scalars = o3.Irreps(node_feats).count(o3.Irrep(0, 1))
+    _check(edge_attrs == str(o3.Irreps.spherical_harmonics(max_ell)), f"interaction {t} edge_attrs_irreps")
+    for name, irreps_in, irreps_out in (("source_embedding", node_attrs_irreps, f"{scalars}x0e"),
+                                        ("target_embedding", node_attrs_irreps, f"{scalars}x0e"),
+                                        ("linear_up", node_feats, edge), ("linear_res", edge, nonlin),
+                                        ("linear_1", irreps_mid, nonlin), ("linear_2", target, target),
+                                        ("skip_tp", node_feats, hidden)):
+        module = getattr(inter, name)
+        _check(_irreps_str(module.irreps_in) == _irreps_str(irreps_in) and
+               _irreps_str(module.irreps_out) == _irreps_str(irreps_out), f"interaction {t} {name} irreps")
+    tp = inter.conv_tp
+    _check(str(tp.irreps_in1) == edge and str(tp.irreps_in2) == edge_attrs, f"interaction {t} conv_tp inputs")
+    _check(not tp.internal_weights and not tp.shared_weights, f"interaction {t} conv_tp weights are external")
+    instructions = []
+    for ins in tp.instructions:
+        _check(ins.connection_mode == "uvu" and ins.has_weight, f"interaction {t} conv_tp instruction {ins}")
+        instructions.append({"i_in1": ins.i_in1, "i_in2": ins.i_in2, "i_out": ins.i_out,
+                             "path_weight": _finite(float(ins.path_weight), f"interaction {t} path weight")})
+    radial_in = num_bessel + 2 * scalars
+    widths = _radial_mlp_widths(t, "conv_tp_weights", inter.conv_tp_weights)
+    _check(widths[0] == radial_in and widths[-1] == tp.weight_numel, f"interaction {t} radial MLP widths {widths}")
+    density = _radial_mlp_widths(t, "density_fn", inter.density_fn)
+    _check(density[0] == radial_in and density[-1] == 1, f"interaction {t} density_fn widths {density}")
+    hyperparameters = {
+        "class": NONLINEAR_INTERACTION,
+        "node_feats_irreps": node_feats,
+        "edge_attrs_irreps": edge_attrs,
+        "edge_feats_irreps": _irreps_str(inter.edge_feats_irreps),
+        "target_irreps": target,
+        "hidden_irreps": hidden,
+        "irreps_mid": irreps_mid,
+        "irreps_nonlin": nonlin,
+        "skip_tp_irreps_out": hidden,
+        "conv_tp_weight_numel": int(tp.weight_numel),
+        "conv_tp_instructions": instructions,
+        # [num_bessel + 2 x node scalars, hidden.., weight_numel]: torch Linear + LayerNorm + SiLU.
+        "radial_mlp": widths,
+        "density_mlp": density,
+        "gate": _gate_hyperparameters(t, inter.equivariant_nonlin, target),
+        # Unused by the block's forward (the density normalises the messages), kept for readers.
+        "avg_num_neighbors": float(inter.avg_num_neighbors),
+    }
+    if edge != node_feats:
+        hyperparameters["edge_irreps"] = edge
+    return hyperparameters
 
 
 def _embedding_hyperparameters(model, dim, num_heads):

@@ -177,6 +177,55 @@ def test_edge_irreps_convert_and_evaluate_as_mace_torch(fixtures, tmp_path, firs
     assert fixtures.check_file_model(out, atoms, batch, "Default", res) < 1e-10
 
 
+MH1 = "ssmace_2int_L1_corr2_ell2_mh1"
+
+
+def test_nonlinear_interaction_block_converts_and_evaluates_as_mace_torch(fixtures, tmp_path):
+    """RealAgnosticResidualNonLinearInteractionBlock (MACE-MH-1, OMOL) was refused by name; now its
+    LayerNorm MLPs, species embeddings, alpha / beta, linear_res, gate and linear_2 are written
+    and the file evaluates as mace-torch: the independent evaluator on one structure."""
+    if not hasattr(modules.blocks, "RealAgnosticResidualNonLinearInteractionBlock"):
+        pytest.skip("this mace-torch has no RealAgnosticResidualNonLinearInteractionBlock")
+    cfg = cfg_named(fixtures, MH1)
+    model = fixtures.build_model(cfg)
+    out = tmp_path / "mh1.safetensors"
+    meta = converter.convert(model, out)
+    for I in meta["hyperparameters"]["interactions"]:
+        assert I["class"] == "RealAgnosticResidualNonLinearInteractionBlock"
+        assert I["density_mlp"][-2:] == [64, 1] and I["gate"]["scalars"] == [0, 6]
+    fixtures.check_converted(model, out, meta)
+    structures = fixtures.make_structures()
+    atoms = structures[fixtures.structures_for(cfg, structures)[0]][0]
+    res, batch = fixtures.run_mace(model, atoms, "Default")
+    assert fixtures.check_file_model(out, atoms, batch, "Default", res) < 1e-10
+
+
+NONLINEAR_MUTATIONS = {
+    # What the reader does not apply: another LayerNorm eps, cuEquivariance's ir_mul gate layout,
+    # another gate activation, a radial MLP without its norm.
+    "layer_norm_eps": (lambda m: setattr(m.interactions[0].conv_tp_weights.net[1], "eps", 1e-6), "eps"),
+    "gate_layout": (lambda m: setattr(m.interactions[1].equivariant_nonlin, "_layout_is_ir_mul", True), "ir_mul"),
+    "gate_activation": (lambda m: setattr(m.interactions[1].equivariant_nonlin, "_act_scalar", torch.tanh),
+                        "gate scalars' activation is SiLU"),
+    "radial_mlp": (lambda m: m.interactions[0].density_fn.net.__setitem__(1, torch.nn.Identity()),
+                   "density_fn"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(NONLINEAR_MUTATIONS))
+def test_nonlinear_block_changes_are_refused(fixtures, tmp_path, mutation):
+    if not hasattr(modules.blocks, "RealAgnosticResidualNonLinearInteractionBlock"):
+        pytest.skip("this mace-torch has no RealAgnosticResidualNonLinearInteractionBlock")
+    change, needle = NONLINEAR_MUTATIONS[mutation]
+    model = build(fixtures, MH1)
+    change(model)
+    out = tmp_path / "x.safetensors"
+    with pytest.raises(converter.UnsupportedModelError) as refusal:
+        converter.convert(model, out)
+    assert needle in str(refusal.value), str(refusal.value)
+    assert not out.exists()
+
+
 def test_agnostic_product_converts(fixtures, tmp_path):
     """use_agnostic_product (MACE-MH-1): one set of product weights for every species, written
     as products[t].agnostic; the same model without it has num_elements sets and no flag."""

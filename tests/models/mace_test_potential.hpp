@@ -30,6 +30,7 @@ struct MaceTestConfig {
   bool scale_shift = true;
   bool zbl = false;
   bool density = false;            // the Density blocks (MPA-0, OMAT-0)
+  bool nonlinear = false;          // RealAgnosticResidualNonLinearInteractionBlock throughout (MH-1, OMOL)
   bool last_readout_only = false;  // mace-torch's use_last_readout_only
   bool apply_cutoff = true;        // false: the envelope on the radial MLP outputs (MACE-OMOL)
   bool agnostic_product = false;   // one set of product weights (MACE-MH-1)
@@ -77,6 +78,9 @@ inline io::PotentialFile make_mace_potential(const MaceTestConfig& cfg, std::uin
                                                   : "RealAgnosticDensityInteractionBlock";
     layout.interaction = "RealAgnosticDensityResidualInteractionBlock";
   }
+  if (cfg.nonlinear) {
+    layout.interaction_first = layout.interaction = "RealAgnosticResidualNonLinearInteractionBlock";
+  }
   layout.zbl = cfg.zbl;
   layout.last_readout_only = cfg.last_readout_only;
   layout.apply_cutoff = cfg.apply_cutoff;
@@ -102,9 +106,11 @@ inline io::PotentialFile make_mace_potential(const MaceTestConfig& cfg, std::uin
   return models::mace::write_mace_layout(
       layout, values, [&u](const std::string& name, std::int64_t n, double scale) {
         // Uniform in [-scale, scale]: the tests want weights of every sign at a known size, and
-        // biases (which mace-torch starts at zero) that are not zero.
+        // biases (which mace-torch starts at zero) that are not zero; likewise what mace-torch
+        // starts at a constant (scale 0: LayerNorm's affine map, the non-linear block's alpha
+        // and beta), around that constant.
         const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-        return random_values(u, static_cast<std::size_t>(n), bias ? 0.5 : scale);
+        return random_values(u, static_cast<std::size_t>(n), bias || scale == 0 ? 0.5 : scale);
       });
 }
 

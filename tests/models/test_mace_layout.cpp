@@ -340,6 +340,56 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForEdgeIrreps) {
   }
 }
 
+// MACE-MH-1's non-linear interaction block, as make_mace_fixtures.py built it with mace-torch
+// 0.3.16 (with edge_irreps, apply_cutoff False, the agnostic product, the bias readout and two
+// heads): the writer's tensors, and the hyperparameters the loader reads (the gate's slices, the
+// MLPs' widths, irreps_nonlin), are the converter's.
+TEST(MaceLayout, WritesMaceTorchsTensorsForTheNonLinearBlock) {
+  const auto ref = io::read_potential_file(kData + "ssmace_2int_L1_corr2_ell2_mh1.safetensors");
+  MaceLayout c = reduced_layout({29, 13, 28}, 2, 6);
+  c.interaction_first = c.interaction = "RealAgnosticResidualNonLinearInteractionBlock";
+  c.heads = {"omat_pbe", "Default"};
+  c.edge_irreps = "5x0e+3x1o+2x2e";
+  c.edge_irreps_first = true;
+  c.apply_cutoff = false;
+  c.agnostic_product = true;
+  c.readout_bias = true;
+  const auto ours = write_fixed(c);
+  expect_mace_torchs_tensors(ref, ours);
+  for (int t = 0; t < 2; ++t) {
+    const auto& a = ours.metadata.at("hyperparameters").at("interactions").at(t);
+    const auto& b = ref.metadata.at("hyperparameters").at("interactions").at(t);
+    for (const char* key : {"class", "node_feats_irreps", "target_irreps", "hidden_irreps", "irreps_mid",
+                            "irreps_nonlin", "radial_mlp", "density_mlp", "gate", "edge_irreps"}) {
+      EXPECT_EQ(a.at(key), b.at(key)) << t << " " << key;
+    }
+    EXPECT_EQ(ours.metadata["hyperparameters"]["products"][t]["use_sc"], true);
+  }
+  MaceOptions head;
+  head.head = "Default";
+  for (const io::PotentialFile* f : {&ref, &ours}) {
+    const MaceSpec spec = load_mace_spec(*f, head);
+    for (int t = 0; t < 2; ++t) {
+      const auto& I = spec.interactions[t];
+      ASSERT_TRUE(I.nonlinear.has_value()) << t;
+      EXPECT_TRUE(I.residual);
+      EXPECT_EQ(I.skip.num_sets, 1);  // a plain Linear
+      EXPECT_EQ(static_cast<int>(I.nonlinear->gate_source.size()), I.target.dim());
+      EXPECT_EQ(I.nonlinear->radial.width_in(), 8);  // the basis; the species terms are folded
+      EXPECT_EQ(I.nonlinear->radial_source.size(), 3u * 16u);
+    }
+  }
+  // A gate that reads outside its input is refused, naming the key.
+  auto bad = ours;
+  bad.metadata["hyperparameters"]["interactions"][1]["gate"]["gated"][0][0] = 1000;
+  try {
+    load_mace_spec(bad, head);
+    ADD_FAILURE() << "a gated block outside the gate's input must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("interactions/1/gate"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
   MaceLayout c;
   c.atomic_numbers = {29};
@@ -358,10 +408,11 @@ TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
     }
   };
   MaceLayout b = c;
-  b.interaction = "RealAgnosticResidualNonLinearInteractionBlock";
+  b.interaction = "RealAgnosticAttResidualInteractionBlock";
   refused(b,
-          "interaction 'RealAgnosticResidualNonLinearInteractionBlock' is not supported; supported: "
-          "RealAgnosticResidualInteractionBlock, RealAgnosticDensityResidualInteractionBlock");
+          "interaction 'RealAgnosticAttResidualInteractionBlock' is not supported; supported: "
+          "RealAgnosticResidualInteractionBlock, RealAgnosticDensityResidualInteractionBlock, "
+          "RealAgnosticResidualNonLinearInteractionBlock");
   b = c;
   b.interaction_first = "RealAgnosticAttResidualInteractionBlock";
   refused(b, "interaction_first 'RealAgnosticAttResidualInteractionBlock' is not supported");

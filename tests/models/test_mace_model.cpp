@@ -85,6 +85,19 @@ std::vector<Variant> variants() {
   h.edge_irreps_first = true;
   h.zbl = true;
   v.push_back({"edge_irreps", h, ""});
+  // MACE-MH-1's shape: the non-linear interaction block on every layer (species embeddings in a
+  // LayerNorm radial MLP, the density normalisation alpha + beta density, the gate), with its
+  // edge_irreps, apply_cutoff False, agnostic product and bias readout, two heads.
+  MaceTestConfig nl;
+  nl.nonlinear = true;
+  nl.edge_irreps = "3x0e+2x1o+2x2e";
+  nl.edge_irreps_first = true;
+  nl.apply_cutoff = false;
+  nl.agnostic_product = true;
+  nl.readout_bias = true;
+  nl.heads = 2;
+  nl.zbl = true;
+  v.push_back({"nonlinear_mh1", nl, "head1"});
   return v;
 }
 
@@ -144,6 +157,15 @@ TEST(MaceModel, RadialSplineIsCloseToExactAndItsGradientsAreItsOwn) {
     }
     models::MaceOptions opt;
     opt.head = v.head;
+    if (v.cfg.nonlinear) {
+      // R depends on the edge's species too: refused by name, never tabulated wrongly.
+      opt.radial_spacing = 0.005;
+      EXPECT_NE(error_of([&] {
+                  Model<double>(make_mace_potential(v.cfg, 5), opt);
+                }).find("RealAgnosticResidualNonLinearInteractionBlock"),
+                std::string::npos);
+      continue;
+    }
     Model<double> exact(make_mace_potential(v.cfg, 5), opt);
     opt.radial_spacing = 0.005;
     Model<double> spline(make_mace_potential(v.cfg, 5), opt);
@@ -609,8 +631,8 @@ TEST(MaceModel, ASecondStepOfTheSameSizeAllocatesNothing) {
       [](Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) { ++g_allocations; });
   for (const double spacing : {0.0, 0.01}) {
     for (const auto& v : variants()) {
-      if (v.cfg.density && spacing != 0.0) {
-        continue;  // no tables for the Density blocks
+      if ((v.cfg.density || v.cfg.nonlinear) && spacing != 0.0) {
+        continue;  // no tables for the Density and non-linear blocks
       }
       models::MaceOptions opt;
       opt.head = v.head;

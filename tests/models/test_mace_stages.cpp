@@ -67,6 +67,32 @@ TEST(MaceStages, ResidualFirstWithZbl) {
   EXPECT_EQ(list[8], "x1 += s0");
 }
 
+// MACE-MH-1's non-linear block: linear_1 with the density normalisation, the residual from the
+// senders, the gate and linear_2 before the product; the plain-Linear skip of x_t after it.
+TEST(MaceStages, NonLinearBlockWiring) {
+  const MaceSpec spec = spec_of("ssmace_2int_L1_corr2_ell2_mh1.safetensors");
+  const auto list = described(stage_list(spec));
+  const std::vector<std::string> layer0 = {"linear_up(x0) -> h0",
+                                           "conv_tp(h0, Y, B) -> A0",
+                                           "linear(A0) -> l0",
+                                           "linear_res(h0) -> u0",
+                                           "u0 += l0",
+                                           "gate(u0) -> g0",
+                                           "linear_2(g0) -> m0",
+                                           "skip_tp(x0) -> s0",
+                                           "product(m0) -> x1",
+                                           "x1 += s0",
+                                           "readout(x1) -> energy"};
+  ASSERT_GE(list.size(), 2 + layer0.size());
+  EXPECT_EQ(std::vector<std::string>(list.begin() + 2, list.begin() + 2 + layer0.size()), layer0);
+  const StageGraph g(stage_list(spec));
+  EXPECT_EQ(g.consumers({Value::Senders, 1}), 2);       // the convolution and linear_res
+  EXPECT_TRUE(g.needs_adjoint({Value::GateInput, 0}));  // u0 = linear_res(h0) + l0: l0 depends on B
+  EXPECT_FALSE(g.needs_adjoint({Value::Senders, 0}));   // h0: species only
+  EXPECT_EQ(slot_width(spec, {Value::GateInput, 1}), spec.interactions[1].nonlinear->nonlin.dim());
+  EXPECT_EQ(slot_width(spec, {Value::GateOutput, 1}), spec.interactions[1].target.dim());
+}
+
 // What the reverse pass needs from the list: how many stages read each slot, and which slots
 // depend on the species only (their adjoints are never formed).
 TEST(MaceStages, ConsumersAndAdjoints) {
@@ -94,7 +120,7 @@ TEST(MaceStages, EveryInputIsWrittenEarlierWithItsWidth) {
        {"mace_1int_L0_corr1_ell1.safetensors", "mace_2int_L1_corr2_ell2_zbl_residualfirst.safetensors",
         "mace_3int_L2_corr3_ell2_nonresidual.safetensors", "mp_small.safetensors", "mp_medium.safetensors",
         "ssmace_2int_L1_corr2_ell2_3el.safetensors", "ssmace_2int_L1_corr2_ell3_zbl.safetensors",
-        "ssmace_multihead_3int_L2_corr2.safetensors"}) {
+        "ssmace_multihead_3int_L2_corr2.safetensors", "ssmace_2int_L1_corr2_ell2_mh1.safetensors"}) {
     SCOPED_TRACE(name);
     const MaceSpec spec = spec_of(name);
     const auto list = stage_list(spec);

@@ -95,6 +95,9 @@ INTERACTION = {
     "RealAgnosticDensityInteractionBlock": modules.RealAgnosticDensityInteractionBlock,
     "RealAgnosticDensityResidualInteractionBlock": modules.RealAgnosticDensityResidualInteractionBlock,
 }
+if hasattr(modules.blocks, "RealAgnosticResidualNonLinearInteractionBlock"):  # mace-torch >= 0.3.14
+    INTERACTION["RealAgnosticResidualNonLinearInteractionBlock"] = (
+        modules.blocks.RealAgnosticResidualNonLinearInteractionBlock)
 
 # name, what it covers, and mace-torch constructor arguments (JSON-able; classes by name).
 MODELS = [
@@ -321,6 +324,28 @@ MODELS.append({
     "use_embedding_readout": True, "graph_features": {"total_charge": -1.0, "total_spin": 3.0},
     "mace_torch": "0.3.14", "structures": "ternary",
 })
+# MACE-MH-1's architecture at a reduced width: RealAgnosticResidualNonLinearInteractionBlock on
+# every layer (species embeddings in a LayerNorm radial MLP, the learned density normalisation
+# alpha + beta * density, the linear residual, the equivariant gate), with the rest of MH-1's
+# options: edge_irreps (the first layer's scalars only), apply_cutoff False, the agnostic product,
+# NonLinearBiasReadoutBlock and two heads. alpha and beta are set to trained-looking values (the
+# initial 20 and 0 would leave the density out).
+MODELS.append({
+    "name": "ssmace_2int_L1_corr2_ell2_mh1",
+    "description": "ScaleShiftMACE as MACE-MH-1 at reduced width: RealAgnosticResidualNonLinearInteractionBlock "
+                   "on both layers, edge_irreps 5x0e+3x1o+2x2e with use_edge_irreps_first, apply_cutoff False, "
+                   "use_agnostic_product, NonLinearBiasReadoutBlock, two heads; built with mace-torch >= 0.3.14",
+    "class": "ScaleShiftMACE", "seed": 120, "species": [CU, AL, NI], "r_max": 5.0, "num_bessel": 8,
+    "num_polynomial_cutoff": 5, "max_ell": 2, "num_interactions": 2, "hidden_irreps": "6x0e+6x1o",
+    "MLP_irreps": "6x0e", "correlation": 2, "radial_MLP": [16, 16],
+    "interaction_cls_first": "RealAgnosticResidualNonLinearInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualNonLinearInteractionBlock", "avg_num_neighbors": [12.3, 11.6],
+    "heads": ["omat_pbe", "Default"], "scale": [1.06, 0.94], "shift": [0.08, -0.15],
+    "edge_irreps": "5x0e+3x1o+2x2e", "use_edge_irreps_first": True, "apply_cutoff": False,
+    "use_agnostic_product": True, "readout_cls": "NonLinearBiasReadoutBlock",
+    "density_alpha_beta": [[1.7, 0.45], [2.3, 0.31]],
+    "mace_torch": "0.3.14", "structures": "ternary",
+})
 # The MACE-MP-0 architectures (mace-torch's mace_mp setup: ScaleShiftMACE, non-residual first
 # block then residual, r_max 6, 10 Bessel functions, p 5, radial MLP [64, 64, 64], max_ell 3,
 # correlation 3, MLP_irreps 16x0e), with two elements instead of 89 so the files stay small.
@@ -402,6 +427,9 @@ def build_model(cfg, dtype=torch.float64, calibrate=True):
                 dt.p.sub_(0.13)
             if cfg.get("distance_transform") == "Soft":
                 model.radial_embedding.distance_transform.alpha.mul_(1.07)
+            for inter, (alpha, beta) in zip(model.interactions, cfg.get("density_alpha_beta", [])):
+                inter.alpha.fill_(alpha)
+                inter.beta.fill_(beta)
         # avg_num_neighbors is a plain attribute per interaction; mace-torch sets them equal,
         # distinct values check that a loader reads each one.
         for inter, avg in zip(model.interactions, cfg["avg_num_neighbors"]):
@@ -457,7 +485,9 @@ def _calibrate(model):
     with torch.no_grad():
         for t, inter in enumerate(model.interactions):
             x = _capture(model, atoms, [p.symmetric_contractions for p in model.products], pre=True)[t]
-            inter.linear.weight.mul_(1.0 / float(x.pow(2).mean().sqrt()))
+            # The non-linear block's last linear map is linear_2 (after the gate).
+            last = inter.linear_2 if hasattr(inter, "linear_2") else inter.linear
+            last.weight.mul_(1.0 / float(x.pow(2).mean().sqrt()))
         outs = _capture(model, atoms, list(model.readouts), pre=False)
         for readout, out in zip(model.readouts, outs):
             last = readout.linear if hasattr(readout, "linear") else readout.linear_2
@@ -839,19 +869,32 @@ class FileMace:
         for k, (I, P) in enumerate(zip(hp["interactions"], hp["products"])):
             pre = f"interactions.{k}."
             residual = I["class"] in ("RealAgnosticResidualInteractionBlock",
-                                      "RealAgnosticDensityResidualInteractionBlock")
+                                      "RealAgnosticDensityResidualInteractionBlock",
+                                      "RealAgnosticResidualNonLinearInteractionBlock")
+            nonlinear = I["class"] == "RealAgnosticResidualNonLinearInteractionBlock"
             density = I["class"].startswith("RealAgnosticDensity")
-            sc = (self._fctp(I["node_feats_irreps"], f"{E}x0e", I["hidden_irreps"], pre + "skip_tp.weight")(x, onehot)
-                  if residual else None)
             edge = I.get("edge_irreps", I["node_feats_irreps"])  # written where it differs
             up = self._linear(I["node_feats_irreps"], edge, pre + "linear_up.weight")(x)
-            # Radial MLP: e3nn FullyConnectedNet, x @ W / sqrt(fan_in), SiLU * cst between layers.
-            w = radial
-            widths = I["radial_mlp"]
-            for layer in range(len(widths) - 1):
-                w = w @ (t[pre + f"conv_tp_weights.layer{layer}.weight"] / math.sqrt(widths[layer]))
-                if layer < len(widths) - 2:
-                    w = torch.nn.functional.silu(w) * I["radial_mlp_cst"]
+            if nonlinear:
+                # Its skip is a plain e3nn Linear; its radial input [B, source embedding of the
+                # sender's species, target embedding of the receiver's]; its MLPs torch Linear,
+                # LayerNorm, SiLU.
+                sc = self._linear(I["node_feats_irreps"], I["hidden_irreps"], pre + "skip_tp.weight")(x)
+                c0 = o3.Irreps(I["node_feats_irreps"]).count(o3.Irrep("0e"))
+                src = self._linear(f"{E}x0e", f"{c0}x0e", pre + "source_embedding.weight")(onehot)
+                tgt = self._linear(f"{E}x0e", f"{c0}x0e", pre + "target_embedding.weight")(onehot)
+                feats = torch.cat([radial, src[sender], tgt[receiver]], dim=1)
+                w = self._normed_mlp(pre + "conv_tp_weights.", I["radial_mlp"], feats)
+            else:
+                sc = (self._fctp(I["node_feats_irreps"], f"{E}x0e", I["hidden_irreps"], pre + "skip_tp.weight")(
+                    x, onehot) if residual else None)
+                # Radial MLP: e3nn FullyConnectedNet, x @ W / sqrt(fan_in), SiLU * cst between layers.
+                w = radial
+                widths = I["radial_mlp"]
+                for layer in range(len(widths) - 1):
+                    w = w @ (t[pre + f"conv_tp_weights.layer{layer}.weight"] / math.sqrt(widths[layer]))
+                    if layer < len(widths) - 2:
+                        w = torch.nn.functional.silu(w) * I["radial_mlp_cst"]
             # The conv TP with the recorded path weights (normalisation off: e3nn multiplies the
             # instruction's weight by its own normalisation and takes a square root).
             tp = o3.TensorProduct(
@@ -863,14 +906,22 @@ class FileMace:
             if on_messages:
                 w = w * cutoff
             m = torch.zeros(n, o3.Irreps(I["irreps_mid"]).dim).index_add(0, receiver, tp(up[sender], Y, w))
-            m = self._linear(I["irreps_mid"], I["target_irreps"], pre + "linear.weight")(m)
-            if density:
+            if nonlinear:
+                m = self._linear(I["irreps_mid"], I["irreps_nonlin"], pre + "linear_1.weight")(m)
+                d = self._normed_mlp(pre + "density_fn.", I["density_mlp"], feats)
+                dens = torch.zeros(n, 1).index_add(0, receiver, torch.tanh(d ** 2) * (cutoff if on_messages else 1))
+                m = m / (dens * t[pre + "beta"] + t[pre + "alpha"])
+                m = m + self._linear(edge, I["irreps_nonlin"], pre + "linear_res.weight")(up)
+                m = self._gate(I["gate"], m)
+                m = self._linear(I["target_irreps"], I["target_irreps"], pre + "linear_2.weight")(m)
+            elif density:
+                m = self._linear(I["irreps_mid"], I["target_irreps"], pre + "linear.weight")(m)
                 # density_fn: one e3nn layer [num_bessel, 1] (x @ W / sqrt(fan_in)), no activation.
                 d = radial @ (t[pre + "density_fn.layer0.weight"] / math.sqrt(hp["num_bessel"]))
                 dens = torch.zeros(n, 1).index_add(0, receiver, torch.tanh(d ** 2) * (cutoff if on_messages else 1))
                 m = m / (dens + 1)
             else:
-                m = m / I["avg_num_neighbors"]
+                m = self._linear(I["irreps_mid"], I["target_irreps"], pre + "linear.weight")(m) / I["avg_num_neighbors"]
             if not residual:
                 m = self._fctp(I["target_irreps"], f"{E}x0e", I["target_irreps"], pre + "skip_tp.weight")(m, onehot)
             x = self._product(k, P, m, onehot)
@@ -886,6 +937,32 @@ class FileMace:
             shift = torch.atleast_1d(t["scale_shift.shift"])[h]
             return node_e + scale * inter_e + shift
         return node_e + inter_e
+
+    def _normed_mlp(self, prefix, widths, y):
+        """mace-torch's RadialMLP: torch Linear (with bias), LayerNorm (eps 1e-5) and SiLU after
+        every Linear but the last; modules net.0, net.1, net.2, net.3, ..."""
+        for layer in range(len(widths) - 1):
+            lin = f"{prefix}net.{3 * layer}."
+            y = torch.nn.functional.linear(y, self.t[lin + "weight"], self.t[lin + "bias"])
+            if layer < len(widths) - 2:
+                norm = f"{prefix}net.{3 * layer + 1}."
+                y = torch.nn.functional.layer_norm(y, (widths[layer + 1],), self.t[norm + "weight"],
+                                                   self.t[norm + "bias"], 1e-5)
+                y = torch.nn.functional.silu(y)
+        return y
+
+    @staticmethod
+    def _gate(g, y):
+        """GatedEquivariantBlock from the slices recorded: silu(scalars) c_s, then each gated block
+        (e3nn's mul_ir layout: [mul, dim]) times sigmoid of its gates, c_g."""
+        s0, sl = g["scalars"]
+        g0, gl = g["gates"]
+        gates = torch.sigmoid(y[:, g0:g0 + gl]) * g["gate_cst"]
+        out = [torch.nn.functional.silu(y[:, s0:s0 + sl]) * g["scalar_cst"]]
+        for start, length, dim, mul, offset in g["gated"]:
+            block = y[:, start:start + length].reshape(-1, mul, dim)
+            out.append((block * gates[:, offset:offset + mul, None]).reshape(-1, length))
+        return torch.cat(out, dim=1)
 
     def _product(self, k, P, m, onehot):
         """Symmetric contraction: for each output irrep o (order L), each channel c,
@@ -996,11 +1073,18 @@ def check_converted(model, path, meta):
         assert I.get("edge_irreps", I["node_feats_irreps"]) == str(inter.linear_up.irreps_out) == \
             str(inter.conv_tp.irreps_in1)
         assert I["edge_attrs_irreps"] == str(inter.conv_tp.irreps_in2)
-        assert I["irreps_mid"] == str(inter.conv_tp.irreps_out) == str(inter.linear.irreps_in)
-        assert I["target_irreps"] == str(inter.linear.irreps_out)
         assert I["avg_num_neighbors"] == inter.avg_num_neighbors
         assert I["radial_mlp"] == list(inter.conv_tp_weights.hs)
-        assert I["radial_mlp_cst"] == inter.conv_tp_weights.layer0.act.cst
+        if hasattr(inter, "equivariant_nonlin"):  # the non-linear block
+            assert I["irreps_mid"] == str(inter.conv_tp.irreps_out) == str(inter.linear_1.irreps_in)
+            assert I["irreps_nonlin"] == str(inter.linear_1.irreps_out) == str(inter.linear_res.irreps_out)
+            assert I["target_irreps"] == str(inter.linear_2.irreps_out)
+            assert I["density_mlp"] == list(inter.density_fn.hs)
+            assert I["gate"]["scalar_cst"] == inter.equivariant_nonlin._scalar_cst  # pylint: disable=protected-access
+        else:
+            assert I["irreps_mid"] == str(inter.conv_tp.irreps_out) == str(inter.linear.irreps_in)
+            assert I["target_irreps"] == str(inter.linear.irreps_out)
+            assert I["radial_mlp_cst"] == inter.conv_tp_weights.layer0.act.cst
         P = hp["products"][k]
         assert P["irreps_in"] == str(model.products[k].symmetric_contractions.irreps_in)
         assert P["irreps_out"] == str(model.products[k].linear.irreps_out) == I["hidden_irreps"]

@@ -421,6 +421,16 @@ TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesEdgeIrreps) {
   check_gradients(io::read_potential_file(path), 106);
 }
 
+// MACE-MH-1's non-linear interaction block (a mace-torch 0.3.16 fixture): the LayerNorm radial
+// and density MLPs over the species embeddings, alpha and beta, linear_res, the gate, linear_2.
+TEST(MaceTorchGradients, WeightsMatchFiniteDifferencesNonLinearBlock) {
+  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell2_mh1.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  check_gradients(io::read_potential_file(path), 108);
+}
+
 TEST(MaceTorchGradients, ThirdDerivativesAreRefused) {
   const auto pot = trainer::make_mace_potential(small_config(0));
   MaceTorchModel<double> model(pot);
@@ -666,6 +676,29 @@ TEST(MaceTorchExport, FineTunedEdgeIrrepsFixtureRoundTrips) {
   for (int t = 0; t < 2; ++t) {
     EXPECT_EQ(saved.metadata["hyperparameters"]["interactions"][t]["edge_irreps"],
               pot.metadata["hyperparameters"]["interactions"][t]["edge_irreps"]);
+  }
+}
+
+// Fine-tuning MACE-MH-1's non-linear block: every one of its own tensors is trained and saved
+// with mace-torch's names and shapes (alpha and beta as scalars).
+TEST(MaceTorchExport, FineTunedNonLinearFixtureRoundTrips) {
+  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell2_mh1.safetensors";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "no fixture " << path;
+  }
+  const auto pot = io::read_potential_file(path);
+  const auto saved = fine_tune_round_trip(pot, "ftnl_", 66);
+  for (const std::string trained :
+       {"interactions.0.source_embedding.weight", "interactions.1.target_embedding.weight",
+        "interactions.0.conv_tp_weights.net.0.weight", "interactions.1.conv_tp_weights.net.4.bias",
+        "interactions.1.density_fn.net.0.weight", "interactions.0.density_fn.net.1.weight",
+        "interactions.1.alpha", "interactions.0.beta", "interactions.1.linear_res.weight",
+        "interactions.0.linear_1.weight", "interactions.1.linear_2.weight",
+        "interactions.1.skip_tp.weight"}) {
+    EXPECT_EQ(saved.get(trained).shape, pot.get(trained).shape) << trained;
+    EXPECT_NE(saved.get(trained).as<double>(io::Conversion::widen),
+              pot.get(trained).as<double>(io::Conversion::widen))
+        << trained << " is trained";
   }
 }
 

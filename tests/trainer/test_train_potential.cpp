@@ -468,6 +468,27 @@ TEST(TrainPotential, TrainsAFreshEdgeIrrepsModel) {
   fs::remove_all(dir);
 }
 
+// A fresh model of MACE-MH-1's architecture: the non-linear block on every layer, with its
+// edge_irreps, the agnostic product and the bias readout; it trains, and its export loads.
+TEST(TrainPotential, TrainsAFreshNonLinearModel) {
+  const std::string dir = temp_dir("nonlinear");
+  write_dataset(dir + "/data.xyz", 8);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r = run(dir,
+                       "--config tiny.yaml --work_dir fresh --max_num_epochs 1 "
+                       "--interaction_first RealAgnosticResidualNonLinearInteractionBlock "
+                       "--interaction RealAgnosticResidualNonLinearInteractionBlock --edge_irreps 3x0e+2x1o "
+                       "--use_edge_irreps_first true --use_agnostic_product true --readout_bias true "
+                       "--apply_cutoff false");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto pot = io::read_potential_file(dir + "/fresh/tiny.safetensors");
+  EXPECT_EQ(pot.meta<std::string>("/hyperparameters/interactions/1/class"),
+            "RealAgnosticResidualNonLinearInteractionBlock");
+  models::MaceModel<Exec, double> m(pot);
+  EXPECT_EQ(m.num_layers(), 2);
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

@@ -20,6 +20,7 @@
 #include "kernels/linear.hpp"
 #include "math/coupling_basis.hpp"
 #include "math/irreps.hpp"
+#include "models/chgnet_ops.hpp"
 #include "models/kernel_ops.hpp"
 #include "models/mace/mace_layout.hpp"
 #include "models/mace/mace_model.hpp"
@@ -161,6 +162,16 @@ struct MaceTorchModel<T>::Impl {
     torch::Tensor b_mid, b_2;  // NonLinearBiasReadoutBlock: [M] and [heads]
     torch::Tensor W_density;  // Density blocks: density_fn.layer0.weight [num_bessel, 1]
     std::vector<torch::Tensor> W_mlp, W_sc;
+    /// RealAgnosticResidualNonLinearInteractionBlock: its RadialMLPs (Linear, LayerNorm, SiLU)
+    /// over [B, source embedding of the sender, target embedding of the receiver], the density
+    /// normalisation's alpha and beta, linear_res, linear_2 and the gate (torch ops throughout).
+    struct NormedMLP {
+      std::vector<torch::Tensor> weight, bias, gamma, beta;
+    };
+    NormedMLP nl_radial, nl_density;
+    torch::Tensor W_source, W_target, alpha, beta, W_res, W_lin2;
+    std::shared_ptr<const LinearKernels<T>> res, lin2;
+    torch::Tensor gate_source, gate_gate, gate_scalar;  // [target dim]: int64, int64 (0 for scalars), bool
     torch::Tensor head_mask;  // non-linear readout: 1 on the selected head's hidden units
     std::string tag;
   };
@@ -205,6 +216,66 @@ struct MaceTorchModel<T>::Impl {
     named.emplace_back(name, value);
     params.push_back({t.shape, std::move(file_index)});
     return value;
+  }
+
+  /// The non-linear block's parameters, under mace-torch's names (the file's own shapes).
+  void add_nonlinear(Layer& L, const std::string& pi) {
+    const models::mace::NonLinearSpec& N = *L.I->nonlinear;
+    const std::int64_t E = spec.num_elements, C0 = L.I->node_feats.count(Irrep{0, 1});
+    L.W_source = add_param(pi + "source_embedding.weight", {E, C0});
+    L.W_target = add_param(pi + "target_embedding.weight", {E, C0});
+    const auto normed = [&](const std::string& prefix, const std::vector<int>& widths,
+                            typename Layer::NormedMLP& m) {
+      const int depth = static_cast<int>(widths.size()) - 1;
+      for (int k = 0; k < depth; ++k) {
+        // The file's first layer reads [B, source, target]: its full width.
+        const std::int64_t in = k == 0 ? widths[0] + 2 * C0 : widths[k], out = widths[k + 1];
+        const std::string lin = prefix + "net." + std::to_string(3 * k) + ".";
+        m.weight.push_back(add_param(lin + "weight", {out, in}));
+        m.bias.push_back(add_param(lin + "bias", {out}));
+        if (k + 1 < depth) {
+          const std::string norm = prefix + "net." + std::to_string(3 * k + 1) + ".";
+          m.gamma.push_back(add_param(norm + "weight", {out}));
+          m.beta.push_back(add_param(norm + "bias", {out}));
+        }
+      }
+    };
+    normed(pi + "conv_tp_weights.", N.radial.widths, L.nl_radial);
+    normed(pi + "density_fn.", N.density.widths, L.nl_density);
+    L.alpha = add_param(pi + "alpha", {});
+    L.beta = add_param(pi + "beta", {});
+    L.W_lin = add_param(pi + "linear_1.weight", {1, L.I->linear.weight_numel});
+    L.res = std::make_shared<const LinearKernels<T>>(N.linear_res);
+    L.lin2 = std::make_shared<const LinearKernels<T>>(N.linear_2);
+    L.W_res = add_param(pi + "linear_res.weight", {1, N.linear_res.weight_numel});
+    L.W_lin2 = add_param(pi + "linear_2.weight", {1, N.linear_2.weight_numel});
+    std::vector<std::int64_t> source(N.gate_source.begin(), N.gate_source.end()), gate;
+    std::vector<int> scalar;
+    for (int g : N.gate_gate) {
+      gate.push_back(g < 0 ? 0 : g);
+      scalar.push_back(g < 0);
+    }
+    L.gate_source = torch::tensor(source, torch::dtype(torch::kInt64));
+    L.gate_gate = torch::tensor(gate, torch::dtype(torch::kInt64));
+    L.gate_scalar = torch::tensor(scalar, torch::dtype(torch::kInt32)).to(torch::kBool);
+  }
+
+  /// mace-torch's RadialMLP of x, on the core's dense and LayerNorm kernels (the CHGNet trainer's
+  /// DenseOp and LayerNormOp, twice differentiable).
+  static torch::Tensor normed_mlp(const typename Layer::NormedMLP& m, torch::Tensor x,
+                                  const std::string& name) {
+    const std::size_t depth = m.weight.size();
+    for (std::size_t k = 0; k < depth; ++k) {
+      const DenseStages dense{static_cast<int>(m.weight[k].size(1)), static_cast<int>(m.weight[k].size(0)),
+                              true};
+      x = apply_kernel(c10::make_intrusive<DenseOp<T>>(dense, name), {x, m.weight[k], m.bias[k]});
+      if (k + 1 < depth) {
+        const LayerNormStages norm{static_cast<int>(m.weight[k].size(0))};
+        x = torch::silu(
+            apply_kernel(c10::make_intrusive<LayerNormOp<T>>(norm, name), {x, m.gamma[k], m.beta[k]}));
+      }
+    }
+    return x;
   }
 
   /// The parameters of the file's `embeddings` (docs/mace-potential.md), under mace-torch's names.
@@ -316,7 +387,11 @@ struct MaceTorchModel<T>::Impl {
         L.W_mlp.push_back(add_param(pi + "conv_tp_weights.layer" + std::to_string(k) + ".weight",
                                     {L.I->mlp.widths[k], L.I->mlp.widths[k + 1]}));
       }
-      L.W_lin = add_param(pi + "linear.weight", {1, L.I->linear.weight_numel});
+      if (L.I->nonlinear) {
+        add_nonlinear(L, pi);
+      } else {
+        L.W_lin = add_param(pi + "linear.weight", {1, L.I->linear.weight_numel});
+      }
       if (L.I->density) {
         L.W_density = add_param(pi + "density_fn.layer0.weight", {spec.radial_basis.num_basis(), 1});
       }
@@ -468,6 +543,7 @@ struct MaceTorchModel<T>::Impl {
       return values[{static_cast<int>(s.value), s.layer}];
     };
     torch::Tensor Y, B, pair;
+    std::map<int, torch::Tensor> nl_input;  // per non-linear layer: its MLPs' edge input
     // apply_cutoff False (MACE-OMOL): f_p(r) multiplies the radial MLP's output and the Density
     // term instead of the basis. Written in torch ops so that it is differentiated twice.
     torch::Tensor fc;
@@ -523,6 +599,23 @@ struct MaceTorchModel<T>::Impl {
         case K::ExchangeSenders:
           break;  // a batch has no ghost nodes: every graph is whole
         case K::Convolution: {
+          if (L->I->nonlinear) {
+            // The edge's radial input: B and the e3nn Linear embeddings (path weight 1/sqrt(E)) of
+            // its sender's and receiver's species.
+            const double pw = 1.0 / std::sqrt(static_cast<double>(spec.num_elements));
+            const auto src = L->W_source.index_select(0, b.species) * pw;
+            const auto tgt = L->W_target.index_select(0, b.species) * pw;
+            nl_input[s.layer] =
+                torch::cat({B, src.index_select(0, b.sender), tgt.index_select(0, b.receiver)}, 1);
+            auto R = normed_mlp(L->nl_radial, nl_input[s.layer], "conv_tp_weights" + L->tag);
+            if (fc.defined()) {
+              R = R * fc;
+            }
+            value(s.out) =
+                apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L->tp, graph, "conv_tp" + L->tag),
+                             {value(s.in), Y, R});
+            break;
+          }
           std::vector<torch::Tensor> mlp_in{B};
           mlp_in.insert(mlp_in.end(), L->W_mlp.begin(), L->W_mlp.end());
           auto R = apply_kernel(c10::make_intrusive<RadialMLPOp<T>>(L->mlp_shape, "conv_tp_weights" + L->tag),
@@ -535,7 +628,14 @@ struct MaceTorchModel<T>::Impl {
           break;
         }
         case K::InteractionLinear:
-          if (L->I->density) {
+          if (L->I->nonlinear) {
+            // linear_1(A) / (alpha + beta sum over the node's edges of tanh(density_fn^2)).
+            const auto d = normed_mlp(L->nl_density, nl_input[s.layer], "density_fn" + L->tag);
+            const auto edge = fc.defined() ? torch::tanh(d * d) * fc : torch::tanh(d * d);
+            const auto lin = linear(L->lin, value(s.in), L->W_lin, false, "linear_1");
+            const auto dens = torch::zeros({lin.size(0), 1}, real()).index_add(0, b.receiver, edge);
+            value(s.out) = lin / (dens * L->beta + L->alpha);
+          } else if (L->I->density) {
             // Density blocks: divided by 1 + sum over the node's edges of tanh(d_e^2), d_e the
             // density_fn of the edge's radial features (e3nn's x @ W / sqrt(fan_in)).
             const auto d =
@@ -549,7 +649,24 @@ struct MaceTorchModel<T>::Impl {
           }
           break;
         case K::SkipTP:
-          value(s.out) = linear(L->skip, value(s.in), L->W_skip, true, "skip_tp");
+          // The non-linear block's skip is a plain Linear: one weight set, no species.
+          value(s.out) = linear(L->skip, value(s.in), L->W_skip, L->I->skip.num_sets > 1, "skip_tp");
+          break;
+        case K::LinearResidual:
+          value(s.out) = linear(L->res, value(s.in), L->W_res, false, "linear_res");
+          break;
+        case K::Gate: {
+          // GatedEquivariantBlock: silu(scalars) c_s, and each gated value times sigmoid(its gate) c_g.
+          const auto& N = *L->I->nonlinear;
+          const auto& in = value(s.in);
+          const auto x = in.index_select(1, L->gate_source);
+          const auto g = in.index_select(1, L->gate_gate);
+          value(s.out) = torch::where(L->gate_scalar, N.scalar_cst * torch::silu(x),
+                                      x * (N.gate_cst * torch::sigmoid(g)));
+          break;
+        }
+        case K::LinearOut:
+          value(s.out) = linear(L->lin2, value(s.in), L->W_lin2, false, "linear_2");
           break;
         case K::Product: {
           std::vector<torch::Tensor> sc_in{value(s.in)};

@@ -23,9 +23,109 @@ namespace {
 
 /// e3nn's normalize2mom constant of SiLU, as mace-torch's models hold it.
 constexpr double kSiluCst = 1.6791767923989418;
+/// The same constant of the sigmoid (mace-torch's GatedEquivariantBlock gates).
+constexpr double kSigmoidCst = 1.8467055342154763;
+const char* const kNonLinear = "RealAgnosticResidualNonLinearInteractionBlock";
 
 std::string irrep_str(int mul, int l) {
   return std::to_string(mul) + "x" + std::to_string(l) + (l % 2 ? "o" : "e");
+}
+
+/// RealAgnosticResidualNonLinearInteractionBlock's tensors, in mace-torch's construction order,
+/// and its hyperparameters (appended to `inter`). torch's Linear layers are drawn at the standard
+/// deviation of its uniform default; the LayerNorm weights are 1 and biases 0 (plus what the
+/// weight source gives at scale 0: nothing for the trainer), alpha 20 and beta 0 likewise.
+template <class AddDrawn>
+void write_nonlinear(const std::string& p, const Irreps& features, const Irreps& hidden, const Irreps& edge,
+                     const Irreps& target, const kernels::ChannelwiseTP& tp, const MaceLayout& c,
+                     const AddDrawn& add_drawn, const MaceWeightDraw& draw, io::PotentialFile& pot,
+                     nlohmann::json& inter) {
+  const int E = static_cast<int>(c.atomic_numbers.size()), C0 = features.count(Irrep{0, 1});
+  // The gate: scalars, one gate per gated channel, the gated (l > 0) entries of the target.
+  int scalars = 0, gates = 0;
+  std::string gated_s;
+  for (const auto& e : target) {
+    if (e.ir.l == 0) {
+      scalars += e.mul;
+    } else {
+      gates += e.mul;
+      gated_s += "+" + irrep_str(e.mul, e.ir.l);
+    }
+  }
+  const Irreps nonlin = Irreps::parse(irrep_str(scalars + gates, 0) + gated_s);
+  nlohmann::json gated = nlohmann::json::array();
+  int start = scalars + gates, offset = 0;
+  for (const auto& e : target) {
+    if (e.ir.l > 0) {
+      gated.push_back({start, e.mul * e.ir.dim(), e.ir.dim(), e.mul, offset});
+      start += e.mul * e.ir.dim();
+      offset += e.mul;
+    }
+  }
+  // mace-torch's constant initial value plus what the weight source gives at scale 0.
+  const auto add_value = [&](const std::string& name, std::vector<std::int64_t> shape, std::int64_t n,
+                             double base) {
+    auto v = draw(name, n, 0.0);
+    if (static_cast<std::int64_t>(v.size()) != n) {
+      throw InputError("write_mace_layout: the weight source gave " + std::to_string(v.size()) +
+                       " values for " + name + ", not " + std::to_string(n));
+    }
+    for (double& x : v) {
+      x += base;
+    }
+    pot.add<double>(name, std::move(shape), std::move(v));
+  };
+  const auto normed = [&](const std::string& prefix, const std::vector<int>& widths) {
+    for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
+      const std::string lin = prefix + "net." + std::to_string(3 * k) + ".";
+      const double sd = 1.0 / std::sqrt(3.0 * widths[k]);
+      add_drawn(lin + "weight", {widths[k + 1], widths[k]},
+                static_cast<std::int64_t>(widths[k + 1]) * widths[k], sd);
+      add_drawn(lin + "bias", {widths[k + 1]}, widths[k + 1], sd);
+      if (k + 2 < widths.size()) {
+        const std::string norm = prefix + "net." + std::to_string(3 * k + 1) + ".";
+        add_value(norm + "weight", {widths[k + 1]}, widths[k + 1], 1.0);
+        add_value(norm + "bias", {widths[k + 1]}, widths[k + 1], 0.0);
+      }
+    }
+  };
+  const auto up = kernels::EquivariantLinear::e3nn(features, edge);
+  const auto skip = kernels::EquivariantLinear::e3nn(features, hidden);
+  const auto res = kernels::EquivariantLinear::e3nn(edge, nonlin);
+  const auto l1 = kernels::EquivariantLinear::e3nn(tp.irreps_out, nonlin);
+  const auto l2 = kernels::EquivariantLinear::e3nn(target, target);
+  // mace-torch draws the species embeddings uniform in +-0.001.
+  add_drawn(p + "source_embedding.weight", {E * C0}, E * C0, 0.001 / std::sqrt(3.0));
+  add_drawn(p + "target_embedding.weight", {E * C0}, E * C0, 0.001 / std::sqrt(3.0));
+  add_drawn(p + "linear_up.weight", {up.weight_numel}, up.weight_numel, 1.0);
+  std::vector<int> widths{c.num_bessel + 2 * C0};
+  widths.insert(widths.end(), c.radial_mlp.begin(), c.radial_mlp.end());
+  widths.push_back(tp.weight_numel);
+  normed(p + "conv_tp_weights.", widths);
+  add_drawn(p + "skip_tp.weight", {skip.weight_numel}, skip.weight_numel, 1.0);
+  add_drawn(p + "linear_res.weight", {res.weight_numel}, res.weight_numel, 1.0);
+  add_drawn(p + "linear_1.weight", {l1.weight_numel}, l1.weight_numel, 1.0);
+  add_drawn(p + "linear_2.weight", {l2.weight_numel}, l2.weight_numel, 1.0);
+  const std::vector<int> density{c.num_bessel + 2 * C0, 64, 1};  // mace-torch's fixed [in, 64, 1]
+  normed(p + "density_fn.", density);
+  add_value(p + "alpha", {}, 1, 20.0);
+  add_value(p + "beta", {}, 1, 0.0);
+  inter.push_back({{"class", kNonLinear},
+                   {"node_feats_irreps", features.str()},
+                   {"edge_attrs_irreps", Irreps::spherical_harmonics(c.max_ell).str()},
+                   {"target_irreps", target.str()},
+                   {"hidden_irreps", hidden.str()},
+                   {"irreps_mid", tp.irreps_out.str()},
+                   {"irreps_nonlin", nonlin.str()},
+                   {"radial_mlp", widths},
+                   {"density_mlp", density},
+                   {"gate",
+                    {{"scalars", {0, scalars}},
+                     {"gates", {scalars, gates}},
+                     {"gated", gated},
+                     {"scalar_cst", kSiluCst},
+                     {"gate_cst", kSigmoidCst}}},
+                   {"avg_num_neighbors", c.avg_num_neighbors}});
 }
 
 }  // namespace
@@ -67,17 +167,19 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
   // learned normalisation, density_fn) follow from its name.
   const std::vector<std::string> firsts = {
       "RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
-      "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"};
+      "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock", kNonLinear};
   if (std::find(firsts.begin(), firsts.end(), c.interaction_first) == firsts.end()) {
-    throw InputError(fn + "interaction_first '" + c.interaction_first +
-                     "' is not supported; supported: RealAgnosticInteractionBlock, "
-                     "RealAgnosticResidualInteractionBlock, RealAgnosticDensityInteractionBlock, "
-                     "RealAgnosticDensityResidualInteractionBlock");
+    throw InputError(
+        fn + "interaction_first '" + c.interaction_first +
+        "' is not supported; supported: RealAgnosticInteractionBlock, "
+        "RealAgnosticResidualInteractionBlock, RealAgnosticDensityInteractionBlock, "
+        "RealAgnosticDensityResidualInteractionBlock, RealAgnosticResidualNonLinearInteractionBlock");
   }
-  if (c.interaction != firsts[1] && c.interaction != firsts[3]) {
-    throw InputError(fn + "interaction '" + c.interaction +
-                     "' is not supported; supported: RealAgnosticResidualInteractionBlock, "
-                     "RealAgnosticDensityResidualInteractionBlock");
+  if (c.interaction != firsts[1] && c.interaction != firsts[3] && c.interaction != firsts[4]) {
+    throw InputError(
+        fn + "interaction '" + c.interaction +
+        "' is not supported; supported: RealAgnosticResidualInteractionBlock, "
+        "RealAgnosticDensityResidualInteractionBlock, RealAgnosticResidualNonLinearInteractionBlock");
   }
   if (c.distance_transform != "None" && c.distance_transform != "Agnesi" && c.distance_transform != "Soft") {
     throw InputError(fn + "distance_transform '" + c.distance_transform +
@@ -182,6 +284,7 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
     const std::string& cls = t == 0 ? c.interaction_first : c.interaction;
     const bool residual = cls.find("Residual") != std::string::npos;
     const bool density = cls.find("Density") != std::string::npos;
+
     const Irreps hidden = (t == T - 1 && T > 1) ? scalars : hidden_full;
     // mace-torch's edge_irreps: the later layers', and the first one's scalars alone with
     // use_edge_irreps_first; else linear_up is square.
@@ -193,32 +296,37 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
     }
     const auto tp = kernels::ChannelwiseTP::mace(edge, sh, target);
     const auto up = kernels::EquivariantLinear::e3nn(features, edge);
-    const auto lin = kernels::EquivariantLinear::e3nn(tp.irreps_out, target);
-    const auto skip = residual ? kernels::EquivariantLinear::element_skip(features, E, hidden)
-                               : kernels::EquivariantLinear::element_skip(target, E, target);
-    std::vector<int> widths{c.num_bessel};
-    widths.insert(widths.end(), c.radial_mlp.begin(), c.radial_mlp.end());
-    widths.push_back(tp.weight_numel);
-    add_drawn(p + "linear_up.weight", {up.weight_numel}, up.weight_numel, 1.0);
-    for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
-      add_drawn(p + "conv_tp_weights.layer" + std::to_string(k) + ".weight", {widths[k], widths[k + 1]},
-                static_cast<std::int64_t>(widths[k]) * widths[k + 1], 1.0);
+    if (cls == kNonLinear) {
+      write_nonlinear(p, features, hidden, edge, target, tp, c, add_drawn, draw, pot, inter);
+    } else {
+      const auto lin = kernels::EquivariantLinear::e3nn(tp.irreps_out, target);
+      const auto skip = residual ? kernels::EquivariantLinear::element_skip(features, E, hidden)
+                                 : kernels::EquivariantLinear::element_skip(target, E, target);
+      std::vector<int> widths{c.num_bessel};
+      widths.insert(widths.end(), c.radial_mlp.begin(), c.radial_mlp.end());
+      widths.push_back(tp.weight_numel);
+      add_drawn(p + "linear_up.weight", {up.weight_numel}, up.weight_numel, 1.0);
+      for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
+        add_drawn(p + "conv_tp_weights.layer" + std::to_string(k) + ".weight", {widths[k], widths[k + 1]},
+                  static_cast<std::int64_t>(widths[k]) * widths[k + 1], 1.0);
+      }
+      add_drawn(p + "linear.weight", {lin.weight_numel}, lin.weight_numel, 1.0);
+      add_drawn(p + "skip_tp.weight", {skip.weight_numel * E},
+                static_cast<std::int64_t>(skip.weight_numel) * E, 1.0);
+      if (density) {
+        // density_fn: e3nn FullyConnectedNet [num_bessel, 1], created after skip_tp.
+        add_drawn(p + "density_fn.layer0.weight", {c.num_bessel, 1}, c.num_bessel, 1.0);
+      }
+      inter.push_back({{"class", cls},
+                       {"node_feats_irreps", features.str()},
+                       {"edge_attrs_irreps", sh.str()},
+                       {"target_irreps", target.str()},
+                       {"hidden_irreps", hidden.str()},
+                       {"irreps_mid", tp.irreps_out.str()},
+                       {"radial_mlp", widths},
+                       {"radial_mlp_cst", kSiluCst},
+                       {"avg_num_neighbors", c.avg_num_neighbors}});
     }
-    add_drawn(p + "linear.weight", {lin.weight_numel}, lin.weight_numel, 1.0);
-    add_drawn(p + "skip_tp.weight", {skip.weight_numel * E}, static_cast<std::int64_t>(skip.weight_numel) * E, 1.0);
-    if (density) {
-      // density_fn: e3nn FullyConnectedNet [num_bessel, 1], created after skip_tp.
-      add_drawn(p + "density_fn.layer0.weight", {c.num_bessel, 1}, c.num_bessel, 1.0);
-    }
-    inter.push_back({{"class", cls},
-                     {"node_feats_irreps", features.str()},
-                     {"edge_attrs_irreps", sh.str()},
-                     {"target_irreps", target.str()},
-                     {"hidden_irreps", hidden.str()},
-                     {"irreps_mid", tp.irreps_out.str()},
-                     {"radial_mlp", widths},
-                     {"radial_mlp_cst", kSiluCst},
-                     {"avg_num_neighbors", c.avg_num_neighbors}});
     if (edge != features) {
       inter.back()["edge_irreps"] = edge.str();
     }

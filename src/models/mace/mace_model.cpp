@@ -9,6 +9,9 @@
 //             Density blocks: linear(A_i) / (1 + sum_{e->i} tanh((B_e . w_density)^2))
 //   residual block:      sc_i = skip_tp(x^t_i, z_i),   m'_i = m_i
 //   non-residual block:  m'_i = skip_tp(m_i, z_i)                      (MACE-MP's first layer)
+//   non-linear block (MH-1, OMOL): R from a LayerNorm MLP of [B, species embeddings],
+//             m'_i = linear_2(gate(linear_1(A_i) / (alpha + beta density_i) + linear_res(h_i))),
+//             sc_i = skip(x^t_i)                                        (mace_spec.hpp NonLinearSpec)
 //   x^{t+1}_i = products.t.linear(SC_t(m'_i; z_i)) [+ sc_i if residual and use_sc]   (eq. 10-11)
 //   e^t_i   = readout_t(x^{t+1}_i)[head]                               (eq. 13)
 //
@@ -40,6 +43,7 @@
 #include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/linear_kokkos.hpp"
+#include "kernels/normed_mlp_kokkos.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
 #include "kernels/radial_table_kokkos.hpp"
@@ -85,13 +89,20 @@ struct MaceModel<ExecSpace, T>::Impl {
     kernels::LinearKokkos<ExecSpace, T> up, lin, skip, prod;
     std::optional<kernels::LinearKokkos<ExecSpace, T>> r1, r2, rmid;
     kernels::ChannelwiseTPKokkos<ExecSpace, T> tp;
-    kernels::RadialMLPKokkos<ExecSpace, T> mlp;
+    std::optional<kernels::RadialMLPKokkos<ExecSpace, T>> mlp;  // all but the non-linear block
     /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of radial_basis + mlp.
     std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table;
     kernels::SymmetricContractionKokkos<ExecSpace, T> sc;
     Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2, W_rmid;
     Matrix b_mid, b_2;  // [1][M], [1][heads]: NonLinearBiasReadoutBlock's biases, else empty
     Matrix W_density;  // [num_bessel][1] for the Density blocks, else empty
+    // The non-linear block (I->nonlinear): its radial and density MLPs, their first layers'
+    // species terms [E][width], linear_res, linear_2 and the gate's column maps.
+    std::optional<kernels::NormedMLPKokkos<ExecSpace, T>> nl_radial, nl_density;
+    Matrix P_radial_source, P_radial_target, P_density_source, P_density_target;
+    std::optional<kernels::LinearKokkos<ExecSpace, T>> res, lin2;
+    Matrix W_res, W_lin2;
+    Kokkos::View<const int*, ExecSpace> gate_source, gate_gate;
 
     Layer(const mace::MaceSpec& s, int t, const MaceOptions& options,
           std::vector<MaceRadialTableInfo>& tables)
@@ -104,12 +115,28 @@ struct MaceModel<ExecSpace, T>::Impl {
           prod(P->linear),
           // Radial splines feed the TP tabulated weights, which only the Kokkos TP reads.
           tp(I->tp, options.radial_spacing != 0.0 ? kernels::Backend::kokkos : options.backend),
-          mlp(I->mlp),
           sc(P->sc, options.backend),
           W_up(weights(I->w_linear_up, 1)),
           W_lin(weights(I->w_linear, 1)),
-          W_skip(weights(I->w_skip, s.num_elements)),
+          W_skip(weights(I->w_skip, I->skip.num_sets)),
           W_prod(weights(P->w_linear, 1)) {
+      if (I->nonlinear) {
+        const mace::NonLinearSpec& N = *I->nonlinear;
+        nl_radial.emplace(N.radial);
+        nl_density.emplace(N.density);
+        P_radial_source = weights(N.radial_source, s.num_elements);
+        P_radial_target = weights(N.radial_target, s.num_elements);
+        P_density_source = weights(N.density_source, s.num_elements);
+        P_density_target = weights(N.density_target, s.num_elements);
+        res.emplace(N.linear_res);
+        lin2.emplace(N.linear_2);
+        W_res = weights(N.w_linear_res, 1);
+        W_lin2 = weights(N.w_linear_2, 1);
+        gate_source = kernels::impl::upload<ExecSpace>(N.gate_source, "fastmlip::mace::gate_source");
+        gate_gate = kernels::impl::upload<ExecSpace>(N.gate_gate, "fastmlip::mace::gate_gate");
+      } else {
+        mlp.emplace(I->mlp);
+      }
       // use_agnostic_product: one weight set, read for every atom through species 0.
       sc.set_weights(P->W, P->agnostic ? 1 : s.num_elements);
       if (I->density) {
@@ -213,7 +240,13 @@ struct MaceModel<ExecSpace, T>::Impl {
   // sender features linear_up(x[t]) of every row; m[t]: the contraction's input; z[t]: the
   // non-linear readout's pre-activation. The rest are scratch reused by every layer.
   std::vector<Buffer> x, h, m, z, zmid, gx;  // zmid[t]: NonLinearBiasReadoutBlock's second pre-activation
-  Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_fc, b_dfc, b_R, b_Rs, b_A, b_mpre, b_sc, b_prod, b_out, b_act, b_act2;
+  // l[t]: the interaction linear's output (the Density reverse reads it); u[t]: the non-linear
+  // block's gate input (the gate's reverse reads it).
+  std::vector<Buffer> l, u;
+  Buffer b_g, g_g, g_u_gate, b_pre, b_dedge, g_dedge, g_dedge_basis;  // the non-linear block's scratch
+  // Its MLPs' activations: each MLP is recomputed just before its reverse, so one serves all.
+  kernels::NormedMLPWorkspace<ExecSpace, T> nl_workspace;
+  Buffer b_Y, b_B, b_r, b_x, b_dxdr, b_fc, b_dfc, b_R, b_Rs, b_A, b_sc, b_prod, b_out, b_act, b_act2;
   Buffer g_out, g_act, g_act2, g_prod, g_m, g_mpre, g_A, g_h, g_Yt, g_R, g_Bt, g_Y, g_B, g_r, g_rt, g_cut;
   std::vector<Buffer> density;  // [n_local] per Density layer: 1 + this is the message's divisor
   Buffer g_u;                   // the Density layers' linear-output adjoint
@@ -283,6 +316,14 @@ struct MaceModel<ExecSpace, T>::Impl {
       zbl_rcov = rcov;
     }
     for (int t = 0; t < n_layers && tabulated; ++t) {
+      if (spec.interactions[t].nonlinear) {
+        // R depends on the edge's two species as well as on r: one table per layer cannot hold it.
+        throw InputError(
+            spec.source + ": interaction " + std::to_string(t) +
+            " is a RealAgnosticResidualNonLinearInteractionBlock, whose radial MLP reads the "
+            "species of each edge's atoms as well as its length; 'radial spline' tables do not "
+            "apply: evaluate the radial MLP exactly (leave out 'radial spline', or radial_spacing 0)");
+      }
       if (spec.interactions[t].density) {
         // The density is a function of the radial basis features, which the tables skip.
         throw InputError(spec.source + ": interaction " + std::to_string(t) +
@@ -315,6 +356,8 @@ struct MaceModel<ExecSpace, T>::Impl {
       }
     }
     x.resize(n_layers + 1);
+    l.resize(n_layers);
+    u.resize(n_layers);
     density.resize(n_layers);
     h.resize(n_layers);
     m.resize(n_layers);
@@ -374,7 +417,11 @@ struct MaceModel<ExecSpace, T>::Impl {
       case mace::Value::Messages:
         return {b_A, g_A};
       case mace::Value::LinearOut:
-        return {b_mpre, g_mpre};
+        return {l.at(s.layer), g_mpre};
+      case mace::Value::GateInput:
+        return {u.at(s.layer), g_u_gate};
+      case mace::Value::GateOutput:
+        return {b_g, g_g};
       case mace::Value::SelfConnection:
         return {b_sc, g_sc};
     }
@@ -511,12 +558,36 @@ struct MaceModel<ExecSpace, T>::Impl {
       Ly.tp.compute(graph_index, ht, Y, *Ly.table, r, A);
     } else {
       Matrix R = b_R.get(num_edges, Ly.tp.descriptor().weight_numel);
-      Ly.mlp.compute(B, R);
+      radial_mlp(Ly, R);
       if (separate_cutoff()) {
         scale_by_cutoff(R);
       }
       Ly.tp.compute(graph_index, ht, Y, R, A);
     }
+  }
+
+  /// The first-layer species terms of a non-linear block's MLP, per edge, into b_pre.
+  Matrix pair_terms(const Matrix& source, const Matrix& target) {
+    Glue f = zbl_glue();
+    f.m_out = b_pre.get(num_edges, static_cast<int>(source.extent(1)));
+    f.m_pair_source = source;
+    f.m_pair_target = target;
+    launch<typename Glue::TagPairTerm>("fastmlip::mace::pair_terms", num_edges, f);
+    return f.m_out;
+  }
+  /// R = the layer's radial MLP of B (the non-linear block's: of B and the edge's species).
+  void radial_mlp(Layer& Ly, const Matrix& R) {
+    if (Ly.nl_radial) {
+      Ly.nl_radial->compute(B, pair_terms(Ly.P_radial_source, Ly.P_radial_target), R, nl_workspace);
+    } else {
+      Ly.mlp->compute(B, R);
+    }
+  }
+  /// The non-linear block's edge densities d_e (before tanh(d^2)), into b_dedge.
+  Vector edge_densities(Layer& Ly) {
+    Matrix d = b_dedge.get(num_edges, 1);
+    Ly.nl_density->compute(B, pair_terms(Ly.P_density_source, Ly.P_density_target), d, nl_workspace);
+    return Vector(d.data(), num_edges);
   }
 
   /// x^{t+1} = products.t.linear(SC_t(m; z)).
@@ -526,6 +597,20 @@ struct MaceModel<ExecSpace, T>::Impl {
     Matrix prod = b_prod.get(n_local, out.extent(1));
     Ly.sc.compute(product_species(Ly), value(s.in), prod);
     Ly.prod.compute(Ly.W_prod, Ints(), prod, out);
+  }
+
+  /// The species skip_tp reads its weights by: none for the non-linear block's plain Linear.
+  Ints skip_species(const Layer& Ly) const { return Ly.I->skip.num_sets > 1 ? species_local : Ints(); }
+  /// The non-linear block's gate: its input u (s.in), its output (s.out), its column maps.
+  Glue equivariant_gate_glue(const Layer& Ly, const mace::Stage& s) {
+    Glue f;
+    f.m_z = value(s.in);
+    f.m_out = value(s.out);
+    f.m_gate_source = Ly.gate_source;
+    f.m_gate_gate = Ly.gate_gate;
+    f.m_cst = static_cast<T>(Ly.I->nonlinear->scalar_cst);
+    f.m_cst2 = static_cast<T>(Ly.I->nonlinear->gate_cst);
+    return f;
   }
 
   /// The species the symmetric contraction of layer Ly reads its weights by.
@@ -603,6 +688,10 @@ struct MaceModel<ExecSpace, T>::Impl {
     f.m_basis = B;
     f.m_w_density = Kokkos::View<const T*, ExecSpace>(Ly.W_density.data(), Ly.W_density.extent(0));
     f.m_density = Vector(density[t].get(n_local, 1).data(), n_local);
+    if (Ly.I->nonlinear) {
+      f.m_alpha = static_cast<T>(Ly.I->nonlinear->alpha);
+      f.m_beta = static_cast<T>(Ly.I->nonlinear->beta);
+    }
     if (separate_cutoff()) {
       f.m_fc = fc_edge;
       f.m_gcut = gcut_edge;
@@ -648,10 +737,13 @@ struct MaceModel<ExecSpace, T>::Impl {
       case K::Convolution:
         return compute_convolution(s);
       case K::InteractionLinear: {
-        const Layer& Ly = layers[s.layer];
+        Layer& Ly = layers[s.layer];
         Ly.lin.compute(Ly.W_lin, Ints(), local(value(s.in)), value(s.out));
-        if (Ly.I->density) {
+        if (Ly.I->density || Ly.I->nonlinear) {
           Glue f = density_glue(Ly, s.layer);
+          if (Ly.I->nonlinear) {
+            f.m_edge_value = edge_densities(Ly);
+          }
           f.m_out = value(s.out);
           launch<typename Glue::TagDensity>("fastmlip::mace::density", n_local, f);
         }
@@ -659,7 +751,18 @@ struct MaceModel<ExecSpace, T>::Impl {
       }
       case K::SkipTP: {
         const Layer& Ly = layers[s.layer];
-        return Ly.skip.compute(Ly.W_skip, species_local, local(value(s.in)), value(s.out));
+        return Ly.skip.compute(Ly.W_skip, skip_species(Ly), local(value(s.in)), value(s.out));
+      }
+      case K::LinearResidual: {
+        const Layer& Ly = layers[s.layer];
+        return Ly.res->compute(Ly.W_res, Ints(), local(value(s.in)), value(s.out));
+      }
+      case K::Gate:
+        return launch<typename Glue::TagEquivariantGate>("fastmlip::mace::equivariant_gate", n_local,
+                                                         equivariant_gate_glue(layers[s.layer], s));
+      case K::LinearOut: {
+        const Layer& Ly = layers[s.layer];
+        return Ly.lin2->compute(Ly.W_lin2, Ints(), value(s.in), value(s.out));
       }
       case K::Product:
         return compute_product(s);
@@ -739,7 +842,7 @@ struct MaceModel<ExecSpace, T>::Impl {
       // The radial MLP output is recomputed rather than kept per layer: it is the largest
       // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
       Matrix R = b_R.get(E, wn), gR = g_R.get(E, wn);
-      Ly.mlp.compute(B, R);
+      radial_mlp(Ly, R);
       if (separate_cutoff()) {
         // The TP saw R f_p(r); R itself is kept for dE/d f_p = gR . R.
         Matrix Rs = b_Rs.get(E, wn);
@@ -756,7 +859,11 @@ struct MaceModel<ExecSpace, T>::Impl {
         Ly.tp.reverse(graph_index, value(s.in), Y, R, gA, gh, gYt, gR);
       }
       Matrix gBt = g_Bt.get(E, radial_basis.num_basis()), gB = g_B.get(E, radial_basis.num_basis());
-      Ly.mlp.reverse(B, gR, gBt);
+      if (Ly.nl_radial) {
+        Ly.nl_radial->reverse(gR, gBt, nl_workspace);  // through the activations of radial_mlp() above
+      } else {
+        Ly.mlp->reverse(B, gR, gBt);
+      }
       add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(),
           static_cast<std::size_t>(E) * radial_basis.num_basis());
     }
@@ -818,22 +925,60 @@ struct MaceModel<ExecSpace, T>::Impl {
         if (want_in) {
           const Layer& Ly = layers[s.layer];
           Matrix g = adjoint_target(s.in);
-          Ly.skip.reverse(Ly.W_skip, species_local, local(value(s.in)), adjoint(s.out), local(g));
+          Ly.skip.reverse(Ly.W_skip, skip_species(Ly), local(value(s.in)), adjoint(s.out), local(g));
           accumulate(s.in, g);
         }
         return;
-      case K::InteractionLinear: {
+      case K::LinearResidual:
+        if (want_in) {
+          // Into the local rows of dE/dh; its ghost rows get nothing from this stage.
+          const Layer& Ly = layers[s.layer];
+          Matrix g = adjoint_target(s.in);
+          Ly.res->reverse(Ly.W_res, Ints(), local(value(s.in)), adjoint(s.out), local(g));
+          Kokkos::deep_copy(
+              ExecSpace(), Kokkos::subview(g, Kokkos::pair<int, int>(n_local, n_total), Kokkos::ALL()), T(0));
+          accumulate(s.in, g);
+        }
+        return;
+      case K::Gate: {
+        Glue f = equivariant_gate_glue(layers[s.layer], s);
+        f.m_gout = adjoint(s.out);
+        f.m_gu = adjoint_target(s.in);
+        launch<typename Glue::TagEquivariantGateReverse>("fastmlip::mace::equivariant_gate_reverse", n_local,
+                                                         f);
+        return accumulate(s.in, f.m_gu);
+      }
+      case K::LinearOut: {
         const Layer& Ly = layers[s.layer];
+        Matrix g = adjoint_target(s.in);
+        Ly.lin2->reverse(Ly.W_lin2, Ints(), value(s.in), adjoint(s.out), g);
+        return accumulate(s.in, g);
+      }
+      case K::InteractionLinear: {
+        Layer& Ly = layers[s.layer];
         Matrix gA = adjoint_target(s.in);
         Matrix gout = adjoint(s.out);
-        if (Ly.I->density) {
-          // Through out = u / (1 + density): dE/du, and dE/dB of the density's edges into g_B.
+        if (Ly.I->density || Ly.I->nonlinear) {
+          // Through out = u / D, D = 1 + density (alpha + beta density): dE/du, and dE/dB of the
+          // density's edges into g_B (the non-linear block's: dE/dd_e, then through its MLP).
           Glue f = density_glue(Ly, s.layer);
           f.m_gout = gout;
           f.m_z = value(s.out);
           f.m_gu = g_u.get(n_local, static_cast<int>(gout.extent(1)));
           f.m_gbasis = g_B.get(num_edges, radial_basis.num_basis());
+          if (Ly.I->nonlinear) {
+            f.m_edge_value = edge_densities(Ly);  // recomputed: the MLP keeps its activations for reverse
+            f.m_gedge = Vector(g_dedge.get(num_edges, 1).data(), num_edges);
+            Kokkos::deep_copy(ExecSpace(), f.m_gedge, T(0));  // edges of no local node stay 0
+          }
           launch<typename Glue::TagDensityReverse>("fastmlip::mace::density_reverse", n_local, f);
+          if (Ly.I->nonlinear) {
+            const int nb = radial_basis.num_basis();
+            Matrix gBt = g_dedge_basis.get(num_edges, nb);
+            Ly.nl_density->reverse(Matrix(f.m_gedge.data(), num_edges, 1), gBt, nl_workspace);
+            add("fastmlip::mace::density_basis_adjoint", g_B.get(num_edges, nb).data(), gBt.data(),
+                static_cast<std::size_t>(num_edges) * nb);
+          }
           gout = f.m_gu;
         }
         Ly.lin.reverse(Ly.W_lin, Ints(), local(value(s.in)), gout, local(gA));

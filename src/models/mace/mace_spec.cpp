@@ -21,8 +21,9 @@ using io::kAnyExtent;
 using Shape = std::vector<std::int64_t>;
 
 const char* const kSupportedInteractions =
-    "RealAgnosticInteractionBlock, RealAgnosticResidualInteractionBlock, RealAgnosticDensityInteractionBlock, "
-    "RealAgnosticDensityResidualInteractionBlock";
+    "RealAgnosticInteractionBlock, RealAgnosticResidualInteractionBlock, "
+    "RealAgnosticDensityInteractionBlock, "
+    "RealAgnosticDensityResidualInteractionBlock, RealAgnosticResidualNonLinearInteractionBlock";
 
 class Reader {
  public:
@@ -112,6 +113,133 @@ bool scalars_only(const Irreps& irreps) {
   return true;
 }
 
+/// A mace-torch RadialMLP `prefix` (net.0, net.1 LayerNorm, net.2 SiLU, net.3, ...) whose input
+/// is [B (nb), source embedding (C0), target embedding (C0)]: the MLP over B, and the first
+/// layer's species terms, src[z] W_1[:, nb:nb+C0]^T and tgt[z] W_1[:, nb+C0:]^T per species.
+void read_normed_mlp(const Reader& r, const std::string& where, const std::string& prefix,
+                     const std::vector<int>& widths, int nb, const std::vector<double>& src,
+                     const std::vector<double>& tgt, int E, int C0, kernels::NormedMLP& mlp,
+                     std::vector<double>& first_source, std::vector<double>& first_target) {
+  if (widths.size() < 2 || widths.front() != nb + 2 * C0) {
+    r.fail(where + " widths must start with num_bessel + 2 x the node scalars (" +
+           std::to_string(nb + 2 * C0) + ")");
+  }
+  const int L = static_cast<int>(widths.size()) - 1;
+  mlp.widths = widths;
+  mlp.widths[0] = nb;
+  for (int l = 0; l < L; ++l) {
+    const std::string lin = prefix + "net." + std::to_string(3 * l) + ".";
+    auto w = r.tensor(lin + "weight", {widths[l + 1], widths[l]});
+    if (l == 0) {
+      const int H = widths[1], in = widths[0];
+      std::vector<double> wb(static_cast<std::size_t>(H) * nb);
+      first_source.assign(static_cast<std::size_t>(E) * H, 0.0);
+      first_target.assign(static_cast<std::size_t>(E) * H, 0.0);
+      for (int k = 0; k < H; ++k) {
+        const double* row = w.data() + static_cast<std::size_t>(k) * in;
+        std::copy(row, row + nb, wb.begin() + static_cast<std::ptrdiff_t>(k) * nb);
+        for (int z = 0; z < E; ++z) {
+          double s = 0, g = 0;
+          for (int c = 0; c < C0; ++c) {
+            s += src[static_cast<std::size_t>(z) * C0 + c] * row[nb + c];
+            g += tgt[static_cast<std::size_t>(z) * C0 + c] * row[nb + C0 + c];
+          }
+          first_source[static_cast<std::size_t>(z) * H + k] = s;
+          first_target[static_cast<std::size_t>(z) * H + k] = g;
+        }
+      }
+      w = std::move(wb);
+    }
+    mlp.weight.push_back(std::move(w));
+    mlp.bias.push_back(r.tensor(lin + "bias", flat(widths[l + 1])));
+    if (l + 1 < L) {
+      const std::string norm = prefix + "net." + std::to_string(3 * l + 1) + ".";
+      mlp.gamma.push_back(r.tensor(norm + "weight", flat(widths[l + 1])));
+      mlp.beta.push_back(r.tensor(norm + "bias", flat(widths[l + 1])));
+    }
+  }
+  r.build(where, [&] {
+    mlp.validate();
+    return 0;
+  });
+}
+
+/// RealAgnosticResidualNonLinearInteractionBlock's own parts (mace_spec.hpp, NonLinearSpec).
+void read_nonlinear(const Reader& r, int t, const MaceSpec& spec, InteractionSpec& I) {
+  const std::string h = "interactions/" + std::to_string(t) + "/";
+  const std::string p = "interactions." + std::to_string(t) + ".";
+  const std::string where = "interaction " + std::to_string(t);
+  NonLinearSpec& N = *I.nonlinear;
+  const int E = spec.num_elements, nb = spec.radial_basis.num_basis();
+  const int C0 = I.node_feats.count(Irrep{0, 1});
+  // source / target_embedding: e3nn Linear(E x 0e -> C0 x 0e), weights [E][C0] times 1/sqrt(E).
+  auto embedding = [&](const std::string& name) {
+    auto w = r.tensor(p + name + ".weight", flat(E * C0));
+    for (double& v : w) {
+      v /= std::sqrt(static_cast<double>(E));
+    }
+    return w;
+  };
+  const auto src = embedding("source_embedding"), tgt = embedding("target_embedding");
+  read_normed_mlp(r, where + " conv_tp_weights", p + "conv_tp_weights.",
+                  r.hp<std::vector<int>>(h + "radial_mlp"), nb, src, tgt, E, C0, N.radial, N.radial_source,
+                  N.radial_target);
+  if (N.radial.width_out() != I.tp.weight_numel) {
+    r.fail("hyperparameter '" + h + "radial_mlp' must end with the conv_tp weight count (" +
+           std::to_string(I.tp.weight_numel) + ")");
+  }
+  read_normed_mlp(r, where + " density_fn", p + "density_fn.", r.hp<std::vector<int>>(h + "density_mlp"), nb,
+                  src, tgt, E, C0, N.density, N.density_source, N.density_target);
+  if (N.density.width_out() != 1) {
+    r.fail("hyperparameter '" + h + "density_mlp' must end with 1");
+  }
+  N.alpha = r.number(p + "alpha");
+  N.beta = r.number(p + "beta");
+  if (!std::isfinite(N.alpha) || !std::isfinite(N.beta)) {
+    r.fail("tensors '" + p + "alpha' and '" + p + "beta' must be finite");
+  }
+  N.nonlin = r.irreps(h + "irreps_nonlin");
+  read_linear(r, where + " linear_1", p + "linear_1.weight", I.tp.irreps_out, N.nonlin, I.linear, I.w_linear);
+  read_linear(r, where + " linear_res", p + "linear_res.weight", I.edge, N.nonlin, N.linear_res,
+              N.w_linear_res);
+  read_linear(r, where + " linear_2", p + "linear_2.weight", I.target, I.target, N.linear_2, N.w_linear_2);
+  read_linear(r, where + " skip_tp", p + "skip_tp.weight", I.node_feats, I.hidden, I.skip, I.w_skip);
+
+  // GatedEquivariantBlock's slices, as the converter read them from the module.
+  const auto& g = r.hp_json(h + "gate");
+  const auto scalars = g.at("scalars").get<std::vector<int>>(), gates = g.at("gates").get<std::vector<int>>();
+  N.scalar_cst = g.at("scalar_cst").get<double>();
+  N.gate_cst = g.at("gate_cst").get<double>();
+  const int width_in = N.nonlin.dim();
+  const auto bad = [&](const std::string& what) { r.fail("hyperparameter '" + h + "gate': " + what); };
+  if (scalars.size() != 2 || gates.size() != 2 || scalars[0] != 0 || gates[0] != scalars[1]) {
+    bad("scalars must be [0, n] and gates [n, g]");
+  }
+  for (int k = 0; k < scalars[1]; ++k) {
+    N.gate_source.push_back(k);
+    N.gate_gate.push_back(-1);
+  }
+  for (const auto& info : g.at("gated")) {
+    const auto v = info.get<std::vector<int>>();  // start, length, irrep dimension, multiplicity, gate offset
+    if (v.size() != 5 || v[2] < 1 || v[1] != v[2] * v[3] || v[0] < 0 || v[0] + v[1] > width_in || v[4] < 0 ||
+        v[4] + v[3] > gates[1]) {
+      bad("a gated block [start, length, irrep dimension, multiplicity, gate offset] outside the input");
+    }
+    for (int j = 0; j < v[1]; ++j) {  // e3nn's mul_ir layout: channel j / dim of the block
+      N.gate_source.push_back(v[0] + j);
+      N.gate_gate.push_back(gates[0] + v[4] + j / v[2]);
+    }
+  }
+  if (static_cast<int>(N.gate_source.size()) != I.target.dim()) {
+    bad("its output has " + std::to_string(N.gate_source.size()) + " values, the target irreps " +
+        std::to_string(I.target.dim()));
+  }
+  if (!(N.scalar_cst > 0) || !(N.gate_cst > 0) || !std::isfinite(N.scalar_cst) ||
+      !std::isfinite(N.gate_cst)) {
+    bad("scalar_cst and gate_cst must be positive");
+  }
+}
+
 void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionSpec& I) {
   const std::string h = "interactions/" + std::to_string(t) + "/";
   const std::string p = "interactions." + std::to_string(t) + ".";
@@ -120,6 +248,9 @@ void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionS
   if (cls == "RealAgnosticResidualInteractionBlock" || cls == "RealAgnosticDensityResidualInteractionBlock") {
     I.residual = true;
     I.density = cls == "RealAgnosticDensityResidualInteractionBlock";
+  } else if (cls == "RealAgnosticResidualNonLinearInteractionBlock") {
+    I.residual = true;
+    I.nonlinear.emplace();
   } else if (cls == "RealAgnosticInteractionBlock" || cls == "RealAgnosticDensityInteractionBlock") {
     I.residual = false;
     I.density = cls == "RealAgnosticDensityInteractionBlock";
@@ -149,6 +280,9 @@ void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionS
            " but the conv_tp built from the irreps has " + std::to_string(I.tp.weight_numel) + " weights");
   }
 
+  if (I.nonlinear) {
+    return read_nonlinear(r, t, spec, I);
+  }
   // conv_tp_weights: e3nn FullyConnectedNet [num_bessel, hidden.., weight_numel].
   const auto widths = r.hp<std::vector<int>>(h + "radial_mlp");
   if (widths.size() < 2 || widths.front() != spec.radial_basis.num_basis() ||

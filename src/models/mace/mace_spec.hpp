@@ -15,8 +15,9 @@
 
 #include "io/potential_file.hpp"
 #include "kernels/channelwise_tp.hpp"
-#include "kernels/linear.hpp"
 #include "kernels/distance_transform.hpp"
+#include "kernels/linear.hpp"
+#include "kernels/normed_mlp.hpp"
 #include "kernels/radial_basis.hpp"
 #include "kernels/radial_mlp.hpp"
 #include "kernels/symmetric_contraction.hpp"
@@ -28,6 +29,30 @@ struct MaceOptions;
 
 namespace fastmlip::models::mace {
 
+/// MACE-MH-1 / OMOL's RealAgnosticResidualNonLinearInteractionBlock (mace-torch >= 0.3.14):
+///
+///   R_e   = RadialMLP([B_e, src[z_j], tgt[z_i]])             (LayerNorm MLP with biases)
+///   d_i   = sum_{e->i} tanh(DensityMLP([B_e, src, tgt])^2)  (times f_p(r) with apply_cutoff False)
+///   u_i   = linear_1(sum_{j->i} TP(h_j, Y, R_e)) / (alpha + beta d_i) + linear_res(h_i)
+///   m_i   = linear_2(gate(u_i)),   sc_i = skip(x_i)          (skip: a plain Linear, no species)
+///
+/// src / tgt are e3nn Linears of the one-hot species: their products with the MLPs' first weight
+/// columns are folded into per-species first-layer terms here.
+struct NonLinearSpec {
+  kernels::NormedMLP radial, density;  ///< first layers: the radial basis columns only
+  /// [E][width_first] per MLP: the first layer's terms of the sender's (source) and the
+  /// receiver's (target) species embeddings.
+  std::vector<double> radial_source, radial_target, density_source, density_target;
+  double alpha = 1, beta = 1;
+  Irreps nonlin;                                    ///< the gate's input: scalars, gates, gated
+  kernels::EquivariantLinear linear_res, linear_2;  ///< edge -> nonlin; target -> target
+  std::vector<double> w_linear_res, w_linear_2;
+  /// The gate, per output column k (target irreps): the input column it reads, and the column
+  /// of its gate (-1: a scalar, silu(u) scalar_cst; else u sigmoid(u_gate) gate_cst).
+  std::vector<int> gate_source, gate_gate;
+  double scalar_cst = 1, gate_cst = 1;
+};
+
 /// One interaction block t (RealAgnosticInteractionBlock or RealAgnosticResidualInteractionBlock).
 struct InteractionSpec {
   /// Residual blocks apply skip_tp to the block's input features (the self-connection added
@@ -38,6 +63,9 @@ struct InteractionSpec {
   /// density, sum over its edges of tanh((B_e . w_density)^2), not by avg_num_neighbors.
   bool density = false;
   std::vector<double> w_density;  ///< [num_bessel]: density_fn's weights over sqrt(num_bessel)
+  /// RealAgnosticResidualNonLinearInteractionBlock (residual): `linear` is its linear_1 (not
+  /// divided by avg_num_neighbors), `mlp` is unused, `skip` has one weight set.
+  std::optional<NonLinearSpec> nonlinear;
   Irreps node_feats, target, hidden;
   /// What linear_up maps the node features to and the conv TP reads: node_feats, or mace-torch's
   /// edge_irreps (MACE-MH-1, OMOL; the first layer's only with use_edge_irreps_first).
@@ -45,11 +73,11 @@ struct InteractionSpec {
   kernels::EquivariantLinear linear_up;  ///< node_feats -> edge
   std::vector<double> w_linear_up;
   kernels::ChannelwiseTP tp;             ///< edge (x) SH -> irreps_mid
-  kernels::RadialMLP mlp;                ///< radial basis features -> tp.weight_numel
+  kernels::RadialMLP mlp;                ///< radial basis features -> tp.weight_numel (not nonlinear)
   kernels::EquivariantLinear linear;     ///< irreps_mid -> target
   std::vector<double> w_linear;          ///< already divided by avg_num_neighbors (not for density)
   kernels::EquivariantLinear skip;       ///< residual: node_feats -> hidden; else target -> target
-  std::vector<double> w_skip;            ///< [E][skip.weight_numel] (regrouped by element)
+  std::vector<double> w_skip;            ///< [skip.num_sets][skip.weight_numel] (regrouped by element)
   double avg_num_neighbors = 1;
 };
 

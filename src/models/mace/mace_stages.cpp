@@ -51,7 +51,17 @@ std::vector<Stage> stage_list(const MaceSpec& spec) {
     }
     list.push_back(node(StageKind::Convolution, t, h, A));
     const bool self_connection = I.residual && P.use_sc;
-    if (I.residual) {
+    if (I.nonlinear) {
+      const Slot l{Value::LinearOut, t}, u{Value::GateInput, t}, g{Value::GateOutput, t};
+      list.push_back(node(StageKind::InteractionLinear, t, A, l));
+      list.push_back(node(StageKind::LinearResidual, t, h, u));
+      list.push_back(node(StageKind::AddResidual, t, l, u));
+      list.push_back(node(StageKind::Gate, t, u, g));
+      list.push_back(node(StageKind::LinearOut, t, g, m));
+      if (self_connection) {
+        list.push_back(node(StageKind::SkipTP, t, x, {Value::SelfConnection, t}));
+      }
+    } else if (I.residual) {
       // RealAgnosticResidualInteractionBlock: skip_tp of the block's input, added after the product.
       list.push_back(node(StageKind::InteractionLinear, t, A, m));
       if (self_connection) {
@@ -140,7 +150,12 @@ int slot_width(const MaceSpec& spec, const Slot& s) {
     case Value::Messages:
       return spec.interactions.at(s.layer).tp.dim_out();
     case Value::LinearOut:
+    case Value::GateInput: {
+      const InteractionSpec& I = spec.interactions.at(s.layer);
+      return I.nonlinear ? I.nonlinear->nonlin.dim() : I.target.dim();
+    }
     case Value::ProductInput:
+    case Value::GateOutput:
       return spec.interactions.at(s.layer).target.dim();
     case Value::SelfConnection:
       return spec.interactions.at(s.layer).hidden.dim();
@@ -165,6 +180,10 @@ std::string slot_name(const Slot& s) {
       return "s" + t;
     case Value::ProductInput:
       return "m" + t;
+    case Value::GateInput:
+      return "u" + t;
+    case Value::GateOutput:
+      return "g" + t;
   }
   return "?";
 }
@@ -190,6 +209,12 @@ std::string describe(const Stage& s) {
       return "linear(" + in + ") -> " + out;
     case StageKind::SkipTP:
       return "skip_tp(" + in + ") -> " + out;
+    case StageKind::LinearResidual:
+      return "linear_res(" + in + ") -> " + out;
+    case StageKind::Gate:
+      return "gate(" + in + ") -> " + out;
+    case StageKind::LinearOut:
+      return "linear_2(" + in + ") -> " + out;
     case StageKind::Product:
       return "product(" + in + ") -> " + out;
     case StageKind::AddResidual:

@@ -27,6 +27,16 @@
 ///   Readout           x^{t+1}      -> energy    readout_t(x^{t+1})[head], summed per node
 ///                                               (use_last_readout_only: the last layer only)
 ///
+/// RealAgnosticResidualNonLinearInteractionBlock (MACE-MH-1, OMOL) replaces the two stages after
+/// the convolution by
+///
+///   InteractionLinear A^t          -> l^t       linear_1(A) / (alpha + beta density)
+///   LinearResidual    h^t          -> u^t       linear_res(h^t), local rows
+///   AddResidual       l^t          -> u^t       u^t += l^t
+///   Gate              u^t          -> g^t       the equivariant gate
+///   LinearOut         g^t          -> m^t       linear_2
+///   SkipTP            x^t          -> s^t       a plain Linear (no species)
+///
 /// around them EdgeBasis (Y, B from the edge vectors), Embedding (x^0) and Zbl first, and
 /// NodeEnergy (E0, scale, shift) last.
 #include <string>
@@ -45,6 +55,8 @@ enum class Value {
   LinearOut,       ///< l^t: linear(A^t) of a non-residual block, skip_tp's input
   SelfConnection,  ///< s^t: skip_tp(x^t, z), the residual
   ProductInput,    ///< m^t: the symmetric contraction's input
+  GateInput,       ///< u^t: the non-linear block's gate input
+  GateOutput,      ///< g^t: its gate's output
 };
 
 struct Slot {
@@ -63,6 +75,9 @@ enum class StageKind {
   Convolution,        ///< out = sum_{j->i} TP(in_j, Y, MLP_t(B))
   InteractionLinear,  ///< out = linear_t(in) / avg_num_neighbors, or / (1 + density_i) (Density blocks)
   SkipTP,             ///< out = skip_tp_t(in; z)
+  LinearResidual,     ///< out = linear_res_t(in), the local rows (non-linear block)
+  Gate,               ///< out = gate_t(in) (non-linear block)
+  LinearOut,          ///< out = linear_2_t(in) (non-linear block)
   Product,            ///< out = products.t.linear(SC_t(in; z))
   AddResidual,        ///< out += in
   Readout,            ///< energy_i += readout_t(in_i)[head]

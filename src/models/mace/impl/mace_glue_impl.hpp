@@ -36,8 +36,15 @@ struct MaceGlueFunctor {
   struct TagEdgeGradient {};  // grad(e, :) = dE/dv from the harmonics', radial and ZBL adjoints
   struct TagNodeEnergy {};    // node(i) = E0 + scale (readouts + ZBL) + shift
   struct TagTransform {};     // x(e), dx/dr(e): the radial basis's transformed distance
-  struct TagDensity {};       // dens(i) = sum_e tanh(d_e^2), d_e = B(e, :) . w; out(i, :) /= 1 + dens(i)
-  struct TagDensityReverse {};  // gu(i, :) = gout(i, :) / (1 + dens(i)); gB(e, :) += dE/dd_e w
+  // Density: d_e = B(e, :) . w, or the non-linear block's edge_value(e); D = alpha + beta dens(i)
+  // (1 + dens(i) for the Density blocks).
+  struct TagDensity {};         // dens(i) = sum_e tanh(d_e^2); out(i, :) /= D
+  struct TagDensityReverse {};  // gu(i, :) = gout(i, :) / D; gB(e, :) += dE/dd_e w, or gedge(e) = dE/dd_e
+  // The non-linear block: its MLPs' first-layer species terms, and its equivariant gate.
+  struct TagPairTerm {
+  };  // out(e, :) = pair_source(species(sender e), :) + pair_target(species(receiver e), :)
+  struct TagEquivariantGate {};  // out(i, k) = silu(u(i, s_k)) cst, or u(i, s_k) sigmoid(u(i, g_k)) cst2
+  struct TagEquivariantGateReverse {};  // gu(i, :) from gout(i, :)
   // mace-torch's apply_cutoff False: the envelope f_p(r) multiplies the radial MLP's output.
   struct TagCutoff {};            // fc(e), dfc(e) = f_p(r(e) / r_max) and its r-derivative
   struct TagScaleRows {};         // out(e, :) *= fc(e)
@@ -75,6 +82,13 @@ struct MaceGlueFunctor {
   Kokkos::View<const T*, ExecSpace> m_w_density;
   Kokkos::View<T*, ExecSpace> m_density;
   Matrix m_gu, m_gbasis;
+  Kokkos::View<const T*, ExecSpace> m_edge_value;  // the non-linear block's d_e (else empty)
+  Kokkos::View<T*, ExecSpace> m_gedge;             // its dE/dd_e
+  T m_alpha = T(1), m_beta = T(1);
+  // The non-linear block's first-layer species terms and gate.
+  ConstMatrix m_pair_source, m_pair_target;
+  Kokkos::View<const int*, ExecSpace> m_gate_source, m_gate_gate;
+  T m_cst2 = T(1);
   // apply_cutoff False: the envelope per edge, its derivative, and dE/d(envelope) accumulated
   // by the layers (empty views: the basis carries the envelope, nothing to do here).
   Kokkos::View<T*, ExecSpace> m_fc, m_dfc, m_gcut;
@@ -137,6 +151,9 @@ struct MaceGlueFunctor {
   // Node i's edges are center_start(i)..center_start(i+1) (receiver-sorted): each iteration
   // owns its node's row and its edges, so no atomics and a fixed summation order.
   KOKKOS_INLINE_FUNCTION T edge_density(int e) const {
+    if (m_edge_value.extent(0) > 0) {
+      return m_edge_value(e);
+    }
     T d = 0;
     for (int n = 0; n < static_cast<int>(m_w_density.extent(0)); ++n) {
       d += m_basis(e, n) * m_w_density(n);
@@ -152,24 +169,27 @@ struct MaceGlueFunctor {
       dens += kmath::tanh(d * d) * density_cutoff(e);
     }
     m_density(i) = dens;
-    const T inv = T(1) / (T(1) + dens);
+    const T inv = T(1) / (m_alpha + m_beta * dens);
     for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
       m_out(i, k) *= inv;
     }
   }
-  // out = u / (1 + dens): du = gout / (1 + dens), d dens = -gout . out / (1 + dens), and
+  // out = u / D, D = alpha + beta dens: du = gout / D, d dens = -beta gout . out / D, and
   // d tanh(d^2) / dd = 2 d (1 - tanh(d^2)^2). Here m_z holds the forward's out.
   KOKKOS_INLINE_FUNCTION void operator()(TagDensityReverse, int i) const {
-    const T inv = T(1) / (T(1) + m_density(i));
+    const T inv = T(1) / (m_alpha + m_beta * m_density(i));
     T gdens = 0;
     for (int k = 0; k < static_cast<int>(m_gu.extent(1)); ++k) {
       gdens -= m_gout(i, k) * m_z(i, k);
       m_gu(i, k) = m_gout(i, k) * inv;
     }
-    gdens *= inv;
+    gdens *= inv * m_beta;
     for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
       const T d = edge_density(e), th = kmath::tanh(d * d);
       const T gd = gdens * T(2) * d * (T(1) - th * th) * density_cutoff(e);
+      if (m_gedge.extent(0) > 0) {
+        m_gedge(e) = gd;  // edge e is node i's alone
+      }
       for (int n = 0; n < static_cast<int>(m_w_density.extent(0)); ++n) {
         m_gbasis(e, n) += gd * m_w_density(n);
       }
@@ -197,6 +217,39 @@ struct MaceGlueFunctor {
       m_out(e, k) *= m_fc(e);
     }
     m_gcut(e) += g;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagPairTerm, int e) const {
+    const int sj = m_species(m_neighbor(e)), si = m_species(m_center(e));
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      m_out(e, k) = m_pair_source(sj, k) + m_pair_target(si, k);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION static T sigmoid(T z) { return T(1) / (T(1) + kmath::exp(-z)); }
+  // m_z: the gate's input u; m_out: its output.
+  KOKKOS_INLINE_FUNCTION void operator()(TagEquivariantGate, int i) const {
+    for (int k = 0; k < static_cast<int>(m_out.extent(1)); ++k) {
+      const int s = m_gate_source(k), g = m_gate_gate(k);
+      m_out(i, k) =
+          g < 0 ? m_cst * kernels::impl::silu(m_z(i, s)) : m_z(i, s) * (m_cst2 * sigmoid(m_z(i, g)));
+    }
+  }
+  // m_gout: dE/d(output); m_gu: dE/du, every column written (each is one output's source or a
+  // gate, summed over the outputs it gates).
+  KOKKOS_INLINE_FUNCTION void operator()(TagEquivariantGateReverse, int i) const {
+    for (int k = 0; k < static_cast<int>(m_gu.extent(1)); ++k) {
+      m_gu(i, k) = T(0);
+    }
+    for (int k = 0; k < static_cast<int>(m_gout.extent(1)); ++k) {
+      const int s = m_gate_source(k), g = m_gate_gate(k);
+      const T go = m_gout(i, k);
+      if (g < 0) {
+        m_gu(i, s) += go * m_cst * kernels::impl::silu_derivative(m_z(i, s));
+      } else {
+        const T sg = sigmoid(m_z(i, g));
+        m_gu(i, s) += go * m_cst2 * sg;
+        m_gu(i, g) += go * m_z(i, s) * m_cst2 * sg * (T(1) - sg);
+      }
+    }
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagAdd, int k) const { m_a(k) += m_b(k); }
   KOKKOS_INLINE_FUNCTION void operator()(TagGate, int i) const {
