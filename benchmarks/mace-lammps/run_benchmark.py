@@ -103,6 +103,17 @@ BENCH_MODELS = {
         "structures": "binary",
     },
 }
+# mh1_medium: MACE-MH-1's blocks at MACE-MP-0 medium's width (MH-1's own widths were not at hand):
+# RealAgnosticResidualNonLinearInteractionBlock on both layers, edge_irreps, apply_cutoff False,
+# the agnostic product and the bias readout; built with mace-torch >= 0.3.14.
+BENCH_MODELS["mh1_medium"] = {
+    **{k: v for k, v in BENCH_MODELS["mpa_medium"].items() if k not in ("pair_repulsion", "distance_transform")},
+    "name": "mh1_medium", "description": "MACE-MH-1's blocks at MACE-MP-0 medium width with 2 elements", "seed": 113,
+    "interaction_cls_first": "RealAgnosticResidualNonLinearInteractionBlock",
+    "interaction_cls": "RealAgnosticResidualNonLinearInteractionBlock",
+    "edge_irreps": "128x0e+128x1o", "use_edge_irreps_first": True, "apply_cutoff": False,
+    "use_agnostic_product": True, "readout_cls": "NonLinearBiasReadoutBlock", "mace_torch": "0.3.14",
+}
 _CONVERTED = {}
 
 

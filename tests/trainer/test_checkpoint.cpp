@@ -161,18 +161,18 @@ TEST(TrainerCheckpoint, FailedWriteLeavesThePreviousCheckpointIntact) {
 
 trainer::MaceConfig tiny_config() {
   trainer::MaceConfig c;
-  c.atomic_numbers = {29, 28};
+  c.layout.atomic_numbers = {29, 28};
   c.e0s = {-1.3, -2.1};
-  c.r_max = 3.5;
-  c.num_bessel = 4;
-  c.num_channels = 3;
-  c.max_ell = 2;
-  c.max_L = 1;
-  c.correlation = 2;
-  c.num_interactions = 2;
-  c.radial_mlp = {6, 5};
-  c.mlp_irreps = 4;
-  c.avg_num_neighbors = 3.0;
+  c.layout.r_max = 3.5;
+  c.layout.num_bessel = 4;
+  c.layout.num_channels = 3;
+  c.layout.max_ell = 2;
+  c.layout.max_L = 1;
+  c.layout.correlation = {2};
+  c.layout.num_interactions = 2;
+  c.layout.radial_mlp = {6, 5};
+  c.layout.mlp_irreps = 4;
+  c.layout.avg_num_neighbors = 3.0;
   c.scale = 1.2;
   c.shift = 0.1;
   c.seed = 17;
@@ -328,7 +328,7 @@ TEST(TrainerCheckpoint, RestartContinuesBitwise) {
 TEST(TrainerCheckpoint, LoadingAnotherModelOrOptimiserIsAnError) {
   const io::PotentialFile pot = trainer::make_mace_potential(tiny_config());
   trainer::MaceConfig other = tiny_config();
-  other.num_channels = 4;
+  other.layout.num_channels = 4;
   TrainingRun a(pot, restart_config());
   CheckpointState s;
   s.source = "x.ckpt";

@@ -208,54 +208,54 @@ MaceStructure random_structure(int n, double side, int species, std::uint64_t se
 
 trainer::MaceConfig small_config(int variant) {
   trainer::MaceConfig c;
-  c.atomic_numbers = {29, 28, 13};
+  c.layout.atomic_numbers = {29, 28, 13};
   c.e0s = {-1.3, -2.1, -0.7};
-  c.r_max = 3.7;
-  c.num_bessel = 5;
-  c.num_polynomial_cutoff = 5;
-  c.num_channels = 3;
-  c.radial_mlp = {7, 5};
-  c.mlp_irreps = 5;
-  c.avg_num_neighbors = 4.3;
+  c.layout.r_max = 3.7;
+  c.layout.num_bessel = 5;
+  c.layout.num_polynomial_cutoff = 5;
+  c.layout.num_channels = 3;
+  c.layout.radial_mlp = {7, 5};
+  c.layout.mlp_irreps = 5;
+  c.layout.avg_num_neighbors = 4.3;
   c.seed = 11 + variant;
   if (variant == 0) {  // mace_run_train's shape: non-residual first block, ScaleShiftMACE, ZBL
-    c.max_ell = 2;
-    c.max_L = 1;
-    c.correlation = 3;
-    c.num_interactions = 2;
-    c.scale_shift = true;
+    c.layout.max_ell = 2;
+    c.layout.max_L = 1;
+    c.layout.correlation = {3};
+    c.layout.num_interactions = 2;
+    c.layout.scale_shift = true;
     c.scale = 1.3;
     c.shift = -0.2;
-    c.zbl = true;
+    c.layout.zbl = true;
   } else if (variant == 2) {  // MACE-MPA-0's blocks, fresh: Density blocks, the Agnesi transform, ZBL
-    c.max_ell = 2;
-    c.max_L = 1;
-    c.correlation = 2;
-    c.num_interactions = 2;
-    c.scale_shift = true;
+    c.layout.max_ell = 2;
+    c.layout.max_L = 1;
+    c.layout.correlation = {2};
+    c.layout.num_interactions = 2;
+    c.layout.scale_shift = true;
     c.scale = 0.9;
     c.shift = 0.1;
-    c.zbl = true;
-    c.interaction_first = "RealAgnosticDensityInteractionBlock";
-    c.interaction = "RealAgnosticDensityResidualInteractionBlock";
-    c.distance_transform = "Agnesi";
+    c.layout.zbl = true;
+    c.layout.interaction_first = "RealAgnosticDensityInteractionBlock";
+    c.layout.interaction = "RealAgnosticDensityResidualInteractionBlock";
+    c.layout.distance_transform = "Agnesi";
   } else if (variant == 3) {  // mace-torch's Gaussian basis at the Soft-transformed distance
-    c.max_ell = 2;
-    c.max_L = 1;
-    c.correlation = 2;
-    c.num_interactions = 2;
-    c.scale_shift = true;
+    c.layout.max_ell = 2;
+    c.layout.max_L = 1;
+    c.layout.correlation = {2};
+    c.layout.num_interactions = 2;
+    c.layout.scale_shift = true;
     c.scale = 1.1;
     c.shift = -0.1;
-    c.radial_type = "gaussian";
-    c.distance_transform = "Soft";
+    c.layout.radial_type = "gaussian";
+    c.layout.distance_transform = "Soft";
   } else {  // plain MACE, residual first block, max_L 2, three interactions
-    c.max_ell = 3;
-    c.max_L = 2;
-    c.correlation = 2;
-    c.num_interactions = 3;
-    c.scale_shift = false;
-    c.interaction_first = "RealAgnosticResidualInteractionBlock";
+    c.layout.max_ell = 3;
+    c.layout.max_L = 2;
+    c.layout.correlation = {2};
+    c.layout.num_interactions = 3;
+    c.layout.scale_shift = false;
+    c.layout.interaction_first = "RealAgnosticResidualInteractionBlock";
   }
   return c;
 }

@@ -101,31 +101,6 @@ std::vector<double> randn(torch::Generator& gen, std::int64_t n, double scale) {
 }  // namespace
 
 io::PotentialFile make_mace_potential(const MaceConfig& c) {
-  models::mace::MaceLayout layout;
-  layout.atomic_numbers = c.atomic_numbers;
-  layout.r_max = c.r_max;
-  layout.num_bessel = c.num_bessel;
-  layout.num_polynomial_cutoff = c.num_polynomial_cutoff;
-  layout.max_ell = c.max_ell;
-  layout.num_channels = c.num_channels;
-  layout.max_L = c.max_L;
-  layout.correlation = {c.correlation};
-  layout.num_interactions = c.num_interactions;
-  layout.radial_mlp = c.radial_mlp;
-  layout.mlp_irreps = c.mlp_irreps;
-  layout.avg_num_neighbors = c.avg_num_neighbors;
-  layout.scale_shift = c.scale_shift;
-  layout.interaction_first = c.interaction_first;
-  layout.interaction = c.interaction;
-  layout.radial_type = c.radial_type;
-  layout.distance_transform = c.distance_transform;
-  layout.zbl = c.zbl;
-  layout.last_readout_only = c.last_readout_only;
-  layout.apply_cutoff = c.apply_cutoff;
-  layout.agnostic_product = c.agnostic_product;
-  layout.readout_bias = c.readout_bias;
-  layout.edge_irreps = c.edge_irreps;
-  layout.edge_irreps_first = c.edge_irreps_first;
   models::mace::MaceLayoutValues values;
   values.atomic_energies = c.e0s;
   values.scale = {c.scale};
@@ -133,7 +108,8 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
   values.provenance = {{"writer", "fastmlip-trainer 0.1.0"}, {"seed", c.seed}};
   auto gen = at::detail::createCPUGenerator(c.seed);
   return models::mace::write_mace_layout(
-      layout, values, [&gen](const std::string&, std::int64_t n, double scale) { return randn(gen, n, scale); });
+      c.layout, values,
+      [&gen](const std::string&, std::int64_t n, double scale) { return randn(gen, n, scale); });
 }
 
 // ---- the model ------------------------------------------------------------------------------

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "io/potential_file.hpp"
+#include "models/mace/mace_layout.hpp"
 
 namespace fastmlip::trainer {
 
@@ -88,34 +89,11 @@ struct MaceOutput {
 /// builds a ScaleShiftMACE whose first interaction is RealAgnosticInteractionBlock; residual
 /// blocks follow; the last readout is non-linear, the others linear).
 struct MaceConfig {
-  std::vector<int> atomic_numbers;  ///< the model's species, in order
-  std::vector<double> e0s;          ///< E0 per species (eV)
-  double r_max = 5.0;
-  int num_bessel = 8;             ///< num_radial_basis
-  int num_polynomial_cutoff = 5;  ///< num_cutoff_basis
-  int max_ell = 3;
-  int num_channels = 128;
-  int max_L = 1;
-  int correlation = 3;
-  int num_interactions = 2;
-  std::vector<int> radial_mlp = {64, 64, 64};
-  int mlp_irreps = 16;  ///< MLP_irreps "16x0e"
-  double avg_num_neighbors = 1.0;
-  bool scale_shift = true;  ///< ScaleShiftMACE (else MACE)
+  /// The architecture, with mace_run_train's names (models/mace/mace_layout.hpp: the core's one
+  /// writer of the file layout); one head, "Default".
+  models::mace::MaceLayout layout;
+  std::vector<double> e0s;  ///< E0 per species (eV), in layout.atomic_numbers' order
   double scale = 1.0, shift = 0.0;
-  /// Interaction block classes, radial basis and distance transform (models/mace/mace_layout.hpp):
-  /// mace_run_train's --interaction_first, --interaction, --radial_type and --distance_transform.
-  std::string interaction_first = "RealAgnosticInteractionBlock";
-  std::string interaction = "RealAgnosticResidualInteractionBlock";
-  std::string radial_type = "bessel";
-  std::string distance_transform = "None";
-  bool zbl = false;  ///< mace-torch's ZBL pair repulsion (pair_repulsion)
-  bool last_readout_only = false;  ///< mace_run_train's --use_last_readout_only
-  bool apply_cutoff = true;        ///< mace_run_train's --apply_cutoff
-  bool agnostic_product = false;   ///< mace_run_train's --use_agnostic_product
-  bool readout_bias = false;       ///< the last readout a NonLinearBiasReadoutBlock (MACE-MH-1)
-  std::string edge_irreps;         ///< mace_run_train's --edge_irreps ("": none)
-  bool edge_irreps_first = false;  ///< mace_run_train's --use_edge_irreps_first
   std::uint64_t seed = 123;
 };
 

@@ -348,41 +348,43 @@ io::PotentialFile Trainer<F>::initial_potential() {
     return make_chgnet_potential(cc);
   }
   MaceConfig c;
-  c.atomic_numbers = elements;
+  c.layout.atomic_numbers = elements;
   for (int z : elements) {
     c.e0s.push_back(e0s.at(z));
   }
-  c.r_max = m_o.get_float("r_max");
-  c.num_bessel = static_cast<int>(m_o.get_int("num_radial_basis"));
-  c.num_polynomial_cutoff = static_cast<int>(m_o.get_int("num_cutoff_basis"));
-  c.max_ell = static_cast<int>(m_o.get_int("max_ell"));
-  c.num_channels = static_cast<int>(m_o.get_int("num_channels"));
-  c.max_L = static_cast<int>(m_o.get_int("max_L"));
-  c.correlation = static_cast<int>(m_o.get_int("correlation"));
-  c.num_interactions = static_cast<int>(m_o.get_int("num_interactions"));
-  c.radial_mlp.clear();
+  c.layout.r_max = m_o.get_float("r_max");
+  c.layout.num_bessel = static_cast<int>(m_o.get_int("num_radial_basis"));
+  c.layout.num_polynomial_cutoff = static_cast<int>(m_o.get_int("num_cutoff_basis"));
+  c.layout.max_ell = static_cast<int>(m_o.get_int("max_ell"));
+  c.layout.num_channels = static_cast<int>(m_o.get_int("num_channels"));
+  c.layout.max_L = static_cast<int>(m_o.get_int("max_L"));
+  c.layout.correlation = {static_cast<int>(m_o.get_int("correlation"))};
+  c.layout.num_interactions = static_cast<int>(m_o.get_int("num_interactions"));
+  c.layout.radial_mlp.clear();
   for (long long v : m_o.get_int_list("radial_MLP")) {
-    c.radial_mlp.push_back(static_cast<int>(v));
+    c.layout.radial_mlp.push_back(static_cast<int>(v));
   }
-  c.mlp_irreps = parse_mlp_irreps(m_o.get_string("MLP_irreps"));
-  c.interaction_first = m_o.get_string("interaction_first");
-  c.interaction = m_o.get_string("interaction");
-  c.radial_type = m_o.get_string("radial_type");
-  c.distance_transform = m_o.get_string("distance_transform");
-  c.zbl = m_o.get_bool("pair_repulsion");
-  c.last_readout_only = m_o.get_bool("use_last_readout_only");
-  c.apply_cutoff = m_o.get_bool("apply_cutoff");
-  c.agnostic_product = m_o.get_bool("use_agnostic_product");
-  c.readout_bias = m_o.get_bool("readout_bias");
-  c.edge_irreps = m_o.has("edge_irreps") ? m_o.get_string("edge_irreps") : "";
-  c.edge_irreps_first = m_o.get_bool("use_edge_irreps_first");
-  c.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors") ? data::avg_num_neighbors(m_train, c.r_max)
-                                                                  : m_o.get_float("avg_num_neighbors");
+  c.layout.mlp_irreps = parse_mlp_irreps(m_o.get_string("MLP_irreps"));
+  c.layout.interaction_first = m_o.get_string("interaction_first");
+  c.layout.interaction = m_o.get_string("interaction");
+  c.layout.radial_type = m_o.get_string("radial_type");
+  c.layout.distance_transform = m_o.get_string("distance_transform");
+  c.layout.zbl = m_o.get_bool("pair_repulsion");
+  c.layout.last_readout_only = m_o.get_bool("use_last_readout_only");
+  c.layout.apply_cutoff = m_o.get_bool("apply_cutoff");
+  c.layout.agnostic_product = m_o.get_bool("use_agnostic_product");
+  c.layout.readout_bias = m_o.get_bool("readout_bias");
+  c.layout.edge_irreps = m_o.has("edge_irreps") ? m_o.get_string("edge_irreps") : "";
+  c.layout.edge_irreps_first = m_o.get_bool("use_edge_irreps_first");
+  c.layout.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors")
+                                   ? data::avg_num_neighbors(m_train, c.layout.r_max)
+                                   : m_o.get_float("avg_num_neighbors");
   const data::ScaleShift ss = data::compute_scale_shift(m_o.get_string("scaling"), m_train, e0s);
   c.shift = m_o.has("mean") ? m_o.get_float("mean") : ss.mean;
   c.scale = m_o.has("std") ? m_o.get_float("std") : ss.std;
   c.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
-  msg << ", avg_num_neighbors " << c.avg_num_neighbors << ", shift " << c.shift << ", scale " << c.scale;
+  msg << ", avg_num_neighbors " << c.layout.avg_num_neighbors << ", shift " << c.shift << ", scale "
+      << c.scale;
   m_log.line(msg.str());
   return make_mace_potential(c);
 }
