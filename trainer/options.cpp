@@ -162,6 +162,15 @@ std::vector<OptionSpec> build_table() {
   t.push_back(
       opt(model, "use_edge_irreps_first", T::kBool, "false",
           "Give the first interaction edge_irreps' scalars too (mace-torch's use_edge_irreps_first)."));
+  t.push_back(
+      opt(model, "embedding_specs", T::kMapping, std::nullopt,
+          "Embed each structure's total_charge / total_spin (mace-torch's embedding_specs, MACE-OMOL), "
+          "e.g. {total_charge: {type: categorical, per: graph, num_classes: 11, emb_dim: 16, offset: 5}, "
+          "total_spin: {type: continuous, per: graph, emb_dim: 8}}; the frames' info keys of those "
+          "names give the values."));
+  t.push_back(opt(model, "use_embedding_readout", T::kBool, "false",
+                  "Add a linear readout of the charge / spin embedding to each atom's energy (mace-torch's "
+                  "use_embedding_readout)."));
   t.push_back(opt(model, "foundation_model", T::kPath, std::nullopt,
                   "Potential file to fine-tune from (e.g. potentials/chgnet-0.3.0.safetensors)."));
   t.push_back(opt(model, "direct_heads", T::kBool, "false",
@@ -325,6 +334,8 @@ std::string type_name(const OptionSpec& s) {
       return "{KEY: FLOAT, ...}";
     case T::kE0s:
       return "E0S";
+    case T::kMapping:
+      return "{...}";
   }
   return "VALUE";
 }
@@ -361,6 +372,9 @@ std::string allowed(const OptionSpec& s) {
       break;
     case T::kE0s:
       a = "'average', a .json file, or a dict such as {29: -3.5, 28: -4.2}";
+      break;
+    case T::kMapping:
+      a = "a mapping such as {total_charge: {type: categorical, num_classes: 11, emb_dim: 16, offset: 5}}";
       break;
   }
   const std::string r = s.range.describe();
@@ -528,6 +542,20 @@ OptionValue convert(const OptionSpec& s, const std::string& text, const std::str
       }
       return v;
     }
+    case T::kMapping: {
+      YAML::Node node;
+      try {
+        node = YAML::Load(text);
+      } catch (const YAML::Exception& e) {
+        bad_value(s, text, origin, std::string("is not a mapping (") + e.msg + ")");
+      }
+      if (!node.IsMap()) {
+        bad_value(s, text, origin, "is not a mapping");
+      }
+      YAML::Emitter em;
+      em << YAML::Flow << node;
+      return std::string(em.c_str());
+    }
   }
   return text;
 }
@@ -659,6 +687,72 @@ std::string closest_option(const std::string& name) {
     }
   }
   return best;
+}
+
+std::vector<models::mace::MaceEmbeddingFeature> parse_embedding_specs(const std::string& text) {
+  const std::string fn = "embedding_specs: ";
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fn + "not a mapping (" + e.msg + ")");
+  }
+  if (!root.IsMap() || root.size() == 0) {
+    throw InputError(fn + "expected a mapping of feature name -> its spec");
+  }
+  std::vector<models::mace::MaceEmbeddingFeature> out;
+  for (const auto& kv : root) {
+    models::mace::MaceEmbeddingFeature f;
+    f.name = kv.first.as<std::string>();
+    const YAML::Node& spec = kv.second;
+    if (!spec.IsMap()) {
+      throw InputError(fn + f.name + ": expected a mapping (type, emb_dim, ...)");
+    }
+    const auto text_of = [&](const char* key) -> std::string {
+      const YAML::Node n = spec[key];
+      if (!n || !n.IsScalar()) {
+        throw InputError(fn + f.name + ": '" + key + "' is missing or not a value");
+      }
+      return n.Scalar();
+    };
+    const auto int_of = [&](const char* key) {
+      long long v = 0;
+      if (!parse_int(text_of(key), v) || v < -1000000 || v > 1000000) {
+        throw InputError(fn + f.name + ": '" + key + "' must be an integer");
+      }
+      return static_cast<int>(v);
+    };
+    for (const auto& e : spec) {
+      const std::string k = e.first.as<std::string>();
+      static const std::vector<std::string> known = {"type",   "per",    "emb_dim", "num_classes",
+                                                     "offset", "in_dim", "use_bias"};
+      if (std::find(known.begin(), known.end(), k) == known.end()) {
+        throw InputError(fn + f.name + ": unknown key '" + k +
+                         "' (known: type, per, emb_dim, num_classes, offset, in_dim, use_bias)");
+      }
+    }
+    f.type = text_of("type");
+    f.emb_dim = int_of("emb_dim");
+    if (spec["per"] && text_of("per") != "graph") {
+      throw InputError(fn + f.name + ": per '" + text_of("per") +
+                       "' is not supported; supported: graph (one value per structure)");
+    }
+    if (f.type == "categorical") {
+      f.num_classes = int_of("num_classes");
+      f.offset = spec["offset"] ? int_of("offset") : 0;
+    } else if (spec["in_dim"] && int_of("in_dim") != 1) {
+      throw InputError(fn + f.name + ": in_dim must be 1 (one value per structure)");
+    }
+    if (spec["use_bias"]) {
+      bool b = true;
+      if (!parse_bool(text_of("use_bias"), b)) {
+        throw InputError(fn + f.name + ": 'use_bias' must be true or false");
+      }
+      f.use_bias = b;
+    }
+    out.push_back(f);
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, double>> parse_flat_dict(const std::string& text) {
@@ -807,6 +901,10 @@ void Options::load_yaml(const std::string& yaml_text, const std::string& file) {
         text += (i ? ", " : "") + v[i].Scalar();
       }
       set(key, text + "]", origin);
+    } else if (v.IsMap() && s->type == T::kMapping) {
+      YAML::Emitter em;
+      em << YAML::Flow << v;
+      set(key, em.c_str(), origin);
     } else if (v.IsMap() && (s->type == T::kDict || s->type == T::kE0s)) {
       // Rebuilt as quoted text so that the one dict parser checks it.
       std::string text = "{";

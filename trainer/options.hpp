@@ -19,6 +19,8 @@
 #include <variant>
 #include <vector>
 
+#include "models/mace/mace_layout.hpp"
+
 namespace fastmlip::trainer {
 
 /// What an option's value is.
@@ -32,6 +34,7 @@ enum class OptionType {
   kIntList,  ///< "[64, 64, 64]", "64,64,64" or a YAML sequence
   kDict,     ///< "{key: number, ...}" (Python-literal style, keys bare or quoted) or a YAML map
   kE0s,      ///< "average", a .json file, or a kDict of element -> energy (eV)
+  kMapping,  ///< a nested mapping: a YAML map, or its flow / JSON / Python-literal text; kept as flow text
 };
 
 /// Bounds of a numeric option (kInt, kFloat, every element of kIntList).
@@ -74,6 +77,11 @@ using OptionValue = std::variant<std::monostate, std::string, long long, double,
 /// be bare or quoted, values are finite numbers; "{}" is empty. Throws InputError saying what is
 /// wrong (the caller adds where the text came from).
 std::vector<std::pair<std::string, double>> parse_flat_dict(const std::string& text);
+
+/// mace_run_train's --embedding_specs, e.g. "{total_charge: {type: categorical, per: graph,
+/// num_classes: 11, emb_dim: 16, offset: 5}, total_spin: {type: continuous, emb_dim: 8}}", in
+/// its order. Throws InputError naming the feature and key that is wrong or unknown.
+std::vector<models::mace::MaceEmbeddingFeature> parse_embedding_specs(const std::string& text);
 
 /// The resolved options of one run.
 class Options {

@@ -390,6 +390,52 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheNonLinearBlock) {
   }
 }
 
+// mace_run_train's --embedding_specs and --use_embedding_readout (MACE-OMOL), as
+// make_mace_fixtures.py built them with mace-torch 0.3.16: a categorical charge and a continuous
+// spin. The writer's tensors and `embeddings` are the converter's; bad specs are refused by name.
+TEST(MaceLayout, WritesMaceTorchsTensorsForChargeAndSpinEmbeddings) {
+  const auto ref = io::read_potential_file(kData + "ssmace_2int_L1_corr2_ell2_charge_spin.safetensors");
+  MaceLayout c = reduced_layout({29, 13, 28}, 2, 6);
+  c.interaction_first = "RealAgnosticResidualInteractionBlock";
+  c.embedding_specs = {{"total_charge", "categorical", 4, 7, 3, true},
+                       {"total_spin", "continuous", 3, 0, 0, true}};
+  c.embedding_readout = true;
+  const auto ours = write_fixed(c);
+  expect_mace_torchs_tensors(ref, ours);
+  EXPECT_EQ(ours.metadata["hyperparameters"]["embeddings"], ref.metadata["hyperparameters"]["embeddings"]);
+  MaceOptions o;
+  o.total_charge = -1.0;
+  o.total_spin = 3.0;
+  const MaceSpec spec = load_mace_spec(ours, o);
+  EXPECT_EQ(spec.graph_features, (std::vector<std::string>{"total_charge", "total_spin"}));
+
+  const auto draw = [](const std::string&, std::int64_t n, double) { return std::vector<double>(n, 0.1); };
+  MaceLayoutValues v;
+  v.atomic_energies.assign(3, -1.0);
+  v.scale = {1.0};
+  v.shift = {0.0};
+  const auto refused = [&](MaceLayout bad, const std::string& words) {
+    try {
+      write_mace_layout(bad, v, draw);
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  MaceLayout b = c;
+  b.embedding_specs[0].name = "temperature";
+  refused(b, "feature 'temperature' is not supported; supported: total_charge, total_spin");
+  b = c;
+  b.embedding_specs[1].type = "fourier";
+  refused(b, "total_spin: type 'fourier' is not supported");
+  b = c;
+  b.embedding_specs[0].num_classes = 0;
+  refused(b, "total_charge: a categorical feature needs num_classes >= 1");
+  b = c;
+  b.embedding_specs.clear();
+  refused(b, "use_embedding_readout needs embedding_specs");
+}
+
 TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
   MaceLayout c;
   c.atomic_numbers = {29};

@@ -53,7 +53,8 @@ fi
   lmdb==1.5.1 \
   orjson==3.10.11 \
   matplotlib==3.9.2 \
-  pandas==2.2.3
+  pandas==2.2.3 \
+  psutil==7.2.2
 "${venv_dir}/bin/pip" install --no-deps --disable-pip-version-check mace-torch==0.3.16
 
 "${venv_dir}/bin/python" - <<'PY'

@@ -308,6 +308,42 @@ TEST(TrainerOptions, ToYamlReadsBackToTheSameOptions) {
   EXPECT_TRUE(contains(a.to_yaml(), "r_max: 4.25  # command line")) << a.to_yaml();
 }
 
+// --embedding_specs (mace_run_train's, a nested mapping): Python-literal or YAML flow text on the
+// command line, a YAML map in the file; it survives the options dump, and its features are read
+// with mace-torch's keys, an unknown key or a per-atom feature refused by name.
+TEST(TrainerOptions, EmbeddingSpecsAreAMappingFromTheCommandLineOrTheFile) {
+  Options a;
+  a.apply_flags({"--name", "x", "--train_file", "t.xyz", "--embedding_specs",
+                 "{'total_charge': {'type': 'categorical', 'per': 'graph', 'num_classes': 5, 'emb_dim': 4, "
+                 "'offset': 2}, 'total_spin': {'type': 'continuous', 'emb_dim': 3, 'use_bias': False}}"});
+  Options b;
+  b.load_yaml(a.to_yaml(), "dump.yaml");
+  EXPECT_EQ(a.value("embedding_specs"), b.value("embedding_specs"));
+  const auto f = parse_embedding_specs(b.get_string("embedding_specs"));
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].name, "total_charge");
+  EXPECT_EQ(f[0].num_classes, 5);
+  EXPECT_EQ(f[0].offset, 2);
+  EXPECT_EQ(f[1].type, "continuous");
+  EXPECT_FALSE(f[1].use_bias);
+  Options c;
+  c.load_yaml("embedding_specs:\n  total_spin: {type: continuous, emb_dim: 8}\n", "cfg.yaml");
+  EXPECT_EQ(parse_embedding_specs(c.get_string("embedding_specs")).at(0).emb_dim, 8);
+
+  EXPECT_TRUE(contains(
+      error_of([] { parse_embedding_specs("{total_charge: {type: categorical, emb_dim: 4, colour: red}}"); }),
+      "total_charge: unknown key 'colour'"));
+  EXPECT_TRUE(contains(
+      error_of([] { parse_embedding_specs("{total_spin: {type: continuous, emb_dim: 2, per: node}}"); }),
+      "per 'node' is not supported"));
+  EXPECT_TRUE(contains(error_of([] { parse_embedding_specs("{total_charge: {type: categorical}}"); }),
+                       "'emb_dim' is missing"));
+  EXPECT_TRUE(contains(error_of([] {
+                         Options().apply_flags({"--embedding_specs", "[1, 2]"});
+                       }),
+                       "is not a mapping"));
+}
+
 TEST(TrainerOptions, HelpListsEveryOptionWithDefaultAndAllowedValues) {
   const std::string help = render_help("train-potential");
   EXPECT_EQ(help.rfind("Usage: train-potential", 0), 0u);

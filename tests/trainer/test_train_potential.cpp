@@ -489,6 +489,50 @@ TEST(TrainPotential, TrainsAFreshNonLinearModel) {
   fs::remove_all(dir);
 }
 
+// mace_run_train's --embedding_specs and --use_embedding_readout for a fresh model (MACE-OMOL's
+// charge / spin embeddings): a categorical charge and a continuous spin, from the command line and
+// from the config file; the export is the layout the converter writes, loads with charge and spin,
+// and is refused without them. A feature the model cannot embed is refused by name.
+TEST(TrainPotential, TrainsAFreshChargeSpinModel) {
+  const std::string dir = temp_dir("charge_spin");
+  write_dataset(dir + "/data.xyz", 8);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result r =
+      run(dir,
+          "--config tiny.yaml --work_dir fresh --max_num_epochs 1 --embedding_specs "
+          "'{total_charge: {type: categorical, per: graph, num_classes: 5, emb_dim: 4, offset: 2}, "
+          "total_spin: {type: continuous, per: graph, emb_dim: 3}}' --use_embedding_readout true");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto pot = io::read_potential_file(dir + "/fresh/tiny.safetensors");
+  const auto& emb = pot.metadata["hyperparameters"]["embeddings"];
+  EXPECT_EQ(emb["features"][0]["name"], "total_charge");
+  EXPECT_EQ(emb["features"][0]["offset"], 2);
+  EXPECT_EQ(emb["features"][1]["type"], "continuous");
+  EXPECT_EQ(emb["readout"], true);
+  models::MaceOptions opt;
+  opt.total_charge = 1.0;
+  opt.total_spin = 2.0;
+  EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot, opt)));
+  EXPECT_THROW((models::MaceModel<Exec, double>(pot)), InputError);
+
+  // The same from the config file, as a YAML mapping.
+  write_config(dir + "/emb.yaml", dir + "/data.xyz");
+  std::ofstream(dir + "/emb.yaml", std::ios::app) << "embedding_specs:\n  total_spin:\n    type: continuous\n"
+                                                  << "    emb_dim: 2\n";
+  const Result y = run(dir, "--config emb.yaml --work_dir yaml --max_num_epochs 1");
+  ASSERT_EQ(y.status, 0) << y.out << y.err;
+  const auto p2 = io::read_potential_file(dir + "/yaml/tiny.safetensors");
+  EXPECT_EQ(p2.metadata["hyperparameters"]["embeddings"]["features"][0]["emb_dim"], 2);
+  EXPECT_EQ(p2.metadata["hyperparameters"]["embeddings"]["readout"], false);
+
+  const Result bad = run(dir,
+                         "--config tiny.yaml --work_dir bad --max_num_epochs 1 --embedding_specs "
+                         "'{temperature: {type: continuous, emb_dim: 2}}'");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("feature 'temperature' is not supported"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
 TEST(TrainPotential, TrainsOnTwoRanks) {
   const std::string dir = temp_dir("np2");

@@ -376,6 +376,10 @@ io::PotentialFile Trainer<F>::initial_potential() {
   c.layout.readout_bias = m_o.get_bool("readout_bias");
   c.layout.edge_irreps = m_o.has("edge_irreps") ? m_o.get_string("edge_irreps") : "";
   c.layout.edge_irreps_first = m_o.get_bool("use_edge_irreps_first");
+  if (m_o.has("embedding_specs")) {
+    c.layout.embedding_specs = parse_embedding_specs(m_o.get_string("embedding_specs"));
+  }
+  c.layout.embedding_readout = m_o.get_bool("use_embedding_readout");
   c.layout.avg_num_neighbors = m_o.get_bool("compute_avg_num_neighbors")
                                    ? data::avg_num_neighbors(m_train, c.layout.r_max)
                                    : m_o.get_float("avg_num_neighbors");

@@ -31,6 +31,71 @@ std::string irrep_str(int mul, int l) {
   return std::to_string(mul) + "x" + std::to_string(l) + (l % 2 ? "o" : "e");
 }
 
+/// --embedding_specs' tensors (mace-torch's GenericJointEmbedding and, with the readout, its
+/// LinearReadoutBlock) and the `embeddings` hyperparameters the loader reads; null without. A
+/// table is drawn as torch's Embedding (N(0, 1)), the Linear layers at the standard deviation of
+/// torch's uniform default.
+template <class AddDrawn>
+nlohmann::json write_embeddings(const MaceLayout& c, int C, int H, const AddDrawn& add_drawn) {
+  const std::string fn = "write_mace_layout: embedding_specs: ";
+  if (c.embedding_specs.empty()) {
+    if (c.embedding_readout) {
+      throw InputError(fn + "use_embedding_readout needs embedding_specs");
+    }
+    return nullptr;
+  }
+  nlohmann::json features = nlohmann::json::array();
+  int width = 0;
+  std::vector<std::string> seen;
+  for (const auto& f : c.embedding_specs) {
+    if (f.name != "total_charge" && f.name != "total_spin") {
+      throw InputError(fn + "feature '" + f.name +
+                       "' is not supported; supported: total_charge, total_spin (per structure)");
+    }
+    if (std::find(seen.begin(), seen.end(), f.name) != seen.end()) {
+      throw InputError(fn + "feature '" + f.name + "' is given twice");
+    }
+    seen.push_back(f.name);
+    if (f.emb_dim < 1) {
+      throw InputError(fn + f.name + ": emb_dim must be positive");
+    }
+    const std::string p = "joint_embedding.embedders." + f.name + ".";
+    nlohmann::json entry = {{"name", f.name}, {"type", f.type}, {"emb_dim", f.emb_dim}};
+    if (f.type == "categorical") {
+      if (f.num_classes < 1) {
+        throw InputError(fn + f.name + ": a categorical feature needs num_classes >= 1");
+      }
+      add_drawn(p + "weight", {f.num_classes, f.emb_dim},
+                static_cast<std::int64_t>(f.num_classes) * f.emb_dim, 1.0);
+      entry["num_classes"] = f.num_classes;
+      entry["offset"] = f.offset;
+    } else if (f.type == "continuous") {
+      const double s0 = 1.0 / std::sqrt(3.0), s2 = 1.0 / std::sqrt(3.0 * f.emb_dim);
+      add_drawn(p + "0.weight", {f.emb_dim, 1}, f.emb_dim, s0);
+      if (f.use_bias) {
+        add_drawn(p + "0.bias", {f.emb_dim}, f.emb_dim, s0);
+      }
+      add_drawn(p + "2.weight", {f.emb_dim, f.emb_dim}, static_cast<std::int64_t>(f.emb_dim) * f.emb_dim, s2);
+      if (f.use_bias) {
+        add_drawn(p + "2.bias", {f.emb_dim}, f.emb_dim, s2);
+      }
+      entry["in_dim"] = 1;
+      entry["use_bias"] = f.use_bias;
+    } else {
+      throw InputError(fn + f.name + ": type '" + f.type +
+                       "' is not supported; supported: categorical, continuous");
+    }
+    width += f.emb_dim;
+    features.push_back(entry);
+  }
+  add_drawn("joint_embedding.project.0.weight", {C, width}, static_cast<std::int64_t>(C) * width,
+            1.0 / std::sqrt(3.0 * width));
+  if (c.embedding_readout) {
+    add_drawn("embedding_readout.linear.weight", {C * H}, static_cast<std::int64_t>(C) * H, 1.0);
+  }
+  return {{"features", features}, {"readout", c.embedding_readout}};
+}
+
 /// RealAgnosticResidualNonLinearInteractionBlock's tensors, in mace-torch's construction order,
 /// and its hyperparameters (appended to `inter`). torch's Linear layers are drawn at the standard
 /// deviation of its uniform default; the LayerNorm weights are 1 and biases 0 (plus what the
@@ -242,6 +307,7 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
   };
 
   add_drawn("node_embedding.linear.weight", {E * C}, E * C, 1.0);
+  const nlohmann::json embeddings = write_embeddings(c, C, H, add_drawn);
   const std::string b = "radial_embedding.bessel_fn.";
   if (basis.kind == kernels::RadialBasisKind::Gaussian) {
     pot.add<double>(b + "gaussian_weights", {c.num_bessel}, basis.frequencies);
@@ -431,6 +497,9 @@ io::PotentialFile write_mace_layout(const MaceLayout& c, const MaceLayoutValues&
   }
   if (c.last_readout_only) {
     hp["use_last_readout_only"] = true;
+  }
+  if (!embeddings.is_null()) {
+    hp["embeddings"] = embeddings;
   }
   if (!c.apply_cutoff) {
     hp["apply_cutoff"] = false;

@@ -21,6 +21,16 @@
 
 namespace fastmlip::models::mace {
 
+/// One feature of mace_run_train's --embedding_specs (mace-torch >= 0.3.14, MACE-OMOL): the
+/// structure's total charge or spin, embedded and added to every node's embedding.
+struct MaceEmbeddingFeature {
+  std::string name;  ///< "total_charge" or "total_spin" (per structure)
+  std::string type;  ///< "categorical" (a table) or "continuous" (Linear-SiLU-Linear)
+  int emb_dim = 0;
+  int num_classes = 0, offset = 0;  ///< categorical: row int(value + offset) of [num_classes, emb_dim]
+  bool use_bias = true;             ///< continuous: its two Linear layers' biases
+};
+
 /// The hyperparameters that shape a MACE file, with mace_run_train's names.
 struct MaceLayout {
   std::vector<int> atomic_numbers;  ///< the model's species, in order
@@ -69,6 +79,11 @@ struct MaceLayout {
   /// with edge_irreps_first (--use_edge_irreps_first), and then as their scalars alone (Nx0e).
   std::string edge_irreps;
   bool edge_irreps_first = false;
+  /// mace_run_train's --embedding_specs (in its order) and --use_embedding_readout: the
+  /// features' tables or MLPs, their projection (SiLU of a Linear without bias to the embedding's
+  /// C scalars) added to every node's embedding, and a linear readout of that embedding.
+  std::vector<MaceEmbeddingFeature> embedding_specs;
+  bool embedding_readout = false;
   /// Head names; one head: {"Default"} (mace-torch's name), written with "default_head".
   std::vector<std::string> heads = {"Default"};
   /// radial_embedding.bessel_fn.prefactor = sqrt(2 / r_max), as mace-torch >= 0.3.10 stores it
