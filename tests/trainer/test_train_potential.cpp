@@ -525,6 +525,22 @@ TEST(TrainPotential, TrainsAFreshChargeSpinModel) {
   EXPECT_EQ(p2.metadata["hyperparameters"]["embeddings"]["features"][0]["emb_dim"], 2);
   EXPECT_EQ(p2.metadata["hyperparameters"]["embeddings"]["readout"], false);
 
+  // Fine-tuning it on a frame whose charge the table does not hold: refused before training,
+  // naming the frame.
+  {
+    std::string text = read_text(dir + "/data.xyz");
+    text.replace(text.find("Properties="), 0, "total_charge=9 ");
+    std::ofstream(dir + "/charged.xyz") << text;
+  }
+  const Result ft = run(dir,
+                        "--name ft --train_file charged.xyz --valid_fraction 0.25 --work_dir ft "
+                        "--max_num_epochs 1 --foundation_model fresh/tiny.safetensors");
+  EXPECT_NE(ft.status, 0);
+  EXPECT_NE(ft.err.find("charged.xyz"), std::string::npos) << ft.err;
+  EXPECT_NE(ft.err.find("its total_charge 9 is not one the model embeds: it knows the integers -2 to 2"),
+            std::string::npos)
+      << ft.err;
+
   const Result bad = run(dir,
                          "--config tiny.yaml --work_dir bad --max_num_epochs 1 --embedding_specs "
                          "'{temperature: {type: continuous, emb_dim: 2}}'");

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -92,6 +93,17 @@ MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double c
 namespace {
 
 /// Standard normal numbers from torch's CPU generator, seeded: the distribution e3nn and
+/// A charge or spin as a user wrote it: an integer without decimals, else the shortest exact text.
+std::string format_value(double v) {
+  if (v == std::trunc(v) && std::abs(v) < 1e15) {
+    return std::to_string(static_cast<long long>(v));
+  }
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
 /// mace-torch draw their weights from (torch.randn), not their sequence.
 std::vector<double> randn(torch::Generator& gen, std::int64_t n, double scale) {
   const auto t = torch::randn({n}, gen, torch::TensorOptions().dtype(torch::kFloat64)) * scale;
@@ -780,6 +792,20 @@ const std::vector<io::PotentialSpecies>& MaceTorchModel<T>::species() const {
 template <class T>
 int MaceTorchModel<T>::species_index(int atomic_number) const {
   return io::species_index(m_impl->spec.species, atomic_number);
+}
+template <class T>
+std::string MaceTorchModel<T>::graph_feature_problem(double total_charge, double total_spin) const {
+  for (const auto& g : m_impl->graph_features) {
+    const double v = g.name == "total_charge" ? total_charge : total_spin;
+    const double shifted = v + static_cast<double>(g.offset);
+    if (g.categorical &&
+        !(shifted == std::trunc(shifted) && shifted >= 0 && shifted < static_cast<double>(g.classes))) {
+      return "its " + g.name + " " + format_value(v) +
+             " is not one the model embeds: it knows the integers " + std::to_string(-g.offset) + " to " +
+             std::to_string(g.classes - 1 - g.offset);
+    }
+  }
+  return "";
 }
 template <class T>
 io::PotentialFile MaceTorchModel<T>::to_potential_file() const {

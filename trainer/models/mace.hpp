@@ -124,6 +124,9 @@ class MaceTorchModel {
   double cutoff() const;
   const std::vector<io::PotentialSpecies>& species() const;
   int species_index(int atomic_number) const;
+  /// Why the model cannot embed a structure of this total charge (a charge outside a categorical
+  /// table, or not an integer there), or "" when it can (and for a model without embeddings).
+  std::string graph_feature_problem(double total_charge, double total_spin) const;
 
   /// The model as a potential file: the source file's tensors and metadata with the current
   /// parameters (as F64) and `dtype` set to this model's precision.

@@ -63,6 +63,11 @@ struct MaceFamily {
       s.pbc = c.pbc;
       s.total_charge = c.total_charge.value_or(0.0);
       s.total_spin = c.total_spin.value_or(1.0);
+      // Here, once per frame and naming it, rather than as a batch's error in the forward pass.
+      if (const std::string problem = m.graph_feature_problem(s.total_charge, s.total_spin);
+          !problem.empty()) {
+        throw InputError("train-potential: " + c.where() + ": " + problem);
+      }
       for (std::size_t i = 0; i < c.natoms(); ++i) {
         const int k = m.species_index(c.atomic_numbers[i]);
         if (k < 0) {
