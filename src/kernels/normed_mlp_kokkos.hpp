@@ -13,6 +13,7 @@
 /// same workspace, left there. A model that recomputes each MLP just before its reverse (MACE's
 /// does) shares one workspace among all its MLPs.
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -107,22 +108,34 @@ class NormedMLPKokkos {
     }
     const int L = static_cast<int>(m_dense.size());
     ws.reserve_layers(static_cast<std::size_t>(L - 1));
-    ConstMatrix h = x;
+    std::vector<Matrix> z, hat, act;
+    std::vector<Vector> inv;
     for (int l = 0; l + 1 < L; ++l) {
       const int n = m_widths[l + 1];
-      Matrix z = ws.z[l].get(rows, n);
-      m_dense[l].compute(h, z);
-      if (l == 0 && pre.extent(0) != 0) {
-        launch<typename Glue::TagAddPre>("fastmlip::normed_mlp::add_pre", z, pre);
-      }
-      m_norm[l].compute(z, ws.hat[l].get(rows, n), vector(ws.inv[l], rows));
-      Matrix a = ws.act[l].get(rows, n);
-      launch<typename Glue::TagSilu>("fastmlip::normed_mlp::silu", a, z);
-      h = a;
+      z.push_back(ws.z[l].get(rows, n));
+      hat.push_back(ws.hat[l].get(rows, n));
+      act.push_back(ws.act[l].get(rows, n));
+      inv.push_back(vector(ws.inv[l], rows));
     }
-    m_dense[L - 1].compute(h, out);
-    if (L == 1 && pre.extent(0) != 0) {
-      launch<typename Glue::TagAddPre>("fastmlip::normed_mlp::add_pre", out, pre);
+    const int c = chunk(rows);
+    for (int r0 = 0; r0 < rows; r0 += c) {
+      const int r1 = std::min(rows, r0 + c);
+      ConstMatrix h = part(x, r0, r1);
+      for (int l = 0; l + 1 < L; ++l) {
+        const Matrix zc = part(z[l], r0, r1), ac = part(act[l], r0, r1);
+        m_dense[l].compute(h, zc);
+        if (l == 0 && pre.extent(0) != 0) {
+          launch<typename Glue::TagAddPre>("fastmlip::normed_mlp::add_pre", zc, part(pre, r0, r1));
+        }
+        m_norm[l].compute(zc, part(hat[l], r0, r1), Vector(inv[l].data() + r0, r1 - r0));
+        launch<typename Glue::TagSilu>("fastmlip::normed_mlp::silu", ac, zc);
+        h = ac;
+      }
+      const Matrix oc = part(out, r0, r1);
+      m_dense[L - 1].compute(h, oc);
+      if (L == 1 && pre.extent(0) != 0) {
+        launch<typename Glue::TagAddPre>("fastmlip::normed_mlp::add_pre", oc, part(pre, r0, r1));
+      }
     }
   }
 
@@ -131,20 +144,39 @@ class NormedMLPKokkos {
   void reverse(const ConstMatrix& gout, const Matrix& gx, Workspace& ws) const {
     const int rows = static_cast<int>(gout.extent(0));
     const int L = static_cast<int>(m_dense.size());
-    ConstMatrix g = gout;
-    for (int l = L - 1; l >= 1; --l) {
-      const int n = m_widths[l];
-      Matrix gh = ws.grad[l % 2].get(rows, n);
-      m_dense[l].reverse(g, gh);
-      launch<typename Glue::TagSiluReverse>("fastmlip::normed_mlp::silu_reverse", gh,
-                                            ws.z[l - 1].get(rows, n));
-      m_norm[l - 1].reverse(gh, ws.hat[l - 1].get(rows, n), vector(ws.inv[l - 1], rows));
-      g = gh;
+    const int c = chunk(rows);
+    for (int r0 = 0; r0 < rows; r0 += c) {
+      const int r1 = std::min(rows, r0 + c);
+      ConstMatrix g = part(gout, r0, r1);
+      for (int l = L - 1; l >= 1; --l) {
+        const int n = m_widths[l];
+        const Matrix gh(ws.grad[l % 2].get(c, n).data(), r1 - r0, n);
+        m_dense[l].reverse(g, gh);
+        launch<typename Glue::TagSiluReverse>("fastmlip::normed_mlp::silu_reverse", gh,
+                                              part(ws.z[l - 1].get(rows, n), r0, r1));
+        m_norm[l - 1].reverse(gh, part(ws.hat[l - 1].get(rows, n), r0, r1),
+                              Vector(vector(ws.inv[l - 1], rows).data() + r0, r1 - r0));
+        g = gh;
+      }
+      m_dense[0].reverse(g, part(gx, r0, r1));
     }
-    m_dense[0].reverse(g, gx);
   }
 
  private:
+  using Vector = Kokkos::View<T*, ExecSpace>;
+  /// Rows per pass on the host (`rows` path): a pass's activations stay in L2 while the dense
+  /// products sweep their weight columns, as the radial MLP's GEMM does (radial_mlp_gemm.hpp);
+  /// over all rows at once each column panel would stream the whole input from memory (it made
+  /// MACE-MH-1's radial MLP 3x slower). Devices take all rows in one launch.
+  static constexpr int kHostChunk = 256;
+  int chunk(int rows) const {
+    return m_dense.front().path() == DensePath::rows ? kHostChunk : std::max(rows, 1);
+  }
+  /// Rows r0 .. r1-1 of a row-major matrix, as a matrix of its own.
+  template <class M>
+  static M part(const M& m, int r0, int r1) {
+    return M(m.data() + static_cast<std::size_t>(r0) * m.extent(1), r1 - r0, m.extent(1));
+  }
   static Kokkos::View<T*, ExecSpace> vector(Buffer& b, int rows) {
     return Kokkos::View<T*, ExecSpace>(b.get(rows, 1).data(), rows);
   }
