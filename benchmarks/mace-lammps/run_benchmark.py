@@ -373,6 +373,8 @@ def software(args):
     import torch  # pylint: disable=import-outside-toplevel
     return {"fastmlip_commit": bench_util.git(REPO, "rev-parse", "HEAD"),
             "plugin": bench_util.file_info(args.plugin),
+            # The plugin is a small loader; the pair styles and the model are in this library.
+            "styles": bench_util.file_info(str(pathlib.Path(args.plugin).with_name("fastmlip_styles.so"))),
             "fastmlip_worktree_dirty": bool(bench_util.git(REPO, "status", "--porcelain", "--untracked-files=no")),
             "build": bench_util.cmake_cache(args.plugin), "mace-torch": mace.__version__, "e3nn": e3nn.__version__,
             "torch": torch.__version__, "ase": ase.__version__, "numpy": np.__version__,
