@@ -338,6 +338,19 @@ def _finite(value, where):
     return value
 
 
+def _conv_tp_instructions(t, tp):
+    """The conv TP's instructions as written: its weights come per edge from the radial MLP, one
+    block per instruction in instruction order, and every instruction must be a weighted "uvu"
+    path (mace-torch's tp_out_irreps_with_instructions builds only those)."""
+    _check(not tp.internal_weights and not tp.shared_weights, f"interaction {t} conv_tp weights are external")
+    instructions = []
+    for ins in tp.instructions:
+        _check(ins.connection_mode == "uvu" and ins.has_weight, f"interaction {t} conv_tp instruction {ins}")
+        instructions.append({"i_in1": ins.i_in1, "i_in2": ins.i_in2, "i_out": ins.i_out,
+                             "path_weight": _finite(float(ins.path_weight), f"interaction {t} path weight")})
+    return instructions
+
+
 def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irreps):
     from e3nn import nn, o3
 
@@ -385,16 +398,8 @@ def _interaction_hyperparameters(t, inter, num_bessel, max_ell, node_attrs_irrep
         _check(str(inter.skip_tp.irreps_in1) == target and str(inter.skip_tp.irreps_out) == target,
                f"interaction {t} skip_tp irreps (non-residual)")
 
-    # The conv TP's weights come per edge from the radial MLP, one block per instruction in
-    # instruction order; every instruction must be a weighted "uvu" path (mace-torch's
-    # tp_out_irreps_with_instructions builds only those).
     tp = inter.conv_tp
-    _check(not tp.internal_weights and not tp.shared_weights, f"interaction {t} conv_tp weights are external")
-    instructions = []
-    for ins in tp.instructions:
-        _check(ins.connection_mode == "uvu" and ins.has_weight, f"interaction {t} conv_tp instruction {ins}")
-        instructions.append({"i_in1": ins.i_in1, "i_in2": ins.i_in2, "i_out": ins.i_out,
-                             "path_weight": _finite(float(ins.path_weight), f"interaction {t} path weight")})
+    instructions = _conv_tp_instructions(t, tp)
 
     mlp = inter.conv_tp_weights
     if not isinstance(mlp, nn.FullyConnectedNet):
@@ -520,12 +525,7 @@ def _nonlinear_interaction_hyperparameters(t, inter, num_bessel, max_ell, node_a
                _irreps_str(module.irreps_out) == _irreps_str(irreps_out), f"interaction {t} {name} irreps")
     tp = inter.conv_tp
     _check(str(tp.irreps_in1) == edge and str(tp.irreps_in2) == edge_attrs, f"interaction {t} conv_tp inputs")
-    _check(not tp.internal_weights and not tp.shared_weights, f"interaction {t} conv_tp weights are external")
-    instructions = []
-    for ins in tp.instructions:
-        _check(ins.connection_mode == "uvu" and ins.has_weight, f"interaction {t} conv_tp instruction {ins}")
-        instructions.append({"i_in1": ins.i_in1, "i_in2": ins.i_in2, "i_out": ins.i_out,
-                             "path_weight": _finite(float(ins.path_weight), f"interaction {t} path weight")})
+    instructions = _conv_tp_instructions(t, tp)
     radial_in = num_bessel + 2 * scalars
     widths = _radial_mlp_widths(t, "conv_tp_weights", inter.conv_tp_weights)
     _check(widths[0] == radial_in and widths[-1] == tp.weight_numel, f"interaction {t} radial MLP widths {widths}")

@@ -59,6 +59,26 @@ io::PotentialFile write_fixed(const MaceLayout& c) {
   });
 }
 
+/// That loading `f` is an InputError whose message holds `words`.
+void expect_load_refused(const io::PotentialFile& f, const MaceOptions& o, const std::string& words) {
+  try {
+    load_mace_spec(f, o);
+    ADD_FAILURE() << "loaded, but must be refused: " << words;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+/// That writing `c` (write_fixed's values) is an InputError whose message holds `words`.
+void expect_write_refused(const MaceLayout& c, const std::string& words) {
+  try {
+    write_fixed(c);
+    ADD_FAILURE() << "accepted: " << words;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
 /// Every tensor of mace-torch's model (the converter's file `ref`) is in `ours` with its shape
 /// (the contractions' in our basis aside), and `ours` has no other.
 void expect_mace_torchs_tensors(const io::PotentialFile& ref, const io::PotentialFile& ours) {
@@ -243,25 +263,11 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForUseLastReadoutOnly) {
   // A readout list that does not match the flag is refused, naming both.
   auto extra = ours;
   extra.metadata["hyperparameters"]["use_last_readout_only"] = false;
-  try {
-    load_mace_spec(extra, {});
-    ADD_FAILURE() << "three layers with one readout and no use_last_readout_only must be refused";
-  } catch (const InputError& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("must list 3 readout(s) for 3 interaction(s) (one per layer), has 1"),
-        std::string::npos)
-        << e.what();
-  }
+  expect_load_refused(extra, MaceOptions{},
+                      "must list 3 readout(s) for 3 interaction(s) (one per layer), has 1");
   auto missing = ours;
   missing.metadata["hyperparameters"]["readouts"] = nlohmann::json::array();
-  try {
-    load_mace_spec(missing, {});
-    ADD_FAILURE() << "use_last_readout_only without its readout must be refused";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("with use_last_readout_only (one, on the last layer), has 0"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_load_refused(missing, MaceOptions{}, "with use_last_readout_only (one, on the last layer), has 0");
 }
 
 // MACE-MH-1's product and readout, as make_mace_fixtures.py built them with mace-torch 0.3.16
@@ -290,14 +296,7 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheAgnosticProductAndBiasReadout) {
 
   auto flag_off = ours;
   flag_off.metadata["hyperparameters"]["products"][0].erase("agnostic");
-  try {
-    load_mace_spec(flag_off, head);
-    ADD_FAILURE() << "one weight set without products[0].agnostic must be refused";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("products.0.symmetric_contractions.contractions.0.weights_max"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_load_refused(flag_off, head, "products.0.symmetric_contractions.contractions.0.weights_max");
 }
 
 // edge_irreps with use_edge_irreps_first (mace-torch >= 0.3.14; MACE-MH-1, OMOL), as
@@ -332,12 +331,7 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForEdgeIrreps) {
   // edge_irreps that disagree with linear_up's weights are refused, naming the tensor.
   auto other = ours;
   other.metadata["hyperparameters"]["interactions"][1]["edge_irreps"] = "4x0e+3x1o+2x2e";
-  try {
-    load_mace_spec(other, {});
-    ADD_FAILURE() << "edge_irreps that linear_up.weight does not map to must be refused";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("interactions.1.linear_up.weight"), std::string::npos) << e.what();
-  }
+  expect_load_refused(other, MaceOptions{}, "interactions.1.linear_up.weight");
 }
 
 // MACE-MH-1's non-linear interaction block, as make_mace_fixtures.py built it with mace-torch
@@ -382,12 +376,7 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForTheNonLinearBlock) {
   // A gate that reads outside its input is refused, naming the key.
   auto bad = ours;
   bad.metadata["hyperparameters"]["interactions"][1]["gate"]["gated"][0][0] = 1000;
-  try {
-    load_mace_spec(bad, head);
-    ADD_FAILURE() << "a gated block outside the gate's input must be refused";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("interactions/1/gate"), std::string::npos) << e.what();
-  }
+  expect_load_refused(bad, head, "interactions/1/gate");
 }
 
 // mace_run_train's --embedding_specs and --use_embedding_readout (MACE-OMOL), as
@@ -409,19 +398,7 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForChargeAndSpinEmbeddings) {
   const MaceSpec spec = load_mace_spec(ours, o);
   EXPECT_EQ(spec.graph_features, (std::vector<std::string>{"total_charge", "total_spin"}));
 
-  const auto draw = [](const std::string&, std::int64_t n, double) { return std::vector<double>(n, 0.1); };
-  MaceLayoutValues v;
-  v.atomic_energies.assign(3, -1.0);
-  v.scale = {1.0};
-  v.shift = {0.0};
-  const auto refused = [&](MaceLayout bad, const std::string& words) {
-    try {
-      write_mace_layout(bad, v, draw);
-      ADD_FAILURE() << "accepted: " << words;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
+  const auto refused = expect_write_refused;
   MaceLayout b = c;
   b.embedding_specs[0].name = "temperature";
   refused(b, "feature 'temperature' is not supported; supported: total_charge, total_spin");
@@ -439,20 +416,7 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForChargeAndSpinEmbeddings) {
 TEST(MaceLayout, RefusesBlocksAndTransformsItDoesNotWriteNamingThem) {
   MaceLayout c;
   c.atomic_numbers = {29};
-  MaceLayoutValues v;
-  v.atomic_energies = {-1.0};
-  v.scale = {1.0};
-  v.shift = {0.0};
-  v.provenance = {{"writer", "test_mace_layout 0"}};
-  const auto draw = [](const std::string&, std::int64_t n, double) { return std::vector<double>(n, 0.1); };
-  const auto refused = [&](MaceLayout bad, const std::string& words) {
-    try {
-      write_mace_layout(bad, v, draw);
-      ADD_FAILURE() << "accepted: " << words;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
+  const auto refused = expect_write_refused;
   MaceLayout b = c;
   b.interaction = "RealAgnosticAttResidualInteractionBlock";
   refused(b,
