@@ -169,6 +169,8 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
   MaceOptions options;
   options.head = m_head;
   options.radial_spacing = m_radial_spacing;
+  // Tables per pair of elements (distance transforms) for pair_coeff's elements only.
+  options.table_species = symbols;
   options.total_charge = m_total_charge;
   options.total_spin = m_total_spin;
   m_backend = std::make_unique<Backend>();
@@ -191,10 +193,13 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
   const auto& tables = m_backend->visit([](const auto& m) -> decltype(auto) { return m.radial_tables(); });
   for (const auto& t : tables) {
     if (comm->me == 0) {
-      utils::logmesg(lmp, "fastmlip/mace: layer {} radial spline: {} knots {:.6g} A apart, {:.1f} MB; "
-                          "max error {:.2e} (R, max |R| {:.3g}), {:.2e} (dR/dr, max |dR/dr| {:.3g} 1/A)\n",
-                     t.layer, t.knots, t.spacing, t.bytes / 1048576.0, t.max_error_value, t.max_abs_value,
-                     t.max_error_derivative, t.max_abs_derivative);
+      const std::string what = t.function == "R" ? "radial spline" : "radial spline (" + t.function + ")";
+      const std::string pairs = t.tables > 1 ? fmt::format(" x {} element pairs", t.tables) : std::string();
+      utils::logmesg(lmp,
+                     "fastmlip/mace: layer {} {}: {} knots {:.6g} A apart{}, {:.1f} MB; "
+                     "max error {:.2e} ({}, max {:.3g}), {:.2e} (d/dr, max {:.3g} 1/A)\n",
+                     t.layer, what, t.knots, t.spacing, pairs, t.bytes / 1048576.0, t.max_error_value,
+                     t.function, t.max_abs_value, t.max_error_derivative, t.max_abs_derivative);
     }
   }
   const auto& species = m_backend->visit([](const auto& m) -> decltype(auto) { return m.species(); });

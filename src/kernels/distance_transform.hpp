@@ -22,7 +22,7 @@
 /// x stays near p0 for bonds much shorter than r0 and follows r for longer ones.
 ///
 /// The element-dependent r0 makes the radial MLP's input a function of the pair, not of r
-/// alone: the `radial spline` tables (one function of r per layer) do not apply.
+/// alone: `radial spline` builds one table per pair of elements (radial_table.hpp).
 #include <cmath>
 #include <string>
 #include <vector>

@@ -21,8 +21,16 @@
 ///
 /// Beyond r_max R is zero (the envelope cuts it off). Below r_lo the table is not defined:
 /// callers refuse such edges (the pair styles refuse atoms closer than 0.1 A anyway).
+///
+/// With a distance transform (Agnesi, Soft) the basis is read at x(r; r0), r0 set by the edge's
+/// two elements, so R is a function of r for each pair of elements: one table per pair, all on
+/// the same knots, and the kernels pick an edge's table by index (HermiteTable::edge_table).
+/// The Density blocks' per-edge term tanh(d(r)^2) is tabulated the same way, width 1.
+#include <functional>
 #include <vector>
 
+#include "kernels/distance_transform.hpp"
+#include "kernels/normed_mlp.hpp"
 #include "kernels/radial_basis.hpp"
 #include "kernels/radial_mlp.hpp"
 
@@ -53,6 +61,11 @@ struct RadialTable {
   /// or too fine (over kMaxKnots knots), or r_lo outside [kMinRLo, r_max).
   static RadialTable build(const RadialBasisParams& basis, const RadialMLP& mlp, double spacing, double r_lo);
 
+  /// f(r, value, derivative) writes `width` values of a function that vanishes with its
+  /// derivative at r_max, and their derivatives; tabulated as above on [r_lo, r_max].
+  using Function = std::function<void(double r, double* value, double* derivative)>;
+  static RadialTable build(const Function& f, int width, double r_max, double spacing, double r_lo);
+
   /// Throws InputError if the sizes and bounds do not fit together.
   void validate() const;
 };
@@ -61,5 +74,36 @@ struct RadialTable {
 /// value[j] = MLP(B(r))_j, derivative[j] = d/dr of it. Used to build tables and to test them.
 void evaluate_radial_function(const RadialBasisParams& basis, const RadialMLP& mlp, double r, double* value,
                               double* derivative);
+
+/// The edge's radial features and their r-derivatives, in double: b_n(x) f(r) with x = r, or
+/// x = T(r; rsum) under an active transform (rsum: the two elements' covalent radii summed),
+/// f the envelope (1 with apply_cutoff false). h and dh hold basis.num_basis() values.
+void evaluate_radial_features(const RadialBasisParams& basis, const DistanceTransformParams& transform,
+                              double rsum, double r, double* h, double* dh);
+
+/// As evaluate_radial_function, for the edge of a pair of elements whose covalent radii sum to
+/// rsum under `transform` (inactive: rsum is ignored).
+void evaluate_radial_function(const RadialBasisParams& basis, const DistanceTransformParams& transform,
+                              double rsum, const RadialMLP& mlp, double r, double* value, double* derivative);
+
+/// A Density block's edge term tanh(d^2) (times f_p(r) with apply_cutoff false), d = the radial
+/// features . w (w: num_basis weights, density_fn's), and its r-derivative.
+void evaluate_density_term(const RadialBasisParams& basis, const DistanceTransformParams& transform,
+                           double rsum, const std::vector<double>& w, double r, double* value,
+                           double* derivative);
+
+/// The non-linear block's MLPs (normed_mlp.hpp) on the edge's radial features, `pre` (the first
+/// layer's species terms of the edge's pair, width_first values) added to the first
+/// pre-activation; times f_p(r) with apply_cutoff false, as the exact path scales them. In
+/// forward mode through the LayerNorms, in double.
+void evaluate_normed_radial_function(const RadialBasisParams& basis, const DistanceTransformParams& transform,
+                                     double rsum, const NormedMLP& mlp, const std::vector<double>& pre,
+                                     double r, double* value, double* derivative);
+
+/// The non-linear block's density term tanh(d^2) (times f_p(r) with apply_cutoff false), d its
+/// density MLP's single output with `pre` as above, and its r-derivative.
+void evaluate_normed_density_term(const RadialBasisParams& basis, const DistanceTransformParams& transform,
+                                  double rsum, const NormedMLP& mlp, const std::vector<double>& pre, double r,
+                                  double* value, double* derivative);
 
 }  // namespace fastmlip::kernels

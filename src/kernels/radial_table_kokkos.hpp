@@ -24,30 +24,71 @@ class RadialTableKokkos {
   using Vector = Kokkos::View<T*, ExecSpace>;
   using ConstVector = Kokkos::View<const T*, ExecSpace>;
 
-  explicit RadialTableKokkos(const RadialTable& table) : m_table_r_lo(table.r_lo), m_width(table.width) {
-    table.validate();
-    std::vector<T> data(table.data.begin(), table.data.end());
+  explicit RadialTableKokkos(const RadialTable& table) : RadialTableKokkos(std::vector<RadialTable>{table}) {}
+
+  /// Several tables of one function family (one per pair of elements), on the same knots and
+  /// of the same width; an edge's table is chosen by set_edge_tables().
+  explicit RadialTableKokkos(const std::vector<RadialTable>& tables) {
+    if (tables.empty()) {
+      throw InputError("RadialTableKokkos: no tables");
+    }
+    const RadialTable& first = tables.front();
+    std::vector<T> data;
+    data.reserve(tables.size() * first.data.size());
+    for (const auto& table : tables) {
+      table.validate();
+      if (table.knots != first.knots || table.width != first.width || table.r_lo != first.r_lo ||
+          table.r_max != first.r_max) {
+        throw InputError(
+            "RadialTableKokkos: tables on different knots or of different widths cannot be stacked");
+      }
+      data.insert(data.end(), table.data.begin(), table.data.end());
+    }
+    m_table_r_lo = first.r_lo;
+    m_width = first.width;
     auto& t = m_f.m_table;
     t.data = impl::upload<ExecSpace>(data, "fastmlip::radial_table::data");
-    t.width = table.width;
-    t.knots = table.knots;
-    t.r_lo = table.r_lo;
-    t.r_max = table.r_max;
-    t.inv_h = 1.0 / table.h;
+    t.width = first.width;
+    t.knots = first.knots;
+    t.r_lo = first.r_lo;
+    t.r_max = first.r_max;
+    t.inv_h = 1.0 / first.h;
+    t.stride = first.data.size();
+    t.tables = static_cast<int>(tables.size());
   }
 
   int width() const { return m_width; }
+  int num_tables() const { return m_f.m_table.tables; }
+  /// Edge e reads table edge_table(e) from now on (the calls check each index against
+  /// num_tables()); an empty view: table 0 for every edge.
+  void set_edge_tables(Kokkos::View<const int*, ExecSpace> edge_table) {
+    m_f.m_table.edge_table = edge_table;
+  }
   /// What kernels that evaluate the table themselves need (ChannelwiseTPKokkos).
   const impl::HermiteTable<ExecSpace, T>& table() const { return m_f.m_table; }
 
-  /// Throws InputError naming the first edge shorter than the table's lower end (or not a number).
+  /// Throws InputError naming the first edge shorter than the table's lower end (or not a
+  /// number), or whose table index (set_edge_tables) is out of range.
   void check(ConstVector r) const {
+    const auto& edge_table = m_f.m_table.edge_table;
+    if (edge_table.extent(0) > 0 && edge_table.extent(0) != r.extent(0)) {
+      throw InputError("RadialTableKokkos: " + std::to_string(edge_table.extent(0)) +
+                       " edge table indices for " + std::to_string(r.extent(0)) + " edges");
+    }
     auto f = m_f;
     f.m_r = r;
     int first_bad = INT_MAX;
     Kokkos::parallel_reduce("fastmlip::radial_table::check",
                             Kokkos::RangePolicy<ExecSpace, typename Functor::TagCheck>(0, r.extent(0)), f,
                             Kokkos::Min<int>(first_bad));
+    if (first_bad != INT_MAX && edge_table.extent(0) > 0) {
+      int t;
+      Kokkos::deep_copy(t, Kokkos::subview(edge_table, first_bad));
+      if (t < 0 || t >= num_tables()) {
+        throw InputError("RadialTableKokkos: edge " + std::to_string(first_bad) + " reads table " +
+                         std::to_string(t) + " of " + std::to_string(num_tables()));
+      }
+    }
     if (first_bad != INT_MAX) {
       T bad;
       Kokkos::deep_copy(bad, Kokkos::subview(r, first_bad));
@@ -86,8 +127,8 @@ class RadialTableKokkos {
   }
 
  private:
-  double m_table_r_lo;
-  int m_width;
+  double m_table_r_lo = 0;
+  int m_width = 0;
   Functor m_f;
 };
 

@@ -196,5 +196,80 @@ TEST(RadialTable, BadInputIsAClearError) {
   EXPECT_THROW(k.compute(vec<double>({1.0, 1.5, 2.0}), narrow), InputError);
 }
 
+// Tables per pair of elements: under the Agnesi transform each pair's radial features are read at
+// its own x(r; r0), so the stacked tables differ, and an edge reads the table set_edge_tables()
+// gives it (its values are that table's, and its reverse that table's derivative). The Density
+// term tanh(d^2) is tabulated through the same features. An index out of range is refused.
+TYPED_TEST(RadialTableTyped, StackedPairTablesAreReadByEdgeIndex) {
+  using T = TypeParam;
+  const RadialMLP mlp = random_mlp(17);
+  DistanceTransformParams agnesi;
+  agnesi.kind = DistanceTransformKind::Agnesi;
+  agnesi.a = 1.0805;
+  agnesi.q = 0.9183;
+  agnesi.p = 4.5791;
+  const std::vector<double> rsum = {1.9, 2.6, 3.3};
+  std::vector<RadialTable> tables;
+  for (double rs : rsum) {
+    tables.push_back(RadialTable::build(
+        [&](double r, double* v, double* d) { evaluate_radial_function(bessel(), agnesi, rs, mlp, r, v, d); },
+        mlp.width_out(), bessel().r_max, 0.01, 0.1));
+  }
+  RadialTableKokkos<Exec, T> k(tables);
+  ASSERT_EQ(k.num_tables(), 3);
+  const int W = mlp.width_out();
+  const int E = 11;
+  test::Uniform u(5);
+  std::vector<double> r(E);
+  Kokkos::View<int*, Exec> which("which", E);
+  for (int e = 0; e < E; ++e) {
+    r[e] = static_cast<double>(static_cast<T>(u(0.3, 4.9)));
+    which(e) = (e * 7) % 3;
+  }
+  k.set_edge_tables(which);
+  Kokkos::View<T**, Kokkos::LayoutRight, Exec> out("out", E, W), gout("gout", E, W);
+  k.compute(vec<T>(r), out);
+  Kokkos::deep_copy(gout, T(1));
+  Kokkos::View<T*, Exec> gr("gr", E);
+  k.reverse(vec<T>(r), gout, gr);
+  const double tol = std::is_same_v<T, double> ? 1e-6 : 1e-4;
+  double largest_gap = 0;  // between an edge's table and another: the test tells the tables apart
+  for (int e = 0; e < E; ++e) {
+    std::vector<double> v(W), d(W), other(W), dother(W);
+    evaluate_radial_function(bessel(), agnesi, rsum[which(e)], mlp, r[e], v.data(), d.data());
+    evaluate_radial_function(bessel(), agnesi, rsum[(which(e) + 1) % 3], mlp, r[e], other.data(),
+                             dother.data());
+    double dsum = 0, gap = 0;
+    for (int j = 0; j < W; ++j) {
+      EXPECT_NEAR(static_cast<double>(out(e, j)), v[j], tol * std::max(1.0, std::abs(v[j]))) << "edge " << e;
+      dsum += d[j];
+      gap = std::max(gap, std::abs(v[j] - other[j]));
+    }
+    largest_gap = std::max(largest_gap, gap);
+    EXPECT_NEAR(static_cast<double>(gr(e)), dsum, 100 * tol * std::max(1.0, std::abs(dsum))) << "edge " << e;
+  }
+  EXPECT_GT(largest_gap, 1e-2);
+  // The density term: tanh(d^2) with d = features . w, its derivative by central differences.
+  const std::vector<double> w = {0.3, -0.2, 0.5, 0.1, -0.4, 0.25, -0.15, 0.05};
+  for (double x : {0.4, 1.7, 3.2, 4.6}) {
+    double v, d, vp, vm, dummy;
+    evaluate_density_term(bessel(), agnesi, 2.6, w, x, &v, &d);
+    evaluate_density_term(bessel(), agnesi, 2.6, w, x + 1e-6, &vp, &dummy);
+    evaluate_density_term(bessel(), agnesi, 2.6, w, x - 1e-6, &vm, &dummy);
+    EXPECT_GE(v, 0.0);
+    EXPECT_NEAR(d, (vp - vm) / 2e-6, 1e-6 * std::max(1.0, std::abs(d))) << "r " << x;
+  }
+  which(3) = 3;
+  try {
+    k.compute(vec<T>(r), out);
+    ADD_FAILURE() << "an edge read a table that does not exist";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("edge 3 reads table 3 of 3"), std::string::npos) << e.what();
+  }
+  const std::vector<RadialTable> mixed = {tables[0], RadialTable::build(bessel(), mlp, 0.02, 0.1)};
+  using Stack = RadialTableKokkos<Exec, T>;
+  EXPECT_THROW(Stack{mixed}, InputError);  // different knots
+}
+
 }  // namespace
 }  // namespace fastmlip::kernels

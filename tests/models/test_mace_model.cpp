@@ -152,24 +152,15 @@ TEST(MaceModel, EdgeGradientsMatchFiniteDifferences) {
 // derivatives of its own energy (what makes NVE conserve energy with a table).
 TEST(MaceModel, RadialSplineIsCloseToExactAndItsGradientsAreItsOwn) {
   for (const auto& v : variants()) {
-    if (v.cfg.density) {
-      continue;  // refused with tables (MaceParity.RadialSplineIsRefusedForTheDensityBlocks)
-    }
     models::MaceOptions opt;
     opt.head = v.head;
-    if (v.cfg.nonlinear) {
-      // R depends on the edge's species too: refused by name, never tabulated wrongly.
-      opt.radial_spacing = 0.005;
-      EXPECT_NE(error_of([&] {
-                  Model<double>(make_mace_potential(v.cfg, 5), opt);
-                }).find("RealAgnosticResidualNonLinearInteractionBlock"),
-                std::string::npos);
-      continue;
-    }
     Model<double> exact(make_mace_potential(v.cfg, 5), opt);
     opt.radial_spacing = 0.005;
     Model<double> spline(make_mace_potential(v.cfg, 5), opt);
-    ASSERT_EQ(static_cast<int>(spline.radial_tables().size()), spline.num_layers()) << v.name;
+    // One R table per layer, and a Density or non-linear block's edge-term table beside it.
+    ASSERT_EQ(static_cast<int>(spline.radial_tables().size()),
+              spline.num_layers() * (v.cfg.density || v.cfg.nonlinear ? 2 : 1))
+        << v.name;
     EXPECT_TRUE(exact.radial_tables().empty());
     for (const auto& t : spline.radial_tables()) {
       EXPECT_LE(t.spacing, 0.005) << v.name;
@@ -182,7 +173,9 @@ TEST(MaceModel, RadialSplineIsCloseToExactAndItsGradientsAreItsOwn) {
     models::MaceResult<double> re, rs;
     exact.compute(g.view(), nullptr, true, re);
     spline.compute(g.view(), nullptr, true, rs);
-    EXPECT_NE(rs.energy, re.energy) << v.name << ": the table changed nothing";
+    // (The energies alone may agree to the last bit: the tables' error is ~1e-9 in R.)
+    EXPECT_TRUE(rs.energy != re.energy || rs.edge_gradient != re.edge_gradient)
+        << v.name << ": the table changed nothing";
     EXPECT_NEAR(rs.energy, re.energy, 1e-6 * std::max(1.0, std::abs(re.energy))) << v.name;
     double scale = 1e-300;
     for (double x : re.edge_gradient) {
@@ -631,9 +624,6 @@ TEST(MaceModel, ASecondStepOfTheSameSizeAllocatesNothing) {
       [](Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) { ++g_allocations; });
   for (const double spacing : {0.0, 0.01}) {
     for (const auto& v : variants()) {
-      if ((v.cfg.density || v.cfg.nonlinear) && spacing != 0.0) {
-        continue;  // no tables for the Density and non-linear blocks
-      }
       models::MaceOptions opt;
       opt.head = v.head;
       opt.radial_spacing = spacing;

@@ -184,30 +184,12 @@ void expect_within_spline_error(models::MaceModel<Exec, double>& m, const nlohma
   EXPECT_LE(e.virial, 1e-5) << sname;
 }
 
-// A model with the Agnesi distance transform (MPA-0 / OMAT-0 style) has R depending on the
-// pair of elements, so radial tables would be silently wrong for it: they are refused, by name.
-TEST(MaceParity, RadialSplineIsRefusedForTheAgnesiTransform) {
-  const std::string path = fixture_dir() + "/ssmace_2int_L1_corr2_ell3_zbl_agnesi.safetensors";
-  ASSERT_TRUE(std::filesystem::exists(path)) << path;
-  models::MaceOptions opt;
-  EXPECT_NO_THROW((models::MaceModel<Exec, double>(io::read_potential_file(path), opt)));
-  opt.radial_spacing = 0.005;
-  try {
-    models::MaceModel<Exec, double> m(io::read_potential_file(path), opt);
-    ADD_FAILURE() << "radial tables were built for a model with a distance transform";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("Agnesi"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("radial spline"), std::string::npos) << e.what();
-  }
-}
-
 // Radial tables for mace-torch's Chebyshev basis (no transform: R is a function of r alone):
 // the tables' measured error stays small although T_k(r) reaches ~1e5, and the model stays
 // within the tables' error of mace-torch on every structure. Its R(r) is steeper than a Bessel
 // model's: at the usual 0.005 A the derivative's table error is 4e-4 of its largest value and
-// forces are off by 1.5e-5, hence 0.002 A here (docs/pair_fastmlip_mace.md). The Soft transform, like Agnesi,
-// makes R depend on the pair of elements: refused, by name.
-TEST(MaceParity, RadialSplineForTheChebyshevBasisAndRefusedForTheSoftTransform) {
+// forces are off by 1.5e-5, hence 0.002 A here (docs/pair_fastmlip_mace.md).
+TEST(MaceParity, RadialSplineForTheChebyshevBasis) {
   const std::string dir = fixture_dir();
   const auto pot = io::read_potential_file(dir + "/mace_2int_L1_corr2_ell2_chebyshev.safetensors");
   const auto doc = read_json(dir + "/mace_2int_L1_corr2_ell2_chebyshev.json");
@@ -225,13 +207,6 @@ TEST(MaceParity, RadialSplineForTheChebyshevBasisAndRefusedForTheSoftTransform) 
     ++checked;
   }
   EXPECT_GT(checked, 0);
-  try {
-    models::MaceModel<Exec, double> soft(
-        io::read_potential_file(dir + "/ssmace_2int_L1_corr2_ell2_gaussian_soft.safetensors"), opt);
-    ADD_FAILURE() << "radial tables were built for a model with the Soft transform";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("Soft distance transform"), std::string::npos) << e.what();
-  }
 }
 
 // Radial tables on mace-torch 0.3.16's MH-1 product and readout (two heads), edge_irreps (a TP
@@ -261,18 +236,98 @@ TEST(MaceParity, RadialSplineOnTheMh1EdgeIrrepsAndChargeSpinFixtures) {
   }
 }
 
-// Likewise the Density blocks (MPA-0 / OMAT-0), whose normalisation reads the Bessel features.
-TEST(MaceParity, RadialSplineIsRefusedForTheDensityBlocks) {
-  const std::string path = fixture_dir() + "/ssmace_2int_L1_corr2_ell3_density_agnesi_zbl.safetensors";
-  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+// Radial tables where R depends on the edge's pair of elements (the Agnesi and Soft distance
+// transforms: one table per pair; MACE-MH-1's non-linear block, whose MLPs read the two species'
+// embeddings: one per ordered pair) and for the Density blocks (MP-0b3 / MPA-0 / OMAT-0, their
+// edge term tanh(d(r)^2) tabulated too, with and without apply_cutoff; the non-linear block's
+// learned density likewise): within the tables' error of mace-torch on every structure and
+// head, as for the plain models. Each table's measured error is small.
+TEST(MaceParity, RadialSplineForDistanceTransformsAndDensityBlocks) {
+  const std::string dir = fixture_dir();
+  for (const std::string name :
+       {"ssmace_2int_L1_corr2_ell3_zbl_agnesi", "ssmace_2int_L1_corr2_ell2_gaussian_soft",
+        "ssmace_2int_L1_corr2_ell3_density_agnesi_zbl", "ssmace_2int_L1_corr2_ell2_density_nocutoff",
+        "ssmace_3int_L1_corr2_ell2_density_lastreadout", "ssmace_2int_L1_corr2_ell2_mh1"}) {
+    SCOPED_TRACE(name);
+    const auto pot = io::read_potential_file(dir + "/" + name + ".safetensors");
+    const auto doc = read_json(dir + "/" + name + ".json");
+    int checked = 0;
+    for (const auto& ref : doc["results"]) {
+      models::MaceOptions opt;
+      opt.radial_spacing = 0.005;
+      opt.head = ref.value("head", std::string());
+      models::MaceModel<Exec, double> m(pot, opt);
+      const int E = static_cast<int>(m.species().size());
+      int density_tables = 0;
+      for (const auto& t : m.radial_tables()) {
+        EXPECT_LT(t.max_error_value, 1e-6 * t.max_abs_value) << "layer " << t.layer << " " << t.function;
+        EXPECT_LT(t.max_error_derivative, 1e-4 * t.max_abs_derivative)
+            << "layer " << t.layer << " " << t.function;
+        // One table per unordered pair of elements under a transform (Agnesi, Soft), one per
+        // ordered pair with the non-linear block, else one.
+        const bool named = name.find("agnesi") != std::string::npos || name.find("soft") != std::string::npos;
+        const bool mh1 = name.find("mh1") != std::string::npos;
+        EXPECT_TRUE(mh1 ? t.tables == E * E : t.tables == E * (E + 1) / 2 || (!named && t.tables == 1))
+            << t.function << " " << t.tables;
+        density_tables += t.function == "density";
+      }
+      EXPECT_EQ(density_tables > 0,
+                name.find("density") != std::string::npos || name.find("mh1") != std::string::npos);
+      expect_within_spline_error(m, doc, ref);
+      ++checked;
+    }
+    EXPECT_GT(checked, 0);
+  }
+}
+
+// Tables per pair are built only for the elements asked for (the pair styles pass pair_coeff's):
+// a structure with another element is refused naming the edge's elements, and an element the
+// model lacks is refused naming the model's.
+TEST(MaceParity, RadialSplinePairTablesForTheElementsAskedFor) {
+  const std::string dir = fixture_dir();
+  const std::string name = "ssmace_2int_L1_corr2_ell3_density_agnesi_zbl";
+  const auto pot = io::read_potential_file(dir + "/" + name + ".safetensors");
+  const auto doc = read_json(dir + "/" + name + ".json");
   models::MaceOptions opt;
   opt.radial_spacing = 0.005;
+  models::MaceModel<Exec, double> all(pot, opt);
+  ASSERT_GE(all.species().size(), 2u);
+  const std::string first = all.species()[0].symbol;
+  opt.table_species = {first};
+  models::MaceModel<Exec, double> one(pot, opt);
+  for (const auto& t : one.radial_tables()) {
+    EXPECT_EQ(t.tables, 1) << t.function;
+  }
+  bool refused = false;
+  for (const auto& ref : doc["results"]) {
+    const Structure s = structure_of(doc["structures"][ref["structure"].get<std::string>()], one);
+    bool other = false;
+    for (const int sp : s.species) {
+      other = other || sp != 0;
+    }
+    if (!other) {
+      continue;
+    }
+    const auto g = folded_graph<double>(s, one.cutoff());
+    models::MaceResult<double> r;
+    try {
+      one.compute(g.view(), nullptr, true, r);
+      ADD_FAILURE() << "an edge between elements without a table was evaluated";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("built for the elements " + first + " only"), std::string::npos) << what;
+      EXPECT_NE(what.find(" joins "), std::string::npos) << what;
+      refused = true;
+    }
+    break;
+  }
+  EXPECT_TRUE(refused);
+  opt.table_species = {first, "Og"};
   try {
-    models::MaceModel<Exec, double> m(io::read_potential_file(path), opt);
-    ADD_FAILURE() << "radial tables were built for a model with Density blocks";
+    models::MaceModel<Exec, double> bad(pot, opt);
+    ADD_FAILURE() << "tables for an element the model lacks";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("Density block"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("radial spline"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("element 'Og'"), std::string::npos) << e.what();
   }
 }
 

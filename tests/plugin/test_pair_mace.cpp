@@ -376,22 +376,6 @@ TEST(PairMaceBadInput, DeviceKeyword) {
   }
 }
 
-// An MPA-0 / OMAT-0-style model (Agnesi distance transform) runs exactly; with radial tables,
-// which cannot hold its pair-dependent radial functions, pair_coeff stops and says why.
-TEST(PairMaceBadInput, RadialSplineWithTheAgnesiTransform) {
-  const std::string pot =
-      std::string(FASTMLIP_SOURCE_DIR) + "/tests/reference/data/mace/ssmace_2int_L1_corr2_ell3_zbl_agnesi.safetensors";
-  auto run = [&](const std::string& args) {
-    Lammps lmp;
-    lmp.commands(std::string("units metal\natom_style atomic\n") + kTwoAtoms);
-    lmp.command("pair_style fastmlip/mace " + args);
-    lmp.command("pair_coeff * * " + pot + " Ni Cu");
-    lmp.command("run 0");
-  };
-  EXPECT_NO_THROW(run(""));
-  expect_lammps_error([&] { run("radial spline 0.005"); }, {"Agnesi", "radial spline"}, "spline with Agnesi");
-}
-
 // charge and spin (MACE-OMOL's embeddings): a model that embeds them runs only with both given,
 // each a value it knows; a model without them refuses either keyword. Each stop names the
 // keyword and what to do. (Parity at a charge and spin: the mace-torch fixture, PairMaceParity.)
@@ -423,28 +407,45 @@ TEST(PairMaceBadInput, ChargeAndSpinKeywords) {
                       {"embeds no total charge or spin", "remove the charge keyword"}, "no embedding");
 }
 
-// `radial spline 0.005` through LAMMPS on the shipped potential: the energy within 1e-8
-// eV/atom and every force within 1e-5 eV/A of the exact model's (the error it reports at
-// pair_coeff is ~1e-9 relative in R), on 1 rank or several.
+// `radial spline 0.005` through LAMMPS against the exact radial MLP, on 1 rank or several:
+// - the shipped potential: the energy within 1e-8 eV/atom and every force within 1e-5 eV/A (the
+//   error it reports at pair_coeff is ~1e-9 relative in R);
+// - MPA-0 / OMAT-0's blocks (Density, Agnesi, ZBL): tables per pair of pair_coeff's elements for
+//   R and the Density term, the same bounds;
+// - MACE-MH-1's non-linear block (tables per ordered pair, three elements, a named head).
 TEST(PairMaceRadialSpline, AgreesWithExactRadialMLP) {
-  const Case c = load_case(std::string(FASTMLIP_SOURCE_DIR) + "/tests/plugin/mace/cuni_mace_small.yaml");
-  auto run = [&](const std::string& style, std::vector<double>& forces) {
-    Case k = c;
-    k.pair_style = with_device(style);
-    Lammps lmp;
-    setup(lmp, k);
-    lmp.command("run 0 post no");
-    forces = lmp.gather("f", 3);
-    return lmp.thermo("pe");
-  };
-  std::vector<double> fe, fs;
-  const double ee = run("fastmlip/mace", fe);
-  const double es = run("fastmlip/mace radial spline 0.005", fs);
-  const int natoms = static_cast<int>(fe.size() / 3);
-  EXPECT_NE(es, ee);
-  EXPECT_NEAR(es / natoms, ee / natoms, 1e-8);
-  for (std::size_t k = 0; k < fe.size(); ++k) {
-    EXPECT_NEAR(fs[k], fe[k], 1e-5) << "atom " << k / 3 + 1 << " component " << k % 3;
+  for (const std::string name :
+       {"cuni_mace_small.yaml", "density_agnesi_spline.yaml", "mh1_nonlinear.yaml"}) {
+    SCOPED_TRACE(name);
+    const Case c = load_case(std::string(FASTMLIP_SOURCE_DIR) + "/tests/plugin/mace/" + name);
+    // The case's own style without its tables (its head and other keywords kept).
+    std::string exact = c.pair_style;
+    const std::string tables = " radial spline 0.005";
+    if (const auto at = exact.find(tables); at != std::string::npos) {
+      exact.erase(at, tables.size());
+    }
+    auto run = [&](const std::string& style, std::vector<double>& forces) {
+      Case k = c;
+      k.pair_style = with_device(style);
+      Lammps lmp;
+      setup(lmp, k);
+      lmp.command("run 0 post no");
+      forces = lmp.gather("f", 3);
+      return lmp.thermo("pe");
+    };
+    std::vector<double> fe, fs;
+    const double ee = run(exact, fe);
+    const double es = run(exact + tables, fs);
+    const int natoms = static_cast<int>(fe.size() / 3);
+    EXPECT_TRUE(es != ee || fs != fe) << "the tables changed nothing";
+    EXPECT_NEAR(es / natoms, ee / natoms, 1e-8);
+    double worst = 0;
+    for (std::size_t k = 0; k < fe.size(); ++k) {
+      EXPECT_NEAR(fs[k], fe[k], 1e-5) << "atom " << k / 3 + 1 << " component " << k % 3;
+      worst = std::max(worst, std::abs(fs[k] - fe[k]));
+    }
+    std::printf("[ spline  ] %s: energy %.3g eV/atom, largest force difference %.3g eV/A\n", name.c_str(),
+                std::abs(es - ee) / natoms, worst);
   }
 }
 

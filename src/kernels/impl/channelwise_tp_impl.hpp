@@ -121,7 +121,7 @@ struct ChannelwiseTPFunctor {
   KOKKOS_INLINE_FUNCTION Point edge_point(int e, bool derivative) const {
     if constexpr (std::is_floating_point_v<T>) {
       if (tabulated()) {
-        return m_table.at(static_cast<double>(m_r(e)), derivative);
+        return m_table.at(static_cast<double>(m_r(e)), derivative, m_table.table_of(e));
       }
     }
     return Point{};

@@ -11,9 +11,16 @@ namespace fastmlip::kernels::impl {
 /// from it inside its own kernels (ChannelwiseTPKokkos' tabulated overloads).
 template <class ExecSpace, class T>
 struct HermiteTable {
-  Kokkos::View<const T*, ExecSpace> data;  // [knots][2][width]: R_k, h R'_k
+  Kokkos::View<const T*, ExecSpace> data;  // [tables][knots][2][width]: R_k, h R'_k
   int width = 0, knots = 0;
   double r_lo = 0, r_max = 0, inv_h = 0;
+  std::size_t stride = 0;  // values per table: 2 knots width
+  int tables = 1;
+  // Edge e reads table edge_table(e) (one per pair of elements, under a distance transform);
+  // empty: every edge reads table 0.
+  Kokkos::View<const int*, ExecSpace> edge_table;
+
+  KOKKOS_INLINE_FUNCTION int table_of(int e) const { return edge_table.extent(0) > 0 ? edge_table(e) : 0; }
 
   /// One r's interval and basis weights: value(j) = sum of four knot entries times them.
   struct Point {
@@ -26,7 +33,7 @@ struct HermiteTable {
   /// (Positions are computed in double even for T = float: a float r - r_lo loses the
   /// interval's low bits near r_max.) r below r_lo extrapolates the first cubic; callers refuse
   /// such edges before (RadialTableKokkos::check), this only keeps the reads in bounds.
-  KOKKOS_INLINE_FUNCTION Point at(double r, bool derivative) const {
+  KOKKOS_INLINE_FUNCTION Point at(double r, bool derivative, int table = 0) const {
     Point p;
     if (!(r < r_max)) {
       return p;
@@ -36,7 +43,7 @@ struct HermiteTable {
     k = k > knots - 2 ? knots - 2 : k;  // rounding at r just below r_max
     const double t = x - k, t2 = t * t, t3 = t2 * t;
     p.zero = false;
-    p.y0 = &data(2 * static_cast<std::size_t>(k) * width);
+    p.y0 = &data(table * stride + 2 * static_cast<std::size_t>(k) * width);
     p.h00 = static_cast<T>(2 * t3 - 3 * t2 + 1);
     p.h10 = static_cast<T>(t3 - 2 * t2 + t);
     p.h01 = static_cast<T>(-2 * t3 + 3 * t2);
@@ -93,21 +100,23 @@ struct RadialTableFunctor {
   Kokkos::View<T*, ExecSpace> m_grad_r;
 
   KOKKOS_INLINE_FUNCTION void operator()(TagForward, int e) const {
-    const auto p = m_table.at(static_cast<double>(m_r(e)), false);
+    const auto p = m_table.at(static_cast<double>(m_r(e)), false, m_table.table_of(e));
     m_table.values(p, 0, m_table.width, &m_out(e, 0));
   }
 
   /// grad_r[e] = sum_j grad_out[e, j] dR_j/dr: the derivative of the very cubic the forward
   /// pass evaluates.
   KOKKOS_INLINE_FUNCTION void operator()(TagReverse, int e) const {
-    const auto p = m_table.at(static_cast<double>(m_r(e)), true);
+    const auto p = m_table.at(static_cast<double>(m_r(e)), true, m_table.table_of(e));
     m_grad_r(e) = m_table.derivative_dot(p, 0, m_table.width, &m_grad_out(e, 0));
   }
 
-  /// The first edge below the table (or not a number): min over such edge indices.
+  /// The first edge below the table (or not a number), or whose table index is out of range:
+  /// min over such edge indices.
   KOKKOS_INLINE_FUNCTION void operator()(TagCheck, int e, int& first_bad) const {
     const double r = static_cast<double>(m_r(e));
-    if (!(r >= m_table.r_lo) && e < first_bad) {
+    const int t = m_table.table_of(e);
+    if ((!(r >= m_table.r_lo) || t < 0 || t >= m_table.tables) && e < first_bad) {
       first_bad = e;
     }
   }

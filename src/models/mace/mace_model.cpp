@@ -28,6 +28,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <stdexcept>
@@ -82,6 +83,13 @@ struct MaceModel<ExecSpace, T>::Impl {
   }
 
   /// The kernels and weights of interaction, product and readout t.
+  /// A radial table's pair of elements (model species indices) and their covalent radii summed
+  /// (the distance transform's r0); one entry {0, 0, 0} when R is a function of r alone.
+  struct TablePair {
+    double rsum = 0;
+    int receiver = 0, sender = 0;
+  };
+
   struct Layer {
     const mace::InteractionSpec* I;
     const mace::ProductSpec* P;
@@ -90,8 +98,10 @@ struct MaceModel<ExecSpace, T>::Impl {
     std::optional<kernels::LinearKokkos<ExecSpace, T>> r1, r2, rmid;
     kernels::ChannelwiseTPKokkos<ExecSpace, T> tp;
     std::optional<kernels::RadialMLPKokkos<ExecSpace, T>> mlp;  // all but the non-linear block
-    /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of radial_basis + mlp.
-    std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table;
+    /// With MaceOptions::radial_spacing > 0: R(r) tabulated, used instead of radial_basis + mlp
+    /// (one table per pair of elements under a distance transform); a Density block's edge term
+    /// tanh(d(r)^2) likewise.
+    std::optional<kernels::RadialTableKokkos<ExecSpace, T>> table, density_table;
     kernels::SymmetricContractionKokkos<ExecSpace, T> sc;
     Matrix W_up, W_lin, W_skip, W_prod, W_r1, W_r2, W_rmid;
     Matrix b_mid, b_2;  // [1][M], [1][heads]: NonLinearBiasReadoutBlock's biases, else empty
@@ -104,8 +114,42 @@ struct MaceModel<ExecSpace, T>::Impl {
     Matrix W_res, W_lin2;
     Kokkos::View<const int*, ExecSpace> gate_source, gate_gate;
 
+    /// One function of r tabulated per pair of elements (f(pair, r, value, derivative)),
+    /// stacked; its measured errors (the largest over the tables) appended to `info`.
+    template <class F>
+    kernels::RadialTableKokkos<ExecSpace, T> build_tables(int t, const char* function,
+                                                          const std::vector<TablePair>& pairs,
+                                                          const MaceOptions& options, double r_max, int width,
+                                                          std::vector<MaceRadialTableInfo>& info,
+                                                          const F& f) {
+      std::vector<kernels::RadialTable> built;
+      built.reserve(pairs.size());
+      for (const TablePair& pair : pairs) {
+        built.push_back(kernels::RadialTable::build([&](double r, double* v, double* d) { f(pair, r, v, d); },
+                                                    width, r_max, options.radial_spacing,
+                                                    MaceOptions::kRadialTableStart));
+      }
+      MaceRadialTableInfo in;
+      in.layer = t;
+      in.function = function;
+      in.tables = static_cast<int>(built.size());
+      in.knots = built.front().knots;
+      in.width = width;
+      in.spacing = built.front().h;
+      for (const auto& tab : built) {
+        in.max_error_value = std::max(in.max_error_value, tab.max_error_value);
+        in.max_abs_value = std::max(in.max_abs_value, tab.max_abs_value);
+        in.max_error_derivative = std::max(in.max_error_derivative, tab.max_error_derivative);
+        in.max_abs_derivative = std::max(in.max_abs_derivative, tab.max_abs_derivative);
+        in.bytes += tab.data.size() * sizeof(T);
+      }
+      info.push_back(in);
+      return kernels::RadialTableKokkos<ExecSpace, T>(built);
+    }
+
+    /// table_pairs: with radial tables, one entry per table (pair_tables()).
     Layer(const mace::MaceSpec& s, int t, const MaceOptions& options,
-          std::vector<MaceRadialTableInfo>& tables)
+          const std::vector<TablePair>& table_pairs, std::vector<MaceRadialTableInfo>& tables)
         : I(&s.interactions[t]),
           P(&s.products[t]),
           R(&s.readouts[t]),
@@ -143,20 +187,50 @@ struct MaceModel<ExecSpace, T>::Impl {
         W_density = weights(I->w_density, static_cast<int>(I->w_density.size()));
       }
       if (options.radial_spacing != 0.0) {
-        const auto tab = kernels::RadialTable::build(s.radial_basis, I->mlp, options.radial_spacing,
-                                                     MaceOptions::kRadialTableStart);
-        table.emplace(tab);
-        MaceRadialTableInfo info;
-        info.layer = t;
-        info.knots = tab.knots;
-        info.width = tab.width;
-        info.spacing = tab.h;
-        info.max_error_value = tab.max_error_value;
-        info.max_abs_value = tab.max_abs_value;
-        info.max_error_derivative = tab.max_error_derivative;
-        info.max_abs_derivative = tab.max_abs_derivative;
-        info.bytes = tab.data.size() * sizeof(T);
-        tables.push_back(info);
+        const auto& basis = s.radial_basis;
+        const auto& transform = s.distance_transform;
+        if (I->nonlinear) {
+          // The MLPs' first-layer species terms of the table's pair, as pair_terms() adds them.
+          const mace::NonLinearSpec& N = *I->nonlinear;
+          const auto pre = [](const std::vector<double>& source, const std::vector<double>& target, int width,
+                              const TablePair& p) {
+            std::vector<double> v(width);
+            for (int k = 0; k < width; ++k) {
+              v[k] = source[static_cast<std::size_t>(p.sender) * width + k] +
+                     target[static_cast<std::size_t>(p.receiver) * width + k];
+            }
+            return v;
+          };
+          table.emplace(build_tables(t, "R", table_pairs, options, basis.r_max, N.radial.width_out(), tables,
+                                     [&](const TablePair& p, double r, double* v, double* d) {
+                                       kernels::evaluate_normed_radial_function(
+                                           basis, transform, p.rsum, N.radial,
+                                           pre(N.radial_source, N.radial_target, N.radial.width_first(), p),
+                                           r, v, d);
+                                     }));
+          density_table.emplace(build_tables(
+              t, "density", table_pairs, options, basis.r_max, 1, tables,
+              [&](const TablePair& p, double r, double* v, double* d) {
+                kernels::evaluate_normed_density_term(
+                    basis, transform, p.rsum, N.density,
+                    pre(N.density_source, N.density_target, N.density.width_first(), p), r, v, d);
+              }));
+        } else {
+          const auto& mlp = I->mlp;
+          table.emplace(build_tables(t, "R", table_pairs, options, basis.r_max, mlp.width_out(), tables,
+                                     [&](const TablePair& p, double r, double* v, double* d) {
+                                       kernels::evaluate_radial_function(basis, transform, p.rsum, mlp, r, v,
+                                                                         d);
+                                     }));
+        }
+        if (I->density) {
+          const auto& w = I->w_density;
+          density_table.emplace(build_tables(t, "density", table_pairs, options, basis.r_max, 1, tables,
+                                             [&](const TablePair& p, double r, double* v, double* d) {
+                                               kernels::evaluate_density_term(basis, transform, p.rsum, w, r,
+                                                                              v, d);
+                                             }));
+        }
       }
       if (R->present) {
         r1.emplace(R->linear_1);
@@ -184,6 +258,13 @@ struct MaceModel<ExecSpace, T>::Impl {
   Matrix W_embedding;  // [num_elements][C]: node_embedding's weights times its path weight
   std::vector<MaceRadialTableInfo> tables;
   bool tabulated;  // every layer's R(r) from its table (no radial basis, no MLP)
+  // Under a distance transform, tables per pair of elements: the table of each (receiver,
+  // sender) species pair, -1 for elements left out of MaceOptions::table_species; and the
+  // current graph's table index per edge. Empty without a transform (one table per layer).
+  Kokkos::View<const int**, Kokkos::LayoutRight, ExecSpace> pair_table;
+  std::vector<std::string> table_symbols;  // the elements with tables, for the refusal
+  Kokkos::View<int*, ExecSpace> edge_table;
+  kernels::impl::GrowBuffer<int, ExecSpace> edge_table_storage{"fastmlip::mace::edge_table"};
 
   // Per-call state, valid during compute().
   int n_local = 0, n_total = 0, num_edges = 0;
@@ -315,39 +396,18 @@ struct MaceModel<ExecSpace, T>::Impl {
       zbl_z = z;
       zbl_rcov = rcov;
     }
-    for (int t = 0; t < n_layers && tabulated; ++t) {
-      if (spec.interactions[t].nonlinear) {
-        // R depends on the edge's two species as well as on r: one table per layer cannot hold it.
-        throw InputError(
-            spec.source + ": interaction " + std::to_string(t) +
-            " is a RealAgnosticResidualNonLinearInteractionBlock, whose radial MLP reads the "
-            "species of each edge's atoms as well as its length; 'radial spline' tables do not "
-            "apply: evaluate the radial MLP exactly (leave out 'radial spline', or radial_spacing 0)");
-      }
-      if (spec.interactions[t].density) {
-        // The density is a function of the radial basis features, which the tables skip.
-        throw InputError(spec.source + ": interaction " + std::to_string(t) +
-                         " is a Density block, whose message normalisation reads the radial basis that "
-                         "'radial spline' tables replace; evaluate the radial MLP exactly (leave out "
-                         "'radial spline', or radial_spacing 0)");
-      }
+    std::vector<TablePair> table_pairs;
+    if (tabulated) {
+      table_pairs = pair_tables(options);
     }
     if (spec.distance_transform.active()) {
-      if (tabulated) {
-        // The transform's r0 depends on the edge's two elements, so R is not a function of r
-        // alone and one table per layer cannot hold it.
-        throw InputError(spec.source + ": the model's radial basis uses the " + spec.distance_transform.name() +
-                         " distance transform, whose radial functions depend on each pair of elements; "
-                         "'radial spline' tables do not apply: evaluate the radial MLP exactly (leave out "
-                         "'radial spline', or radial_spacing 0)");
-      }
       transform_rcov = kernels::impl::upload<ExecSpace>(spec.distance_transform.covalent_radii,
                                                         "fastmlip::mace::transform_rcov");
     }
     layers.reserve(n_layers);
     for (int t = 0; t < n_layers; ++t) {
       try {
-        layers.emplace_back(spec, t, options, tables);
+        layers.emplace_back(spec, t, options, table_pairs, tables);
       } catch (const UnsupportedError& e) {
         throw UnsupportedError(spec.source + ": layer " + std::to_string(t) + ": " + e.what());
       } catch (const InputError& e) {
@@ -367,6 +427,104 @@ struct MaceModel<ExecSpace, T>::Impl {
   }
 
   int max_exchange_width() const { return plan.max_exchange_width(spec); }
+
+  /// The pairs of elements each layer tabulates: one table, {0, 0, 0}, where R is a function of r
+  /// alone; with a distance transform one per unordered pair of options.table_species (the
+  /// transform is symmetric in the two elements); with non-linear blocks, whose MLPs read the
+  /// sender's and the receiver's embeddings apart, one per ordered pair. Fills pair_table.
+  std::vector<TablePair> pair_tables(const MaceOptions& options) {
+    bool ordered = false;
+    for (const auto& I : spec.interactions) {
+      ordered = ordered || I.nonlinear.has_value();
+    }
+    if (!spec.distance_transform.active() && !ordered) {
+      return {TablePair{}};
+    }
+    std::vector<int> use;
+    if (options.table_species.empty()) {
+      for (int e = 0; e < spec.num_elements; ++e) {
+        use.push_back(e);
+      }
+    }
+    for (const auto& symbol : options.table_species) {
+      int found = -1;
+      for (int e = 0; e < spec.num_elements; ++e) {
+        found = spec.species[e].symbol == symbol ? e : found;
+      }
+      if (found < 0) {
+        std::string known;
+        for (const auto& sp : spec.species) {
+          known += (known.empty() ? "" : " ") + sp.symbol;
+        }
+        throw InputError(spec.source + ": radial tables asked for element '" + symbol +
+                         "', which the model does not have; it has: " + known);
+      }
+      if (std::find(use.begin(), use.end(), found) == use.end()) {
+        use.push_back(found);
+      }
+    }
+    const auto& rcov = spec.distance_transform.covalent_radii;
+    Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> host("fastmlip::mace::pair_table_host",
+                                                                     spec.num_elements, spec.num_elements);
+    Kokkos::deep_copy(host, -1);
+    std::vector<TablePair> pairs;
+    for (std::size_t a = 0; a < use.size(); ++a) {
+      table_symbols.push_back(spec.species[use[a]].symbol);
+      for (std::size_t b = ordered ? 0 : a; b < use.size(); ++b) {
+        const int i = use[a], j = use[b];  // receiver, sender
+        host(i, j) = static_cast<int>(pairs.size());
+        if (!ordered) {
+          host(j, i) = host(i, j);
+        }
+        pairs.push_back({spec.distance_transform.active() ? rcov[i] + rcov[j] : 0.0, i, j});
+      }
+    }
+    Kokkos::View<int**, Kokkos::LayoutRight, ExecSpace> dev("fastmlip::mace::pair_table", spec.num_elements,
+                                                            spec.num_elements);
+    Kokkos::deep_copy(dev, host);
+    pair_table = dev;
+    return pairs;
+  }
+
+  /// Each edge's table where tables are per pair of elements, bound to every layer's tables; refuses an
+  /// edge between elements that have no table.
+  void bind_edge_tables() {
+    if (pair_table.extent(0) == 0) {
+      return;
+    }
+    edge_table = Kokkos::View<int*, ExecSpace>(edge_table_storage.get(num_edges, 1).data(), num_edges);
+    Glue f = zbl_glue();
+    f.m_pair_table = pair_table;
+    f.m_edge_table = edge_table;
+    int first_missing = INT_MAX;
+    Kokkos::parallel_reduce("fastmlip::mace::edge_table",
+                            Kokkos::RangePolicy<ExecSpace, typename Glue::TagEdgeTable>(0, num_edges), f,
+                            Kokkos::Min<int>(first_missing));
+    if (first_missing != INT_MAX) {
+      int ends[2];
+      Kokkos::deep_copy(ends[0], Kokkos::subview(graph_index.receiver, first_missing));
+      Kokkos::deep_copy(ends[1], Kokkos::subview(graph_index.sender, first_missing));
+      std::string pair, built;
+      for (int k = 0; k < 2; ++k) {
+        int sp;
+        Kokkos::deep_copy(sp, Kokkos::subview(species_all, ends[k]));
+        pair += (k ? " and " : "") + spec.species[sp].symbol;
+      }
+      for (const auto& symbol : table_symbols) {
+        built += (built.empty() ? "" : " ") + symbol;
+      }
+      throw InputError("MaceModel::compute: edge " + std::to_string(first_missing) + " joins " + pair +
+                       ", but the radial tables (" + spec.source + ") were built for the elements " + built +
+                       " only; list every element the structure has (pair_coeff's elements, "
+                       "MaceOptions::table_species)");
+    }
+    for (auto& Ly : layers) {
+      Ly.table->set_edge_tables(edge_table);
+      if (Ly.density_table) {
+        Ly.density_table->set_edge_tables(edge_table);
+      }
+    }
+  }
 
   // ---- input checks ------------------------------------------------------------------------
 
@@ -510,7 +668,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     Y = b_Y.get(E, sh_width);
     harmonics.compute(vectors, Y);
     if (tabulated) {
-      return;
+      return bind_edge_tables();
     }
     if (separate_cutoff()) {
       fc_edge = Vector(b_fc.get(E, 1).data(), E);
@@ -582,6 +740,12 @@ struct MaceModel<ExecSpace, T>::Impl {
     } else {
       Ly.mlp->compute(B, R);
     }
+  }
+  /// A Density block's tabulated edge terms tanh(d_e^2), into b_dedge.
+  Vector density_terms(Layer& Ly) {
+    Matrix d = b_dedge.get(num_edges, 1);
+    Ly.density_table->compute(r, d);
+    return Vector(d.data(), num_edges);
   }
   /// The non-linear block's edge densities d_e (before tanh(d^2)), into b_dedge.
   Vector edge_densities(Layer& Ly) {
@@ -686,7 +850,9 @@ struct MaceModel<ExecSpace, T>::Impl {
     Glue f;
     f.m_center_start = center_start;
     f.m_basis = B;
-    f.m_w_density = Kokkos::View<const T*, ExecSpace>(Ly.W_density.data(), Ly.W_density.extent(0));
+    if (!Ly.density_table) {  // tabulated: the edge terms come whole from the table
+      f.m_w_density = Kokkos::View<const T*, ExecSpace>(Ly.W_density.data(), Ly.W_density.extent(0));
+    }
     f.m_density = Vector(density[t].get(n_local, 1).data(), n_local);
     if (Ly.I->nonlinear) {
       f.m_alpha = static_cast<T>(Ly.I->nonlinear->alpha);
@@ -741,7 +907,9 @@ struct MaceModel<ExecSpace, T>::Impl {
         Ly.lin.compute(Ly.W_lin, Ints(), local(value(s.in)), value(s.out));
         if (Ly.I->density || Ly.I->nonlinear) {
           Glue f = density_glue(Ly, s.layer);
-          if (Ly.I->nonlinear) {
+          if (Ly.density_table) {
+            f.m_edge_term = density_terms(Ly);
+          } else if (Ly.I->nonlinear) {
             f.m_edge_value = edge_densities(Ly);
           }
           f.m_out = value(s.out);
@@ -965,14 +1133,28 @@ struct MaceModel<ExecSpace, T>::Impl {
           f.m_gout = gout;
           f.m_z = value(s.out);
           f.m_gu = g_u.get(n_local, static_cast<int>(gout.extent(1)));
-          f.m_gbasis = g_B.get(num_edges, radial_basis.num_basis());
-          if (Ly.I->nonlinear) {
-            f.m_edge_value = edge_densities(Ly);  // recomputed: the MLP keeps its activations for reverse
+          if (!tabulated) {
+            f.m_gbasis = g_B.get(num_edges, radial_basis.num_basis());
+          }
+          if (Ly.I->nonlinear || Ly.density_table) {
+            // recomputed: the MLP keeps its activations for reverse; the table is cheap
+            if (Ly.density_table) {
+              f.m_edge_term = density_terms(Ly);
+            } else {
+              f.m_edge_value = edge_densities(Ly);
+            }
             f.m_gedge = Vector(g_dedge.get(num_edges, 1).data(), num_edges);
             Kokkos::deep_copy(ExecSpace(), f.m_gedge, T(0));  // edges of no local node stay 0
           }
           launch<typename Glue::TagDensityReverse>("fastmlip::mace::density_reverse", n_local, f);
-          if (Ly.I->nonlinear) {
+          if (Ly.density_table) {
+            // dE/dr of each edge through its tabulated term, into g_r as the TP's tables do.
+            const int E = num_edges;
+            Vector grt(g_rt.get(E, 1).data(), E), gr(g_r.get(E, 1).data(), E);
+            Ly.density_table->reverse(r, Matrix(f.m_gedge.data(), E, 1), grt);
+            add("fastmlip::mace::density_radial_adjoint", gr.data(), grt.data(), static_cast<std::size_t>(E));
+          }
+          if (Ly.I->nonlinear && !Ly.density_table) {
             const int nb = radial_basis.num_basis();
             Matrix gBt = g_dedge_basis.get(num_edges, nb);
             Ly.nl_density->reverse(Matrix(f.m_gedge.data(), num_edges, 1), gBt, nl_workspace);

@@ -45,6 +45,11 @@ struct MaceOptions {
   /// Lower end of the radial tables (A): shorter edges are refused. Below the 0.1 A at which
   /// the pair styles refuse close atoms.
   static constexpr double kRadialTableStart = 0.05;
+  /// With radial_spacing > 0 and a distance transform (Agnesi, Soft: MACE-MP-0b3, MPA-0,
+  /// OMAT-0, MATPES), R depends on the edge's pair of elements, so one table is built per pair
+  /// of these elements (symbols); empty: every element of the model. The pair styles pass
+  /// pair_coeff's elements. An edge between other elements is refused, naming them.
+  std::vector<std::string> table_species;
   /// Which implementation runs the channelwise TP and the symmetric contraction
   /// (kernels/backend.hpp). Backend::cuda (the hand-written CUDA kernels) needs a model on
   /// Kokkos::Cuda in a build with FASTMLIP_ENABLE_CUDA; it serves the exact radial functions
@@ -65,12 +70,18 @@ struct MaceOptions {
 /// measured when it was built (kernels::RadialTable).
 struct MaceRadialTableInfo {
   int layer = 0;
+  /// "R": the radial MLP's output (the TP's weights); "density": a Density block's edge term
+  /// tanh(d(r)^2).
+  std::string function = "R";
+  /// 1, or one per pair of elements when a distance transform makes the function depend on
+  /// the pair (MaceOptions::table_species says which elements).
+  int tables = 1;
   int knots = 0;
-  int width = 0;       ///< values per knot and r (the layer's weight_numel)
+  int width = 0;       ///< values per knot and r (the layer's weight_numel; 1 for "density")
   double spacing = 0;  ///< A
   double max_error_value = 0, max_abs_value = 0;            ///< over all r and outputs
   double max_error_derivative = 0, max_abs_derivative = 0;  ///< of dR/dr (1/A)
-  std::size_t bytes = 0;                                    ///< memory of the table
+  std::size_t bytes = 0;                                    ///< memory of the tables
 };
 
 /// Results; sized by compute().

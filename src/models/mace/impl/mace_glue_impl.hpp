@@ -36,8 +36,12 @@ struct MaceGlueFunctor {
   struct TagEdgeGradient {};  // grad(e, :) = dE/dv from the harmonics', radial and ZBL adjoints
   struct TagNodeEnergy {};    // node(i) = E0 + scale (readouts + ZBL) + shift
   struct TagTransform {};     // x(e), dx/dr(e): the radial basis's transformed distance
+  // Radial tables per pair of elements: edge e's table index, or the first edge whose pair has
+  // no table (min over edges).
+  struct TagEdgeTable {};  // edge_table(e) = pair_table(species(receiver e), species(sender e))
   // Density: d_e = B(e, :) . w, or the non-linear block's edge_value(e); D = alpha + beta dens(i)
-  // (1 + dens(i) for the Density blocks).
+  // (1 + dens(i) for the Density blocks). With radial tables the Density blocks' whole edge term
+  // tanh(d_e^2) comes from a table as edge_term(e), and the reverse writes gedge(e) = dE/dterm.
   struct TagDensity {};         // dens(i) = sum_e tanh(d_e^2); out(i, :) /= D
   struct TagDensityReverse {};  // gu(i, :) = gout(i, :) / D; gB(e, :) += dE/dd_e w, or gedge(e) = dE/dd_e
   // The non-linear block: its MLPs' first-layer species terms, and its equivariant gate.
@@ -83,7 +87,11 @@ struct MaceGlueFunctor {
   Kokkos::View<T*, ExecSpace> m_density;
   Matrix m_gu, m_gbasis;
   Kokkos::View<const T*, ExecSpace> m_edge_value;  // the non-linear block's d_e (else empty)
-  Kokkos::View<T*, ExecSpace> m_gedge;             // its dE/dd_e
+  Kokkos::View<T*, ExecSpace> m_gedge;             // its dE/dd_e (dE/dterm with m_edge_term)
+  Kokkos::View<const T*, ExecSpace> m_edge_term;   // tabulated tanh(d_e^2) (else empty)
+  // Radial tables per pair of elements.
+  Kokkos::View<const int**, Kokkos::LayoutRight, ExecSpace> m_pair_table;  // [species][species], -1: none
+  Kokkos::View<int*, ExecSpace> m_edge_table;
   T m_alpha = T(1), m_beta = T(1);
   // The non-linear block's first-layer species terms and gate.
   ConstMatrix m_pair_source, m_pair_target;
@@ -162,9 +170,20 @@ struct MaceGlueFunctor {
   }
   /// The envelope the Density term carries on its own: f_p(r) with apply_cutoff False, else 1.
   KOKKOS_INLINE_FUNCTION T density_cutoff(int e) const { return m_fc.extent(0) > 0 ? m_fc(e) : T(1); }
+  KOKKOS_INLINE_FUNCTION void operator()(TagEdgeTable, int e, int& first_missing) const {
+    const int t = m_pair_table(m_species(m_center(e)), m_species(m_neighbor(e)));
+    m_edge_table(e) = t;
+    if (t < 0 && e < first_missing) {
+      first_missing = e;
+    }
+  }
   KOKKOS_INLINE_FUNCTION void operator()(TagDensity, int i) const {
     T dens = 0;
     for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
+      if (m_edge_term.extent(0) > 0) {
+        dens += m_edge_term(e);
+        continue;
+      }
       const T d = edge_density(e);
       dens += kmath::tanh(d * d) * density_cutoff(e);
     }
@@ -185,6 +204,10 @@ struct MaceGlueFunctor {
     }
     gdens *= inv * m_beta;
     for (int e = m_center_start(i); e < m_center_start(i + 1); ++e) {
+      if (m_edge_term.extent(0) > 0) {
+        m_gedge(e) = gdens;  // edge e is node i's alone
+        continue;
+      }
       const T d = edge_density(e), th = kmath::tanh(d * d);
       const T gd = gdens * T(2) * d * (T(1) - th * th) * density_cutoff(e);
       if (m_gedge.extent(0) > 0) {
