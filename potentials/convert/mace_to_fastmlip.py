@@ -46,8 +46,9 @@ WRITER = "fastmlip-convert-mace 0.1.0"
 EXIT_UNSUPPORTED = 2
 
 SUPPORTED = (
-    "supported: model classes MACE and ScaleShiftMACE built from e3nn modules (not "
-    "cuEquivariance, not TorchScript-compiled); interaction blocks RealAgnosticInteractionBlock "
+    "supported: model classes MACE and ScaleShiftMACE built from e3nn modules, or ScaleShiftMACE "
+    "from cuEquivariance's (through mace-torch's convert_cueq_e3nn; not OpenEquivariance, not "
+    "TorchScript-compiled); interaction blocks RealAgnosticInteractionBlock "
     "and RealAgnosticResidualInteractionBlock and their Density variants, and "
     "RealAgnosticResidualNonLinearInteractionBlock (MACE-MH-1, OMOL); 1 to 3 interactions; "
     "hidden irreps Cx0e, "
@@ -1049,6 +1050,45 @@ def _versions():
     return f"mace-torch {mace.__version__}, e3nn {e3nn.__version__}, torch {torch.__version__}"
 
 
+_CUEQ_INSTALL = ("install NVIDIA's pure-Python cuEquivariance packages next to mace-torch "
+                 "(pip install cuequivariance cuequivariance-torch; no GPU or CUDA ops package is needed), "
+                 "or convert the model back first with mace-torch's own mace_cueq_to_e3nn")
+
+
+def uses_cueq(model):
+    """True for a model with cuEquivariance's modules (mace-torch's convert_e3nn_cueq, or a model
+    built with a cueq_config enabled). A cueq_config flag on e3nn modules alone is not: the audit
+    refuses that mix."""
+    return any(type(m).__module__.startswith("cuequivariance") for m in model.modules())
+
+
+def from_cueq(model):
+    """The e3nn twin of a cuEquivariance model, by mace-torch's own conversion (convert_cueq_e3nn):
+    the symmetric contraction's weights are expressed in cuEquivariance's basis of the contraction
+    and mapped to mace-torch's by that basis change, which cuEquivariance's descriptors define;
+    the other weights are the same numbers. Needs the pure-Python cuequivariance package; runs on
+    the CPU. The default dtype, which mace-torch's conversion sets, is restored."""
+    import torch
+
+    try:
+        import cuequivariance  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+        from mace.cli.convert_cueq_e3nn import run as cueq_to_e3nn  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ValueError(f"the model uses cuEquivariance layouts, which need cuEquivariance to read: "
+                         f"{_CUEQ_INSTALL} ({type(e).__name__}: {e})") from e
+    from mace.tools.scripts_utils import extract_config_mace_model  # pylint: disable=import-outside-toplevel
+
+    error = extract_config_mace_model(model).get("error")
+    if error:  # what mace-torch's conversion would stop on, with a KeyError
+        _refuse(f"the model uses cuEquivariance layouts, and mace-torch's convert_cueq_e3nn, which turns them "
+                f"into e3nn's, cannot read it: {error}")
+    default = torch.get_default_dtype()
+    try:
+        return cueq_to_e3nn(model, device="cpu", return_model=True)
+    finally:
+        torch.set_default_dtype(default)
+
+
 def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_name=None,
             provenance=None):
     """Write `model` (an in-memory mace-torch MACE / ScaleShiftMACE) to `path`.
@@ -1061,9 +1101,15 @@ def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_
     source_sha256, source_name: provenance of a converted file (set by convert_file).
     provenance: extra free-form provenance keys (strings or numbers).
 
+    A model with cuEquivariance layouts is first converted to its e3nn twin (from_cueq), which
+    provenance records.
+
     Returns the fastmlip metadata object that was written. Raises UnsupportedModelError for a
     model outside SUPPORTED.
     """
+    if uses_cueq(model):
+        model = from_cueq(model)
+        provenance = dict(provenance or {}, converted_from="cuEquivariance layouts, by mace-torch's convert_cueq_e3nn")
     info = inspect(model)
     hyper = info["hyperparameters"]
     heads = hyper["heads"]
@@ -1115,6 +1161,10 @@ def convert_file(model_path, out_path, *, head=None, dtype="auto"):
     except Exception as e:  # pylint: disable=broad-except
         # Unpickling runs the saving code's classes: a model saved by code that is not installed
         # here (another mace-torch version, a fork) fails with whatever that code raises.
+        if "cuequivariance" in str(e):
+            raise ValueError(f"the model was saved with cuEquivariance layouts (mace-torch's convert_e3nn_cueq or "
+                             f"a cueq-enabled model), whose classes are not installed here: {_CUEQ_INSTALL} "
+                             f"({type(e).__name__}: {e})") from e
         raise ValueError(f"cannot load it with the installed mace-torch {_mace_version()}: "
                          f"{type(e).__name__}: {e}") from e
     return convert(model, out_path, head=head, dtype=dtype, source_sha256=digest,

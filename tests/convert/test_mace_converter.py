@@ -466,3 +466,82 @@ def test_inconsistent_zeroed_flag_is_refused(fixtures):
     contraction.weights_max_zeroed.fill_(not bool(contraction.weights_max_zeroed))
     with pytest.raises(converter.UnsupportedModelError, match="weights_max_zeroed"):
         converter.convert(model, "/nonexistent/never-written.safetensors")
+
+
+# --- models saved with cuEquivariance layouts (issue 19) -----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ssmace_2int_L1_corr2_ell3_zbl", "ssmace_2int_L1_corr2_ell3_density_agnesi_zbl",
+                                  "ssmace_2int_L1_corr2_ell2_mh1"])
+def test_cueq_model_converts_and_evaluates_as_its_e3nn_model(fixtures, tmp_path, name):
+    """A model converted to cuEquivariance layouts by mace-torch's convert_e3nn_cueq (its linears,
+    TPs and symmetric contractions are cuequivariance_torch's, the contraction's weights in
+    cuEquivariance's own basis) converts from the saved file to one that evaluates as the e3nn
+    model it came from, on every structure. Needs the pure-Python cuEquivariance packages
+    (tests/reference/setup-venv-cueq.sh); skipped without them."""
+    pytest.importorskip("cuequivariance_torch")
+    from mace.cli.convert_e3nn_cueq import run as e3nn_to_cueq  # pylint: disable=import-outside-toplevel
+
+    cfg = cfg_named(fixtures, name)
+    model = fixtures.build_model(cfg)
+    default = torch.get_default_dtype()
+    cueq = e3nn_to_cueq(model, device="cpu", return_model=True)
+    torch.set_default_dtype(default)
+    assert converter.uses_cueq(cueq) and not converter.uses_cueq(model)
+    src, out = tmp_path / "cueq.model", tmp_path / "cueq.safetensors"
+    torch.save(cueq, src)
+    rc, stdout, stderr = run_converter("mace_to_fastmlip.py", src, "-o", out)
+    assert rc == 0, (stdout, stderr)
+    with safe_open(str(out), framework="pt") as f:
+        meta = json.loads(f.metadata()["fastmlip"])
+    assert "cuEquivariance" in meta["provenance"]["converted_from"]
+    structures = fixtures.make_structures()
+    heads = list(model.heads)
+    for sname in fixtures.structures_for(cfg, structures):
+        atoms = structures[sname][0]
+        for head in heads:
+            res, batch = fixtures.run_mace(model, atoms, head)
+            assert fixtures.check_file_model(out, atoms, batch, head, res) < 1e-12, (sname, head)
+
+
+def test_cueq_plain_mace_is_refused_with_mace_torchs_reason(fixtures):
+    """mace-torch's convert_cueq_e3nn reads ScaleShiftMACE models only; a plain MACE built with
+    cuEquivariance modules is refused by name (UnsupportedModelError), not a KeyError inside
+    mace-torch."""
+    pytest.importorskip("cuequivariance_torch")
+    from mace.modules.wrapper_ops import CuEquivarianceConfig  # pylint: disable=import-outside-toplevel
+
+    model = build(fixtures, SMALL, cueq_config=CuEquivarianceConfig(enabled=True, layout="ir_mul",
+                                                                     group="O3_e3nn", optimize_all=True))
+    assert type(model).__name__ == "MACE" and converter.uses_cueq(model)
+    with pytest.raises(converter.UnsupportedModelError, match="convert_cueq_e3nn, which turns them"):
+        converter.inspect(converter.from_cueq(model))
+
+
+def test_cueq_model_without_cuequivariance_is_a_clear_error(tmp_path):
+    """Without cuEquivariance installed a cueq model cannot even be unpickled: the converter says
+    what the file is and what to install (or run), instead of a traceback."""
+    import sys  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+
+    # A pickle naming a cuequivariance module that no interpreter has, as a cueq model names
+    # cuequivariance_torch's modules where they are not installed.
+    fake = types.ModuleType("cuequivariance_torch_fastmlip_missing")
+
+    class Linear(torch.nn.Module):
+        pass
+
+    Linear.__module__, Linear.__qualname__ = fake.__name__, "Linear"
+    fake.Linear = Linear
+    sys.modules[fake.__name__] = fake
+    try:
+        torch.save(Linear(), tmp_path / "cueq.model")
+    finally:
+        del sys.modules[fake.__name__]
+    out = tmp_path / "cueq.safetensors"
+    rc, stdout, stderr = run_converter("mace_to_fastmlip.py", tmp_path / "cueq.model", "-o", out)
+    assert rc == 1, (rc, stdout, stderr)
+    assert "Traceback" not in stderr, stderr
+    for needle in ("cuEquivariance layouts", "pip install cuequivariance cuequivariance-torch", "mace_cueq_to_e3nn"):
+        assert needle in stderr, (needle, stderr)
+    assert not out.exists()

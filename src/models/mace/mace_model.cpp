@@ -258,9 +258,10 @@ struct MaceModel<ExecSpace, T>::Impl {
   Matrix W_embedding;  // [num_elements][C]: node_embedding's weights times its path weight
   std::vector<MaceRadialTableInfo> tables;
   bool tabulated;  // every layer's R(r) from its table (no radial basis, no MLP)
-  // Under a distance transform, tables per pair of elements: the table of each (receiver,
-  // sender) species pair, -1 for elements left out of MaceOptions::table_species; and the
-  // current graph's table index per edge. Empty without a transform (one table per layer).
+  // Under a distance transform or with non-linear blocks, tables per pair of elements: the table
+  // of each (receiver, sender) species pair, -1 for elements left out of
+  // MaceOptions::table_species; and the current graph's table index per edge. Empty otherwise
+  // (one table per layer).
   Kokkos::View<const int**, Kokkos::LayoutRight, ExecSpace> pair_table;
   std::vector<std::string> table_symbols;  // the elements with tables, for the refusal
   Kokkos::View<int*, ExecSpace> edge_table;
