@@ -213,11 +213,12 @@ TEST(MaceParity, RadialSplineForTheChebyshevBasis) {
 // on mixed multiplicities, its weights from the tables) and charge / spin (the embedding folded
 // into x^0 and E0) fixtures: within the tables' error of mace-torch on every structure and head,
 // as for the Bessel models.
-TEST(MaceParity, RadialSplineOnTheMh1EdgeIrrepsAndChargeSpinFixtures) {
+/// For each fixture and each of its results (structure and head): a model with radial tables
+/// 0.005 A apart, `check`ed for its tables and then within the tables' error of mace-torch.
+template <class Check>
+void for_each_spline_result(std::initializer_list<const char*> names, const Check& check) {
   const std::string dir = fixture_dir();
-  for (const std::string name :
-       {"ssmace_2int_L1_corr2_ell2_agnostic_biasreadout", "ssmace_2int_L1_corr2_ell2_edgeirreps",
-        "ssmace_2int_L1_corr2_ell2_charge_spin"}) {
+  for (const std::string name : names) {
     SCOPED_TRACE(name);
     const auto pot = io::read_potential_file(dir + "/" + name + ".safetensors");
     const auto doc = read_json(dir + "/" + name + ".json");
@@ -225,15 +226,23 @@ TEST(MaceParity, RadialSplineOnTheMh1EdgeIrrepsAndChargeSpinFixtures) {
     for (const auto& ref : doc["results"]) {
       models::MaceOptions opt;
       opt.radial_spacing = 0.005;
-      opt.head = ref["head"].get<std::string>();
+      opt.head = ref.value("head", std::string());
       set_mace_graph_features(opt, doc);
       models::MaceModel<Exec, double> m(pot, opt);
-      ASSERT_EQ(static_cast<int>(m.radial_tables().size()), m.num_layers());
+      check(name, m);
       expect_within_spline_error(m, doc, ref);
       ++checked;
     }
     EXPECT_GT(checked, 0);
   }
+}
+
+TEST(MaceParity, RadialSplineOnTheMh1EdgeIrrepsAndChargeSpinFixtures) {
+  for_each_spline_result({"ssmace_2int_L1_corr2_ell2_agnostic_biasreadout",
+                          "ssmace_2int_L1_corr2_ell2_edgeirreps", "ssmace_2int_L1_corr2_ell2_charge_spin"},
+                         [](const std::string&, const models::MaceModel<Exec, double>& m) {
+                           ASSERT_EQ(static_cast<int>(m.radial_tables().size()), m.num_layers());
+                         });
 }
 
 // Radial tables where R depends on the edge's pair of elements (the Agnesi and Soft distance
@@ -243,41 +252,29 @@ TEST(MaceParity, RadialSplineOnTheMh1EdgeIrrepsAndChargeSpinFixtures) {
 // learned density likewise): within the tables' error of mace-torch on every structure and
 // head, as for the plain models. Each table's measured error is small.
 TEST(MaceParity, RadialSplineForDistanceTransformsAndDensityBlocks) {
-  const std::string dir = fixture_dir();
-  for (const std::string name :
-       {"ssmace_2int_L1_corr2_ell3_zbl_agnesi", "ssmace_2int_L1_corr2_ell2_gaussian_soft",
-        "ssmace_2int_L1_corr2_ell3_density_agnesi_zbl", "ssmace_2int_L1_corr2_ell2_density_nocutoff",
-        "ssmace_3int_L1_corr2_ell2_density_lastreadout", "ssmace_2int_L1_corr2_ell2_mh1"}) {
-    SCOPED_TRACE(name);
-    const auto pot = io::read_potential_file(dir + "/" + name + ".safetensors");
-    const auto doc = read_json(dir + "/" + name + ".json");
-    int checked = 0;
-    for (const auto& ref : doc["results"]) {
-      models::MaceOptions opt;
-      opt.radial_spacing = 0.005;
-      opt.head = ref.value("head", std::string());
-      models::MaceModel<Exec, double> m(pot, opt);
-      const int E = static_cast<int>(m.species().size());
-      int density_tables = 0;
-      for (const auto& t : m.radial_tables()) {
-        EXPECT_LT(t.max_error_value, 1e-6 * t.max_abs_value) << "layer " << t.layer << " " << t.function;
-        EXPECT_LT(t.max_error_derivative, 1e-4 * t.max_abs_derivative)
-            << "layer " << t.layer << " " << t.function;
-        // One table per unordered pair of elements under a transform (Agnesi, Soft), one per
-        // ordered pair with the non-linear block, else one.
-        const bool named = name.find("agnesi") != std::string::npos || name.find("soft") != std::string::npos;
-        const bool mh1 = name.find("mh1") != std::string::npos;
-        EXPECT_TRUE(mh1 ? t.tables == E * E : t.tables == E * (E + 1) / 2 || (!named && t.tables == 1))
-            << t.function << " " << t.tables;
-        density_tables += t.function == "density";
-      }
-      EXPECT_EQ(density_tables > 0,
-                name.find("density") != std::string::npos || name.find("mh1") != std::string::npos);
-      expect_within_spline_error(m, doc, ref);
-      ++checked;
-    }
-    EXPECT_GT(checked, 0);
-  }
+  for_each_spline_result(
+      {"ssmace_2int_L1_corr2_ell3_zbl_agnesi", "ssmace_2int_L1_corr2_ell2_gaussian_soft",
+       "ssmace_2int_L1_corr2_ell3_density_agnesi_zbl", "ssmace_2int_L1_corr2_ell2_density_nocutoff",
+       "ssmace_3int_L1_corr2_ell2_density_lastreadout", "ssmace_2int_L1_corr2_ell2_mh1"},
+      [](const std::string& name, const models::MaceModel<Exec, double>& m) {
+        const int E = static_cast<int>(m.species().size());
+        int density_tables = 0;
+        for (const auto& t : m.radial_tables()) {
+          EXPECT_LT(t.max_error_value, 1e-6 * t.max_abs_value) << "layer " << t.layer << " " << t.function;
+          EXPECT_LT(t.max_error_derivative, 1e-4 * t.max_abs_derivative)
+              << "layer " << t.layer << " " << t.function;
+          // One table per unordered pair of elements under a transform (Agnesi, Soft), one per
+          // ordered pair with the non-linear block, else one.
+          const bool named =
+              name.find("agnesi") != std::string::npos || name.find("soft") != std::string::npos;
+          const bool mh1 = name.find("mh1") != std::string::npos;
+          EXPECT_TRUE(mh1 ? t.tables == E * E : t.tables == E * (E + 1) / 2 || (!named && t.tables == 1))
+              << t.function << " " << t.tables;
+          density_tables += t.function == "density";
+        }
+        EXPECT_EQ(density_tables > 0,
+                  name.find("density") != std::string::npos || name.find("mh1") != std::string::npos);
+      });
 }
 
 // Tables per pair are built only for the elements asked for (the pair styles pass pair_coeff's):
