@@ -16,8 +16,9 @@ struct HermiteTable {
   double r_lo = 0, r_max = 0, inv_h = 0;
   std::size_t stride = 0;  // values per table: 2 knots width
   int tables = 1;
-  // Edge e reads table edge_table(e) (one per pair of elements, under a distance transform);
-  // empty: every edge reads table 0.
+  // Edge e reads table edge_table(e) (one per pair of elements, where R depends on the pair:
+  // a distance transform, the non-linear block's species embeddings); empty: every edge reads
+  // table 0.
   Kokkos::View<const int*, ExecSpace> edge_table;
 
   KOKKOS_INLINE_FUNCTION int table_of(int e) const { return edge_table.extent(0) > 0 ? edge_table(e) : 0; }
