@@ -193,13 +193,15 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
   const auto& tables = m_backend->visit([](const auto& m) -> decltype(auto) { return m.radial_tables(); });
   for (const auto& t : tables) {
     if (comm->me == 0) {
-      const std::string what = t.function == "R" ? "radial spline" : "radial spline (" + t.function + ")";
+      const std::string what = t.function == fastmlip::models::MaceRadialTableInfo::Function::R
+                                   ? std::string("radial spline")
+                                   : fmt::format("radial spline ({})", t.function_name());
       const std::string pairs = t.tables > 1 ? fmt::format(" x {} element pairs", t.tables) : std::string();
       utils::logmesg(lmp,
                      "fastmlip/mace: layer {} {}: {} knots {:.6g} A apart{}, {:.1f} MB; "
                      "max error {:.2e} ({}, max {:.3g}), {:.2e} (d/dr, max {:.3g} 1/A)\n",
                      t.layer, what, t.knots, t.spacing, pairs, t.bytes / 1048576.0, t.max_error_value,
-                     t.function, t.max_abs_value, t.max_error_derivative, t.max_abs_derivative);
+                     t.function_name(), t.max_abs_value, t.max_error_derivative, t.max_abs_derivative);
     }
   }
   const auto& species = m_backend->visit([](const auto& m) -> decltype(auto) { return m.species(); });

@@ -39,6 +39,7 @@ import warnings
 
 import numpy as np
 
+import mace_cueq
 from potential_writer import provenance as make_provenance
 from potential_writer import sha256_of, write_potential
 
@@ -47,7 +48,7 @@ EXIT_UNSUPPORTED = 2
 
 SUPPORTED = (
     "supported: model classes MACE and ScaleShiftMACE built from e3nn modules, or ScaleShiftMACE "
-    "from cuEquivariance's (through mace-torch's convert_cueq_e3nn; not OpenEquivariance, not "
+    "from cuEquivariance's (read without cuEquivariance installed; not OpenEquivariance, not "
     "TorchScript-compiled); interaction blocks RealAgnosticInteractionBlock "
     "and RealAgnosticResidualInteractionBlock and their Density variants, and "
     "RealAgnosticResidualNonLinearInteractionBlock (MACE-MH-1, OMOL); 1 to 3 interactions; "
@@ -1050,43 +1051,31 @@ def _versions():
     return f"mace-torch {mace.__version__}, e3nn {e3nn.__version__}, torch {torch.__version__}"
 
 
-_CUEQ_INSTALL = ("install NVIDIA's pure-Python cuEquivariance packages next to mace-torch "
-                 "(pip install cuequivariance cuequivariance-torch; no GPU or CUDA ops package is needed), "
-                 "or convert the model back first with mace-torch's own mace_cueq_to_e3nn")
-
-
 def uses_cueq(model):
     """True for a model with cuEquivariance's modules (mace-torch's convert_e3nn_cueq, or a model
-    built with a cueq_config enabled). A cueq_config flag on e3nn modules alone is not: the audit
-    refuses that mix."""
-    return any(type(m).__module__.startswith("cuequivariance") for m in model.modules())
+    built with a cueq_config enabled), whether their classes are installed or were read as
+    placeholders (mace_cueq.load_with_stubs). A cueq_config flag on e3nn modules alone is not:
+    the audit refuses that mix."""
+    return any(mace_cueq.is_cueq_module_name(type(m).__module__) for m in model.modules())
 
 
 def from_cueq(model):
-    """The e3nn twin of a cuEquivariance model, by mace-torch's own conversion (convert_cueq_e3nn):
-    the symmetric contraction's weights are expressed in cuEquivariance's basis of the contraction
-    and mapped to mace-torch's by that basis change, which cuEquivariance's descriptors define;
-    the other weights are the same numbers. Needs the pure-Python cuequivariance package; runs on
-    the CPU. The default dtype, which mace-torch's conversion sets, is restored."""
-    import torch
+    """The e3nn twin of a cuEquivariance model (mace_cueq.e3nn_twin): mace-torch builds the e3nn
+    model of the same configuration, every weight is copied, and each symmetric contraction
+    takes cuEquivariance's basis (read from the pickled polynomial) as its U tensors, with
+    cuEquivariance's weights unchanged. Needs neither cuEquivariance nor a GPU. The default
+    dtype is left as it was."""
+    def build(config):
+        return type(model)(**config)
 
     try:
-        import cuequivariance  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
-        from mace.cli.convert_cueq_e3nn import run as cueq_to_e3nn  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-        raise ValueError(f"the model uses cuEquivariance layouts, which need cuEquivariance to read: "
-                         f"{_CUEQ_INSTALL} ({type(e).__name__}: {e})") from e
-    from mace.tools.scripts_utils import extract_config_mace_model  # pylint: disable=import-outside-toplevel
-
-    error = extract_config_mace_model(model).get("error")
-    if error:  # what mace-torch's conversion would stop on, with a KeyError
-        _refuse(f"the model uses cuEquivariance layouts, and mace-torch's convert_cueq_e3nn, which turns them "
-                f"into e3nn's, cannot read it: {error}")
-    default = torch.get_default_dtype()
-    try:
-        return cueq_to_e3nn(model, device="cpu", return_model=True)
-    finally:
-        torch.set_default_dtype(default)
+        return mace_cueq.e3nn_twin(model, build)
+    except mace_cueq.CueqLayoutError as e:
+        _refuse(f"the model uses cuEquivariance layouts that the converter cannot read: {e}")
+    except (KeyError, AttributeError, TypeError) as e:  # mace-torch's config extraction or constructor
+        _refuse(f"the model uses cuEquivariance layouts, and mace-torch cannot rebuild its e3nn form: "
+                f"{type(e).__name__}: {e}")
+    return None
 
 
 def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_name=None,
@@ -1109,7 +1098,7 @@ def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_
     """
     if uses_cueq(model):
         model = from_cueq(model)
-        provenance = dict(provenance or {}, converted_from="cuEquivariance layouts, by mace-torch's convert_cueq_e3nn")
+        provenance = dict(provenance or {}, converted_from="cuEquivariance layouts, read as data (mace_cueq.py)")
     info = inspect(model)
     hyper = info["hyperparameters"]
     heads = hyper["heads"]
@@ -1142,13 +1131,22 @@ def convert(model, path, *, head=None, dtype="auto", source_sha256=None, source_
 
 
 def load_model(path):
-    """torch.load a mace-torch .model on the CPU (it is a pickle: only load files you trust)."""
+    """torch.load a mace-torch .model on the CPU (it is a pickle: only load files you trust).
+    A model saved with cuEquivariance layouts where cuEquivariance is not installed is loaded
+    with placeholders for its classes (mace_cueq.load_with_stubs)."""
     import torch
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except TypeError:  # torch without the weights_only argument
-        return torch.load(path, map_location="cpu")
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        except TypeError:  # torch without the weights_only argument
+            return torch.load(path, map_location="cpu")
+    except ModuleNotFoundError as e:
+        if not mace_cueq.is_cueq_module_name(e.name or ""):
+            raise
+    if hasattr(path, "seek"):
+        path.seek(0)
+    return mace_cueq.load_with_stubs(path)
 
 
 def convert_file(model_path, out_path, *, head=None, dtype="auto"):
@@ -1161,10 +1159,6 @@ def convert_file(model_path, out_path, *, head=None, dtype="auto"):
     except Exception as e:  # pylint: disable=broad-except
         # Unpickling runs the saving code's classes: a model saved by code that is not installed
         # here (another mace-torch version, a fork) fails with whatever that code raises.
-        if "cuequivariance" in str(e):
-            raise ValueError(f"the model was saved with cuEquivariance layouts (mace-torch's convert_e3nn_cueq or "
-                             f"a cueq-enabled model), whose classes are not installed here: {_CUEQ_INSTALL} "
-                             f"({type(e).__name__}: {e})") from e
         raise ValueError(f"cannot load it with the installed mace-torch {_mace_version()}: "
                          f"{type(e).__name__}: {e}") from e
     return convert(model, out_path, head=head, dtype=dtype, source_sha256=digest,

@@ -172,6 +172,17 @@ void normed_mlp_forward_mode(const NormedMLP& mlp, const std::vector<double>& pr
   dout = std::move(dh);
 }
 
+/// The MLP of the radial features at r (their r-derivatives carried along): what both normed
+/// tables evaluate before their own output step.
+void normed_mlp_of_r(const RadialBasisParams& basis, const DistanceTransformParams& transform, double rsum,
+                     const NormedMLP& mlp, const std::vector<double>& pre, double r, std::vector<double>& out,
+                     std::vector<double>& dout) {
+  const int N = basis.num_basis();
+  std::vector<double> h(N), dh(N);
+  evaluate_radial_features(basis, transform, rsum, r, h.data(), dh.data());
+  normed_mlp_forward_mode(mlp, pre, std::move(h), std::move(dh), out, dout);
+}
+
 }  // namespace
 
 void evaluate_normed_radial_function(const RadialBasisParams& basis, const DistanceTransformParams& transform,
@@ -182,9 +193,8 @@ void evaluate_normed_radial_function(const RadialBasisParams& basis, const Dista
     throw InputError("NormedMLP tables: the MLP takes " + std::to_string(mlp.width_in()) +
                      " radial features, the basis has " + std::to_string(N));
   }
-  std::vector<double> h(N), dh(N), out, dout;
-  evaluate_radial_features(basis, transform, rsum, r, h.data(), dh.data());
-  normed_mlp_forward_mode(mlp, pre, h, dh, out, dout);
+  std::vector<double> out, dout;
+  normed_mlp_of_r(basis, transform, rsum, mlp, pre, r, out, dout);
   apply_output_cutoff(basis, r, out.size(), out.data(), dout.data());
   std::copy(out.begin(), out.end(), value);
   std::copy(dout.begin(), dout.end(), derivative);
@@ -199,9 +209,8 @@ void evaluate_normed_density_term(const RadialBasisParams& basis, const Distance
                      " inputs and one output, the MLP has " + std::to_string(mlp.width_in()) + " and " +
                      std::to_string(mlp.width_out()));
   }
-  std::vector<double> h(N), dh(N), out, dout;
-  evaluate_radial_features(basis, transform, rsum, r, h.data(), dh.data());
-  normed_mlp_forward_mode(mlp, pre, h, dh, out, dout);
+  std::vector<double> out, dout;
+  normed_mlp_of_r(basis, transform, rsum, mlp, pre, r, out, dout);
   density_term(basis, r, out[0], dout[0], value, derivative);
 }
 

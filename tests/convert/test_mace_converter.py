@@ -504,44 +504,161 @@ def test_cueq_model_converts_and_evaluates_as_its_e3nn_model(fixtures, tmp_path,
             assert fixtures.check_file_model(out, atoms, batch, head, res) < 1e-12, (sname, head)
 
 
+def test_cueq_model_with_projected_weights_converts(fixtures, tmp_path):
+    """A model built with use_reduced_cg=False keeps its contraction weights in mace-torch's
+    basis; cuEquivariance then holds them with a projection to its own (original_mace=True, a
+    "projection" buffer applied at every call). The converter applies it once and the file
+    evaluates as the model does."""
+    pytest.importorskip("cuequivariance_torch")
+    from mace.cli.convert_e3nn_cueq import run as e3nn_to_cueq  # pylint: disable=import-outside-toplevel
+
+    model = build(fixtures, "ssmace_2int_L1_corr2_ell3_zbl", use_reduced_cg=False)
+    default = torch.get_default_dtype()
+    cueq = e3nn_to_cueq(model, device="cpu", return_model=True)
+    torch.set_default_dtype(default)
+    assert all(p.symmetric_contractions.projection is not None for p in cueq.products)
+    out = tmp_path / "projected.safetensors"
+    converter.convert(cueq, out)
+    atoms = fixtures.make_structures()["triclinic_cuni"][0]
+    res, batch = fixtures.run_mace(cueq, atoms, "Default")
+    assert fixtures.check_file_model(out, atoms, batch, "Default", res) < 1e-10
+
+
 def test_cueq_plain_mace_is_refused_with_mace_torchs_reason(fixtures):
-    """mace-torch's convert_cueq_e3nn reads ScaleShiftMACE models only; a plain MACE built with
-    cuEquivariance modules is refused by name (UnsupportedModelError), not a KeyError inside
-    mace-torch."""
+    """mace-torch rebuilds the e3nn form of ScaleShiftMACE models only (extract_config_mace_model);
+    a plain MACE built with cuEquivariance modules is refused by name (UnsupportedModelError),
+    not a KeyError inside mace-torch."""
     pytest.importorskip("cuequivariance_torch")
     from mace.modules.wrapper_ops import CuEquivarianceConfig  # pylint: disable=import-outside-toplevel
 
     model = build(fixtures, SMALL, cueq_config=CuEquivarianceConfig(enabled=True, layout="ir_mul",
                                                                      group="O3_e3nn", optimize_all=True))
     assert type(model).__name__ == "MACE" and converter.uses_cueq(model)
-    with pytest.raises(converter.UnsupportedModelError, match="convert_cueq_e3nn, which turns them"):
+    with pytest.raises(converter.UnsupportedModelError, match="extract_config_mace_model cannot read it"):
         converter.inspect(converter.from_cueq(model))
 
 
-def test_cueq_model_without_cuequivariance_is_a_clear_error(tmp_path):
-    """Without cuEquivariance installed a cueq model cannot even be unpickled: the converter says
-    what the file is and what to install (or run), instead of a traceback."""
-    import sys  # pylint: disable=import-outside-toplevel
-    import types  # pylint: disable=import-outside-toplevel
+CUEQ_DATA = os.path.join(os.path.dirname(__file__), "..", "reference", "data", "mace-cueq")
 
-    # A pickle naming a cuequivariance module that no interpreter has, as a cueq model names
-    # cuequivariance_torch's modules where they are not installed.
-    fake = types.ModuleType("cuequivariance_torch_fastmlip_missing")
 
-    class Linear(torch.nn.Module):
-        pass
+def cueq_fixtures():
+    """tests/reference/data/mace-cueq (make_cueq_fixtures.py): cuEquivariance models saved by
+    mace-torch and their own results."""
+    with open(os.path.join(CUEQ_DATA, "index.json"), encoding="utf-8") as f:
+        return json.load(f)
 
-    Linear.__module__, Linear.__qualname__ = fake.__name__, "Linear"
-    fake.Linear = Linear
-    sys.modules[fake.__name__] = fake
-    try:
-        torch.save(Linear(), tmp_path / "cueq.model")
-    finally:
-        del sys.modules[fake.__name__]
-    out = tmp_path / "cueq.safetensors"
-    rc, stdout, stderr = run_converter("mace_to_fastmlip.py", tmp_path / "cueq.model", "-o", out)
-    assert rc == 1, (rc, stdout, stderr)
-    assert "Traceback" not in stderr, stderr
-    for needle in ("cuEquivariance layouts", "pip install cuequivariance cuequivariance-torch", "mace_cueq_to_e3nn"):
-        assert needle in stderr, (needle, stderr)
-    assert not out.exists()
+
+def needs_cueq_fixture_mace():
+    """The pickles name mace-torch 0.3.16's classes (the version that saved them)."""
+    saved = converter._version_tuple(cueq_fixtures()["versions"]["mace-torch"])  # pylint: disable=protected-access
+    if mace_version() < saved:
+        pytest.skip(f"the cuEquivariance fixtures were saved by mace-torch {saved}; this is {mace_version()}")
+
+
+@pytest.mark.parametrize("name", [m["name"] for m in cueq_fixtures()["models"]])
+def test_cueq_fixture_converts_without_cuequivariance(fixtures, tmp_path, name):
+    """A model that mace-torch saved with cuEquivariance layouts (make_cueq_fixtures.py: the
+    MPA-0, MH-1 and L2 correlation-3 multi-head shapes) converts where cuEquivariance is not
+    installed (in .venv-torch2; in .venv-cueq the real classes are read the same way), and the
+    file evaluates as the cuEquivariance model did under mace-torch: the e3nn twin (mace-torch's
+    own e3nn code with cuEquivariance's basis) on every structure and head, the independent
+    Python evaluator of the file on the first structure, and the C++ core on all of them when
+    FASTMLIP_MODEL_TESTS_BIN names it (ctest sets it)."""
+    import shutil  # pylint: disable=import-outside-toplevel
+
+    needs_cueq_fixture_mace()
+    with open(os.path.join(CUEQ_DATA, f"{name}.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    source = os.path.join(CUEQ_DATA, doc["model"]["cueq_model"])
+    out = tmp_path / doc["model"]["potential"]
+    rc, stdout, stderr = run_converter("mace_to_fastmlip.py", source, "-o", out)
+    assert rc == 0, (stdout, stderr)
+    with safe_open(str(out), framework="pt") as f:
+        meta = json.loads(f.metadata()["fastmlip"])
+    assert "cuEquivariance" in meta["provenance"]["converted_from"]
+
+    model = converter.load_model(source)
+    assert converter.uses_cueq(model)
+    twin = converter.from_cueq(model)
+    assert not converter.uses_cueq(twin)
+    structures = fixtures.make_structures()
+    checked_file = set()
+    for ref in doc["results"]:
+        atoms = structures[ref["structure"]][0]
+        res, batch = fixtures.run_mace(twin, atoms, ref["head"])
+        for key in ("node_energy", "forces", "virial"):
+            got, want = torch.tensor(res[key]), torch.tensor(ref[key])
+            assert float((got - want).abs().max()) <= 1e-10 * max(1.0, float(want.abs().max())), (ref["structure"], key)
+        if ref["head"] not in checked_file:  # the Python evaluator is slow: one structure per head
+            checked_file.add(ref["head"])
+            assert fixtures.check_file_model(out, atoms, batch, ref["head"], ref) < 1e-10, (ref["structure"], ref["head"])
+
+    binary = os.environ.get("FASTMLIP_MODEL_TESTS_BIN")
+    if not binary:
+        return
+    shutil.copy(os.path.join(CUEQ_DATA, f"{name}.json"), tmp_path / f"{name}.json")
+    (tmp_path / "index.json").write_text(json.dumps({"schema": fixtures.SCHEMA, "models": [
+        {"name": name, "potential": out.name, "results": f"{name}.json", "committed": True}]}))
+    proc = subprocess.run([binary, "--gtest_filter=MaceParity/*"], capture_output=True, text=True, check=False,
+                          env={**os.environ, "FASTMLIP_MACE_FIXTURE_DIR": str(tmp_path)}, timeout=600)
+    print(proc.stdout[-3000:])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SKIPPED" not in proc.stdout and "[  PASSED  ] 2 tests" in proc.stdout, proc.stdout
+
+
+def _replace_field(obj, name, value):
+    object.__setattr__(obj, name, value)  # cuequivariance's dataclasses are frozen
+
+
+def _degree_one(poly):
+    (stp,) = [stp for op, stp in poly.operations if len(tuple(op.buffers)) == 3]
+    return stp
+
+
+def _path_like(template, indices):
+    """A path with template's coefficient on other segments (a placeholder or cuequivariance's)."""
+    cls = type(template)
+    if getattr(cls, "fastmlip_placeholder", False):
+        path = cls.__new__(cls)
+        path.__setstate__({"indices": indices, "coefficients": template.coefficients})
+        return path
+    return cls(indices, template.coefficients)
+
+
+def _share_a_weight(poly):
+    """Weight 0 (degree 1, the scalar output) also on the first 1o output component."""
+    stp = _degree_one(poly)
+    _replace_field(stp, "paths", tuple(stp.paths) + (_path_like(stp.paths[0], (0, 1, 1)),))
+
+
+def _reshape_segments(poly):
+    """Input segments of shape (3, mul): another layout than one block of channels each."""
+    _replace_field(poly.inputs[1], "segments", tuple((3,) + tuple(seg) for seg in poly.inputs[1].segments))
+
+
+def _orphan_a_weight(poly):
+    stp = _degree_one(poly)
+    _replace_field(stp, "paths", tuple(p for p in stp.paths if tuple(p.indices)[0] != 0))
+
+
+# Changes to a saved cueq model's first contraction that the converter must refuse, not guess at.
+CUEQ_MUTATIONS = {
+    "shared_weight": (_share_a_weight, "is shared by output irreps"),
+    "segment_shape": (_reshape_segments, "segments are not one per component"),
+    "unused_weight": (_orphan_a_weight, "are on no path"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(CUEQ_MUTATIONS))
+def test_cueq_contraction_layouts_it_cannot_read_are_refused(mutation):
+    """A cuEquivariance contraction that does not fit the reading (one weight per output irrep
+    and degree, one segment of channels per component, every weight on a path) is refused by
+    name rather than converted into something else."""
+    needs_cueq_fixture_mace()
+    change, needle = CUEQ_MUTATIONS[mutation]
+    model = converter.load_model(os.path.join(CUEQ_DATA, "cueq_density_agnesi_zbl.model"))
+    change(model.products[0].symmetric_contractions.etp.polynomial)
+    with pytest.raises(converter.UnsupportedModelError, match="cuEquivariance layouts that the converter cannot read") \
+            as refusal:
+        converter.convert(model, "/nonexistent/never-written.safetensors")
+    assert needle in str(refusal.value), str(refusal.value)

@@ -260,17 +260,18 @@ TEST(MaceParity, RadialSplineForDistanceTransformsAndDensityBlocks) {
         const int E = static_cast<int>(m.species().size());
         int density_tables = 0;
         for (const auto& t : m.radial_tables()) {
-          EXPECT_LT(t.max_error_value, 1e-6 * t.max_abs_value) << "layer " << t.layer << " " << t.function;
+          EXPECT_LT(t.max_error_value, 1e-6 * t.max_abs_value)
+              << "layer " << t.layer << " " << t.function_name();
           EXPECT_LT(t.max_error_derivative, 1e-4 * t.max_abs_derivative)
-              << "layer " << t.layer << " " << t.function;
+              << "layer " << t.layer << " " << t.function_name();
           // One table per unordered pair of elements under a transform (Agnesi, Soft), one per
           // ordered pair with the non-linear block, else one.
           const bool named =
               name.find("agnesi") != std::string::npos || name.find("soft") != std::string::npos;
           const bool mh1 = name.find("mh1") != std::string::npos;
           EXPECT_TRUE(mh1 ? t.tables == E * E : t.tables == E * (E + 1) / 2 || (!named && t.tables == 1))
-              << t.function << " " << t.tables;
-          density_tables += t.function == "density";
+              << t.function_name() << " " << t.tables;
+          density_tables += t.function == models::MaceRadialTableInfo::Function::density;
         }
         EXPECT_EQ(density_tables > 0,
                   name.find("density") != std::string::npos || name.find("mh1") != std::string::npos);
@@ -293,7 +294,7 @@ TEST(MaceParity, RadialSplinePairTablesForTheElementsAskedFor) {
   opt.table_species = {first};
   models::MaceModel<Exec, double> one(pot, opt);
   for (const auto& t : one.radial_tables()) {
-    EXPECT_EQ(t.tables, 1) << t.function;
+    EXPECT_EQ(t.tables, 1) << t.function_name();
   }
   bool refused = false;
   for (const auto& ref : doc["results"]) {

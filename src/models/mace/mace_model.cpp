@@ -117,7 +117,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     /// One function of r tabulated per pair of elements (f(pair, r, value, derivative)),
     /// stacked; its measured errors (the largest over the tables) appended to `info`.
     template <class F>
-    kernels::RadialTableKokkos<ExecSpace, T> build_tables(int t, const char* function,
+    kernels::RadialTableKokkos<ExecSpace, T> build_tables(int t, MaceRadialTableInfo::Function function,
                                                           const std::vector<TablePair>& pairs,
                                                           const MaceOptions& options, double r_max, int width,
                                                           std::vector<MaceRadialTableInfo>& info,
@@ -164,29 +164,34 @@ struct MaceModel<ExecSpace, T>::Impl {
           W_lin(weights(I->w_linear, 1)),
           W_skip(weights(I->w_skip, I->skip.num_sets)),
           W_prod(weights(P->w_linear, 1)) {
+      // With radial tables the radial (and density) MLPs are only evaluated on the host, to
+      // build the tables: their device copies would go unused.
+      const bool exact_radial = options.radial_spacing == 0.0;
       if (I->nonlinear) {
         const mace::NonLinearSpec& N = *I->nonlinear;
-        nl_radial.emplace(N.radial);
-        nl_density.emplace(N.density);
-        P_radial_source = weights(N.radial_source, s.num_elements);
-        P_radial_target = weights(N.radial_target, s.num_elements);
-        P_density_source = weights(N.density_source, s.num_elements);
-        P_density_target = weights(N.density_target, s.num_elements);
+        if (exact_radial) {
+          nl_radial.emplace(N.radial);
+          nl_density.emplace(N.density);
+          P_radial_source = weights(N.radial_source, s.num_elements);
+          P_radial_target = weights(N.radial_target, s.num_elements);
+          P_density_source = weights(N.density_source, s.num_elements);
+          P_density_target = weights(N.density_target, s.num_elements);
+        }
         res.emplace(N.linear_res);
         lin2.emplace(N.linear_2);
         W_res = weights(N.w_linear_res, 1);
         W_lin2 = weights(N.w_linear_2, 1);
         gate_source = kernels::impl::upload<ExecSpace>(N.gate_source, "fastmlip::mace::gate_source");
         gate_gate = kernels::impl::upload<ExecSpace>(N.gate_gate, "fastmlip::mace::gate_gate");
-      } else {
+      } else if (exact_radial) {
         mlp.emplace(I->mlp);
       }
       // use_agnostic_product: one weight set, read for every atom through species 0.
       sc.set_weights(P->W, P->agnostic ? 1 : s.num_elements);
-      if (I->density) {
+      if (I->density && exact_radial) {
         W_density = weights(I->w_density, static_cast<int>(I->w_density.size()));
       }
-      if (options.radial_spacing != 0.0) {
+      if (!exact_radial) {
         const auto& basis = s.radial_basis;
         const auto& transform = s.distance_transform;
         if (I->nonlinear) {
@@ -201,7 +206,8 @@ struct MaceModel<ExecSpace, T>::Impl {
             }
             return v;
           };
-          table.emplace(build_tables(t, "R", table_pairs, options, basis.r_max, N.radial.width_out(), tables,
+          table.emplace(build_tables(t, MaceRadialTableInfo::Function::R, table_pairs, options, basis.r_max,
+                                     N.radial.width_out(), tables,
                                      [&](const TablePair& p, double r, double* v, double* d) {
                                        kernels::evaluate_normed_radial_function(
                                            basis, transform, p.rsum, N.radial,
@@ -209,7 +215,7 @@ struct MaceModel<ExecSpace, T>::Impl {
                                            r, v, d);
                                      }));
           density_table.emplace(build_tables(
-              t, "density", table_pairs, options, basis.r_max, 1, tables,
+              t, MaceRadialTableInfo::Function::density, table_pairs, options, basis.r_max, 1, tables,
               [&](const TablePair& p, double r, double* v, double* d) {
                 kernels::evaluate_normed_density_term(
                     basis, transform, p.rsum, N.density,
@@ -217,7 +223,8 @@ struct MaceModel<ExecSpace, T>::Impl {
               }));
         } else {
           const auto& mlp = I->mlp;
-          table.emplace(build_tables(t, "R", table_pairs, options, basis.r_max, mlp.width_out(), tables,
+          table.emplace(build_tables(t, MaceRadialTableInfo::Function::R, table_pairs, options, basis.r_max,
+                                     mlp.width_out(), tables,
                                      [&](const TablePair& p, double r, double* v, double* d) {
                                        kernels::evaluate_radial_function(basis, transform, p.rsum, mlp, r, v,
                                                                          d);
@@ -225,7 +232,8 @@ struct MaceModel<ExecSpace, T>::Impl {
         }
         if (I->density) {
           const auto& w = I->w_density;
-          density_table.emplace(build_tables(t, "density", table_pairs, options, basis.r_max, 1, tables,
+          density_table.emplace(build_tables(t, MaceRadialTableInfo::Function::density, table_pairs, options,
+                                             basis.r_max, 1, tables,
                                              [&](const TablePair& p, double r, double* v, double* d) {
                                                kernels::evaluate_density_term(basis, transform, p.rsum, w, r,
                                                                               v, d);

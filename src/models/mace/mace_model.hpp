@@ -69,10 +69,13 @@ struct MaceOptions {
 /// What a layer's radial table is and how well it reproduces the exact radial function,
 /// measured when it was built (kernels::RadialTable).
 struct MaceRadialTableInfo {
+  /// R: the radial MLP's output (the TP's weights); density: a Density (or non-linear) block's
+  /// edge term tanh(d(r)^2).
+  enum class Function { R, density };
   int layer = 0;
-  /// "R": the radial MLP's output (the TP's weights); "density": a Density block's edge term
-  /// tanh(d(r)^2).
-  std::string function = "R";
+  Function function = Function::R;
+  /// "R" or "density", as logs and test messages print it.
+  const char* function_name() const { return function == Function::R ? "R" : "density"; }
   /// 1, or one per pair of elements when a distance transform makes the function depend on
   /// the pair (MaceOptions::table_species says which elements).
   int tables = 1;
