@@ -287,10 +287,7 @@ def write_parity_fixture(fixtures, model, cfg, potential, directory):
     name = cfg["name"]
     doc = {"schema": fixtures.SCHEMA, "model": {"name": name, "potential": potential.name},
            "conventions": fixtures.CONVENTIONS,
-           "structures": {s: {"atomic_numbers": structures[s][0].numbers.tolist(),
-                              "positions": structures[s][0].get_positions().tolist(),
-                              "cell": structures[s][0].cell.array.tolist(),
-                              "pbc": [bool(b) for b in structures[s][0].pbc]} for s in used},
+           "structures": {s: fixtures.structure_json(structures[s][0]) for s in used},
            "results": results}
     (directory / f"{name}.json").write_text(json.dumps(doc))
     index = {"schema": fixtures.SCHEMA, "models": [

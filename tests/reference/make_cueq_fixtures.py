@@ -84,10 +84,7 @@ def results_doc(name, potential, model, structures, used, e3nn_model):
     doc = {"schema": fx.SCHEMA,
            "model": {"name": name, "potential": potential},
            "conventions": fx.CONVENTIONS,
-           "structures": {s: {"atomic_numbers": structures[s][0].numbers.tolist(),
-                              "positions": structures[s][0].get_positions().tolist(),
-                              "cell": structures[s][0].cell.array.tolist(),
-                              "pbc": [bool(b) for b in structures[s][0].pbc]} for s in used},
+           "structures": {s: fx.structure_json(structures[s][0]) for s in used},
            "results": results}
     return doc, worst
 

@@ -607,6 +607,12 @@ def make_structures():
     return out
 
 
+def structure_json(atoms):
+    """An ASE structure as the fixtures' JSON holds it (tests/models/test_mace_parity.cpp reads it)."""
+    return {"atomic_numbers": atoms.numbers.tolist(), "positions": atoms.get_positions().tolist(),
+            "cell": atoms.cell.array.tolist(), "pbc": [bool(b) for b in atoms.pbc]}
+
+
 def structures_for(cfg, structures):
     kinds = {"binary": {"binary"}, "ternary": {"binary", "ternary"}}[cfg["structures"]]
     return [name for name, (_, _, kind) in structures.items() if kind in kinds]
@@ -1326,11 +1332,8 @@ def main(argv=None):
                                            if k not in ("name", "description", "structures")},
                           "parameter_noise": PARAMETER_NOISE},
                 "conventions": CONVENTIONS,
-                "structures": {s: {"description": structures[s][1],
-                                   "atomic_numbers": structures[s][0].numbers.tolist(),
-                                   "positions": structures[s][0].get_positions().tolist(),
-                                   "cell": structures[s][0].cell.array.tolist(),
-                                   "pbc": [bool(b) for b in structures[s][0].pbc]} for s in used},
+                "structures": {s: {"description": structures[s][1], **structure_json(structures[s][0])}
+                               for s in used},
                 "results": results,
             }
             write_text(DATA / f"{name}.json", _dumps(doc) + "\n")
