@@ -39,6 +39,12 @@ class CueqLayoutError(Exception):
     """The cueq model is not laid out as this module reads (the caller refuses it)."""
 
 
+class TwinBuildError(Exception):
+    """mace-torch could not extract the model's configuration or build its e3nn form from it
+    (the caller refuses it). Only those two calls are caught: an error of this module's own
+    reading is a bug to report, not a refusal."""
+
+
 def is_cueq_module_name(name):
     return any(name == m or name.startswith(m + ".") for m in CUEQ_MODULES)
 
@@ -58,10 +64,6 @@ class _StubMeta(type):
 
 class _Token(str):
     """An enum member of a placeholder class, e.g. "IrrepsLayout.ir_mul"."""
-
-    @property
-    def name(self):
-        return self.rsplit(".", 1)[-1]
 
 
 class _Stub(metaclass=_StubMeta):
@@ -176,7 +178,10 @@ def e3nn_twin(model, build):
 
     from mace.tools.scripts_utils import extract_config_mace_model  # pylint: disable=import-outside-toplevel
 
-    config = extract_config_mace_model(model)
+    try:
+        config = extract_config_mace_model(model)
+    except (KeyError, AttributeError, TypeError) as e:
+        raise TwinBuildError(f"extract_config_mace_model: {type(e).__name__}: {e}") from e
     if config.get("error"):  # what mace-torch's own conversion would stop on
         raise CueqLayoutError(f"mace-torch's extract_config_mace_model cannot read it: {config['error']}")
     config.pop("cueq_config", None)
@@ -185,6 +190,8 @@ def e3nn_twin(model, build):
     torch.set_default_dtype(dtype)
     try:
         twin = build(config)
+    except (KeyError, AttributeError, TypeError) as e:
+        raise TwinBuildError(f"the e3nn model's constructor: {type(e).__name__}: {e}") from e
     finally:
         torch.set_default_dtype(default)
 
@@ -260,7 +267,8 @@ def _contraction_to_e3nn(i, cueq, e3nn):
                               f"outputs (expected weights and features in, one output)")
     w_segments, x_segments, o_segments = (_segment_shapes(op) for op in (*poly.inputs, *poly.outputs))
     dim_in = sum(2 * l + 1 for _, l, _ in _mulirreps(cueq.irreps_in))
-    dim_out = sum(2 * l + 1 for _, l, _ in _mulirreps(cueq.irreps_out))
+    out_ls = [l for _, l, _ in _mulirreps(cueq.irreps_out)]  # each output irrep's l
+    dim_out = sum(2 * l + 1 for l in out_ls)
     # One segment of `mul` channels per weight and per component (the ir_mul layout with
     # subscripts u): anything else is another layout.
     if set(w_segments + x_segments + o_segments) != {(mul,)} or len(x_segments) != dim_in or \
@@ -269,7 +277,7 @@ def _contraction_to_e3nn(i, cueq, e3nn):
                               f"({len(w_segments)} weight, {len(x_segments)} input, {len(o_segments)} output "
                               f"segments for {weight.shape[1]} weights, {dim_in} and {dim_out} components)")
     out_irrep = []  # output component -> (output irrep index, m)
-    for k, (_, l, _) in enumerate(_mulirreps(cueq.irreps_out)):
+    for k, l in enumerate(out_ls):
         out_irrep += [(k, m) for m in range(2 * l + 1)]
 
     paths = {}  # (output irrep, degree) -> list of (weight segment, inputs, m, coefficient)
@@ -298,7 +306,7 @@ def _contraction_to_e3nn(i, cueq, e3nn):
 
     for k, contraction in enumerate(e3nn.contractions):
         correlation = int(contraction.correlation)
-        l = _mulirreps(cueq.irreps_out)[k][1]
+        l = out_ls[k]
         if any(d > correlation for kk, d in paths if kk == k):
             raise CueqLayoutError(f"{where} has degrees above the correlation {correlation}")
         for degree in range(1, correlation + 1):

@@ -1072,9 +1072,8 @@ def from_cueq(model):
         return mace_cueq.e3nn_twin(model, build)
     except mace_cueq.CueqLayoutError as e:
         _refuse(f"the model uses cuEquivariance layouts that the converter cannot read: {e}")
-    except (KeyError, AttributeError, TypeError) as e:  # mace-torch's config extraction or constructor
-        _refuse(f"the model uses cuEquivariance layouts, and mace-torch cannot rebuild its e3nn form: "
-                f"{type(e).__name__}: {e}")
+    except mace_cueq.TwinBuildError as e:
+        _refuse(f"the model uses cuEquivariance layouts, and mace-torch cannot rebuild its e3nn form: {e}")
     return None
 
 

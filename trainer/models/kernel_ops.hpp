@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
+// clang-format off
 /// \file The core kernels a MACE forward pass runs, each as a KernelOp (kernel_function.hpp):
 /// compute stage, reverse stage (input and weight gradients) and their Dual<T> twins for the
 /// double backward. T is float or double, the precision of the tensors; the kernels run on
@@ -9,9 +10,11 @@
 ///   SphericalHarm.  u [E, 3]                        Y [E, (lmax+1)^2]        math/spherical_harmonics.hpp
 ///   Bessel          r [E]                           B [E, num_bessel]        kernels/radial_basis_kokkos.hpp
 ///   RadialMLP       B [E, n_0], W_l [n_l, n_l+1]    R [E, n_L]               kernels/radial_mlp_kokkos.hpp
-///   ChannelwiseTP   x [N, d1], Y [E, d2], R [E, w]  A [N, d_out] kernels/channelwise_tp_kokkos.hpp Linear x
-///   [n, d_in], W [sets, w]        y [n, d_out]             kernels/linear_kokkos.hpp SymContraction  x [n,
-///   d_in], W_(o,nu) [E, K, C] B [n, d_out]             kernels/symmetric_contraction_kokkos.hpp
+///   ChannelwiseTP   x [N, d1], Y [E, d2], R [E, w]  A [N, d_out]             kernels/channelwise_tp_kokkos.hpp
+///   Linear          x [n, d_in], W [sets, w]        y [n, d_out]             kernels/linear_kokkos.hpp
+///   SymContraction  x [n, d_in], W_(o,nu) [E, K, C] B [n, d_out]             kernels/symmetric_contraction_kokkos.hpp
+///   JointEmbedding  its weights (tensors())         s [G, C]                 models/mace/graph_embedding.hpp
+// clang-format on
 #include <torch/torch.h>
 
 #include <Kokkos_Core.hpp>
@@ -22,14 +25,15 @@
 
 #include "kernel_function.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
+#include "kernels/distance_transform.hpp"
 #include "kernels/edge_index.hpp"
 #include "kernels/linear_kokkos.hpp"
-#include "kernels/distance_transform.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
 #include "kernels/symmetric_contraction_kokkos.hpp"
 #include "math/dual.hpp"
 #include "math/spherical_harmonics.hpp"
+#include "models/mace/graph_embedding.hpp"
 
 namespace fastmlip::trainer {
 
@@ -551,6 +555,84 @@ class SymmetricContractionOp final : public KernelOp {
   std::shared_ptr<SymmetricContractionKernels<T>> m_k;
   torch::Tensor m_species;
   std::string m_name;
+};
+
+// ---- joint embedding of the total charge and spin ------------------------------------------
+
+/// s [G, C]: each structure's joint embedding of its total charge and spin (MACE-OMOL). The
+/// values are the batch's data, bound to the op; the inputs are the weights alone, in
+/// GraphEmbedding::tensors() order.
+template <class T>
+class GraphEmbeddingOp final : public KernelOp {
+ public:
+  GraphEmbeddingOp(const models::mace::GraphEmbedding& g, std::vector<double> charge,
+                   std::vector<double> spin)
+      : m_g(g), m_charge(std::move(charge)), m_spin(std::move(spin)) {}
+  std::string name() const override { return "joint embedding"; }
+
+  torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
+    torch::Tensor s = ops_detail::empty<T>({structures(), m_g.channels});
+    const auto w = pointers<const T>(in);
+    for (std::int64_t i = 0; i < structures(); ++i) {
+      models::mace::compute_graph_embedding<T>(m_g, w, m_charge[i], m_spin[i],
+                                               s.data_ptr<T>() + i * m_g.channels);
+    }
+    return s;
+  }
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& g) const override {
+    std::vector<torch::Tensor> grads;
+    for (const auto& t : in) {
+      grads.push_back(torch::zeros_like(t));
+    }
+    const auto w = pointers<const T>(in);
+    const auto gw = pointers<T>(grads);
+    for (std::int64_t i = 0; i < structures(); ++i) {
+      models::mace::reverse_graph_embedding<T>(m_g, w, m_charge[i], m_spin[i],
+                                               g.data_ptr<T>() + i * m_g.channels, gw);
+    }
+    return grads;
+  }
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
+      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
+      const torch::Tensor& g) const override {
+    const std::int64_t G = structures(), C = m_g.channels;
+    std::vector<std::vector<Dual<T>>> w, gw;
+    std::vector<const Dual<T>*> wp;
+    std::vector<Dual<T>*> gwp;
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      w.push_back(ops_detail::pack<T>(in[k], tangent[k]));
+      gw.emplace_back(w.back().size(), Dual<T>(0));
+    }
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      wp.push_back(w[k].data());
+      gwp.push_back(gw[k].data());
+    }
+    const auto gd = ops_detail::pack<T>(g, torch::Tensor());
+    std::vector<Dual<T>> s(static_cast<std::size_t>(G * C));
+    for (std::int64_t i = 0; i < G; ++i) {
+      models::mace::compute_graph_embedding<Dual<T>>(m_g, wp, m_charge[i], m_spin[i], s.data() + i * C);
+      models::mace::reverse_graph_embedding<Dual<T>>(m_g, wp, m_charge[i], m_spin[i], gd.data() + i * C, gwp);
+    }
+    std::vector<torch::Tensor> h;
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      h.push_back(ops_detail::tangents<T>(gw[k], in[k].sizes().vec()));
+    }
+    return {ops_detail::tangents<T>(s, {G, C}), h};
+  }
+
+ private:
+  std::int64_t structures() const { return static_cast<std::int64_t>(m_charge.size()); }
+  template <class P>
+  static std::vector<P*> pointers(const std::vector<torch::Tensor>& t) {
+    std::vector<P*> out;
+    for (const auto& x : t) {
+      out.push_back(x.data_ptr<T>());
+    }
+    return out;
+  }
+  models::mace::GraphEmbedding m_g;
+  std::vector<double> m_charge, m_spin;
 };
 
 }  // namespace fastmlip::trainer

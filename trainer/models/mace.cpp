@@ -10,7 +10,6 @@
 #include <cmath>
 #include <map>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -93,17 +92,6 @@ MaceBatch make_mace_batch(const std::vector<MaceStructure>& structures, double c
 namespace {
 
 /// Standard normal numbers from torch's CPU generator, seeded: the distribution e3nn and
-/// A charge or spin as a user wrote it: an integer without decimals, else the shortest exact text.
-std::string format_value(double v) {
-  if (v == std::trunc(v) && std::abs(v) < 1e15) {
-    return std::to_string(static_cast<long long>(v));
-  }
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
 /// mace-torch draw their weights from (torch.randn), not their sequence.
 std::vector<double> randn(torch::Generator& gen, std::int64_t n, double scale) {
   const auto t = torch::randn({n}, gen, torch::TensorOptions().dtype(torch::kFloat64)) * scale;
@@ -176,16 +164,10 @@ struct MaceTorchModel<T>::Impl {
   c10::intrusive_ptr<TransformedBasisOp<T>> transformed;  // with a distance transform
   torch::Tensor rcov;                                     // [E] its covalent radius per species
   torch::Tensor e0;  // [E]
-  /// embedding_specs (MACE-OMOL): each feature's table (categorical) or Linear-SiLU-Linear
-  /// (continuous), the projection of their concatenation, and the embedding readout.
-  struct GraphFeature {
-    std::string name;
-    bool categorical = false;
-    std::int64_t classes = 0, offset = 0;
-    torch::Tensor table, w0, b0, w2, b2;
-  };
-  std::vector<GraphFeature> graph_features;
-  torch::Tensor W_project, W_emb_readout;  // [C, sum of emb_dim], [C, heads]
+  /// embedding_specs (MACE-OMOL): the joint embedding's weights (GraphEmbedding::tensors()
+  /// order) and the embedding readout's.
+  std::vector<torch::Tensor> W_graph;
+  torch::Tensor W_emb_readout;  // [C, heads]
 
   static torch::TensorOptions real() { return torch::TensorOptions().dtype(torch_dtype<T>()); }
 
@@ -267,72 +249,31 @@ struct MaceTorchModel<T>::Impl {
   }
 
   /// The parameters of the file's `embeddings` (docs/mace-potential.md), under mace-torch's names.
-  void add_graph_embedding(int C) {
+  void add_graph_embedding() {
+    for (const auto& t : spec.graph_embedding.tensors()) {
+      W_graph.push_back(add_param(t.name, t.shape));
+    }
     const auto& hp = file.metadata.at("hyperparameters");
-    if (!hp.contains("embeddings") || hp.at("embeddings").is_null()) {
-      return;
-    }
-    std::int64_t width_sum = 0;
-    for (const auto& f : hp.at("embeddings").at("features")) {
-      GraphFeature g;
-      g.name = f.at("name").get<std::string>();
-      if (g.name != "total_charge" && g.name != "total_spin") {
-        throw UnsupportedError(file.display_name() + ": embeddings feature '" + g.name +
-                               "'; supported: total_charge, total_spin");
-      }
-      const std::int64_t width = f.at("emb_dim").get<std::int64_t>();
-      const std::string p = "joint_embedding.embedders." + g.name + ".";
-      g.categorical = f.at("type").get<std::string>() == "categorical";
-      if (g.categorical) {
-        g.classes = f.at("num_classes").get<std::int64_t>();
-        g.offset = f.value("offset", std::int64_t{0});
-        g.table = add_param(p + "weight", {g.classes, width});
-      } else {
-        const bool bias = f.value("use_bias", true);
-        g.w0 = add_param(p + "0.weight", {width, 1});
-        g.w2 = add_param(p + "2.weight", {width, width});
-        if (bias) {
-          g.b0 = add_param(p + "0.bias", {width});
-          g.b2 = add_param(p + "2.bias", {width});
-        }
-      }
-      width_sum += width;
-      graph_features.push_back(std::move(g));
-    }
-    W_project = add_param("joint_embedding.project.0.weight", {C, width_sum});
-    if (hp.at("embeddings").value("readout", false)) {
-      W_emb_readout =
-          add_param("embedding_readout.linear.weight", {C, static_cast<std::int64_t>(spec.heads.size())});
+    if (!W_graph.empty() && hp.at("embeddings").value("readout", false)) {
+      W_emb_readout = add_param("embedding_readout.linear.weight",
+                                {spec.embedding_irreps.dim(), static_cast<std::int64_t>(spec.heads.size())});
     }
   }
 
-  /// [G, C]: each structure's embedding of its charge and spin (mace-torch's joint_embedding).
+  /// [G, C]: each structure's joint embedding of its charge and spin, the core's kernel. The
+  /// values were checked where the frames were read (MaceFamily::structures, naming the frame).
   torch::Tensor graph_embedding(const MaceBatch& b) const {
-    std::vector<torch::Tensor> parts;
-    for (const GraphFeature& g : graph_features) {
-      // [G] float64; a batch made without them has mace-torch's defaults, charge 0 and spin 1.
-      torch::Tensor v = g.name == "total_charge" ? b.total_charge : b.total_spin;
-      if (!v.defined()) {
-        v = torch::full({b.num_graphs}, g.name == "total_charge" ? 0.0 : 1.0, torch::dtype(torch::kFloat64));
+    // A batch made without them has mace-torch's defaults, charge 0 and spin 1.
+    const auto values = [&](const torch::Tensor& t, double fallback) {
+      if (!t.defined()) {
+        return std::vector<double>(static_cast<std::size_t>(b.num_graphs), fallback);
       }
-      if (g.categorical) {
-        // mace-torch: row (value + offset).long(); the values the table holds are integers.
-        const auto shifted = v + static_cast<double>(g.offset);
-        const bool ok = shifted.numel() == 0 ||
-                        (torch::equal(shifted, shifted.trunc()) && shifted.min().item<double>() >= 0 &&
-                         shifted.max().item<double>() < static_cast<double>(g.classes));
-        if (!ok) {
-          throw InputError(file.display_name() + ": a structure's " + g.name +
-                           " is not one the model embeds: it knows the integers " +
-                           std::to_string(-g.offset) + " to " + std::to_string(g.classes - 1 - g.offset));
-        }
-        parts.push_back(g.table.index_select(0, shifted.to(torch::kInt64)));
-      } else {
-        const auto hidden = torch::silu(torch::linear(v.to(torch_dtype<T>()).unsqueeze(1), g.w0, g.b0));
-        parts.push_back(torch::linear(hidden, g.w2, g.b2));
-      }
-    }
-    return torch::silu(torch::linear(torch::cat(parts, 1), W_project));
+      const auto c = t.to(torch::kFloat64).contiguous();
+      return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    };
+    auto op = c10::make_intrusive<GraphEmbeddingOp<T>>(spec.graph_embedding, values(b.total_charge, 0.0),
+                                                       values(b.total_spin, 1.0));
+    return apply_kernel(op, W_graph);
   }
 
   Impl(const io::PotentialFile& f, const std::string& head) : file(f) {
@@ -353,7 +294,7 @@ struct MaceTorchModel<T>::Impl {
     }
     e0 = torch::tensor(spec.e0, torch::TensorOptions().dtype(torch::kFloat64)).to(torch_dtype<T>());
     W_emb = add_param("node_embedding.linear.weight", {E, C});
-    add_graph_embedding(C);
+    add_graph_embedding();
     for (int t = 0; t < spec.num_interactions; ++t) {
       Layer L;
       L.I = &spec.interactions[t];
@@ -567,7 +508,7 @@ struct MaceTorchModel<T>::Impl {
           break;
         case K::Embedding: {
           auto x0 = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
-          if (!graph_features.empty()) {
+          if (!W_graph.empty()) {
             x0 = x0 + graph_embedding(b).index_select(0, b.batch);
             if (W_emb_readout.defined()) {
               // An e3nn Linear C x 0e -> heads x 0e (path weight 1/sqrt(C)); its energy joins E0.
@@ -795,17 +736,8 @@ int MaceTorchModel<T>::species_index(int atomic_number) const {
 }
 template <class T>
 std::string MaceTorchModel<T>::graph_feature_problem(double total_charge, double total_spin) const {
-  for (const auto& g : m_impl->graph_features) {
-    const double v = g.name == "total_charge" ? total_charge : total_spin;
-    const double shifted = v + static_cast<double>(g.offset);
-    if (g.categorical &&
-        !(shifted == std::trunc(shifted) && shifted >= 0 && shifted < static_cast<double>(g.classes))) {
-      return "its " + g.name + " " + format_value(v) +
-             " is not one the model embeds: it knows the integers " + std::to_string(-g.offset) + " to " +
-             std::to_string(g.classes - 1 - g.offset);
-    }
-  }
-  return "";
+  const std::string problem = m_impl->spec.graph_embedding.value_problem(total_charge, total_spin);
+  return problem.empty() ? problem : "its " + problem;
 }
 template <class T>
 io::PotentialFile MaceTorchModel<T>::to_potential_file() const {

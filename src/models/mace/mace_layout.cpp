@@ -16,6 +16,7 @@
 #include "kernels/radial_basis.hpp"
 #include "math/coupling_basis.hpp"
 #include "math/irreps.hpp"
+#include "models/mace/graph_embedding.hpp"
 
 namespace fastmlip::models::mace {
 
@@ -44,56 +45,21 @@ nlohmann::json write_embeddings(const MaceLayout& c, int C, int H, const AddDraw
     }
     return nullptr;
   }
-  nlohmann::json features = nlohmann::json::array();
-  int width = 0;
-  std::vector<std::string> seen;
-  for (const auto& f : c.embedding_specs) {
-    if (f.name != "total_charge" && f.name != "total_spin") {
-      throw InputError(fn + "feature '" + f.name +
-                       "' is not supported; supported: total_charge, total_spin (per structure)");
-    }
-    if (std::find(seen.begin(), seen.end(), f.name) != seen.end()) {
-      throw InputError(fn + "feature '" + f.name + "' is given twice");
-    }
-    seen.push_back(f.name);
-    if (f.emb_dim < 1) {
-      throw InputError(fn + f.name + ": emb_dim must be positive");
-    }
-    const std::string p = "joint_embedding.embedders." + f.name + ".";
-    nlohmann::json entry = {{"name", f.name}, {"type", f.type}, {"emb_dim", f.emb_dim}};
-    if (f.type == "categorical") {
-      if (f.num_classes < 1) {
-        throw InputError(fn + f.name + ": a categorical feature needs num_classes >= 1");
-      }
-      add_drawn(p + "weight", {f.num_classes, f.emb_dim},
-                static_cast<std::int64_t>(f.num_classes) * f.emb_dim, 1.0);
-      entry["num_classes"] = f.num_classes;
-      entry["offset"] = f.offset;
-    } else if (f.type == "continuous") {
-      const double s0 = 1.0 / std::sqrt(3.0), s2 = 1.0 / std::sqrt(3.0 * f.emb_dim);
-      add_drawn(p + "0.weight", {f.emb_dim, 1}, f.emb_dim, s0);
-      if (f.use_bias) {
-        add_drawn(p + "0.bias", {f.emb_dim}, f.emb_dim, s0);
-      }
-      add_drawn(p + "2.weight", {f.emb_dim, f.emb_dim}, static_cast<std::int64_t>(f.emb_dim) * f.emb_dim, s2);
-      if (f.use_bias) {
-        add_drawn(p + "2.bias", {f.emb_dim}, f.emb_dim, s2);
-      }
-      entry["in_dim"] = 1;
-      entry["use_bias"] = f.use_bias;
-    } else {
-      throw InputError(fn + f.name + ": type '" + f.type +
-                       "' is not supported; supported: categorical, continuous");
-    }
-    width += f.emb_dim;
-    features.push_back(entry);
+  const GraphEmbedding g{c.embedding_specs, C};
+  if (const std::string problem = g.problem(); !problem.empty()) {
+    throw InputError(fn + problem);
   }
-  add_drawn("joint_embedding.project.0.weight", {C, width}, static_cast<std::int64_t>(C) * width,
-            1.0 / std::sqrt(3.0 * width));
+  for (const auto& t : g.tensors()) {
+    std::int64_t n = 1;
+    for (const std::int64_t d : t.shape) {
+      n *= d;
+    }
+    add_drawn(t.name, t.shape, n, t.fan_in > 0 ? 1.0 / std::sqrt(3.0 * static_cast<double>(t.fan_in)) : 1.0);
+  }
   if (c.embedding_readout) {
     add_drawn("embedding_readout.linear.weight", {C * H}, static_cast<std::int64_t>(C) * H, 1.0);
   }
-  return {{"features", features}, {"readout", c.embedding_readout}};
+  return {{"features", g.features_json()}, {"readout", c.embedding_readout}};
 }
 
 /// RealAgnosticResidualNonLinearInteractionBlock's tensors, in mace-torch's construction order,

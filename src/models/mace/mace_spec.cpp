@@ -329,21 +329,16 @@ void read_interaction(const Reader& r, int t, const MaceSpec& spec, InteractionS
   I.w_skip = I.skip.weights_from_e3nn(r.tensor(p + "skip_tp.weight", flat(I.skip.weight_numel * I.skip.num_sets)));
 }
 
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
-
-/// embeddings (mace-torch's embedding_specs, MACE-OMOL): the structure's total charge and spin,
-/// each embedded (a table row, or Linear-SiLU-Linear of the value), concatenated, projected and
-/// passed through SiLU: one vector added to every node's embedding. With the embedding readout,
-/// a linear map of that embedding gives each node an energy, which mace-torch adds unscaled to
-/// the E0s; both depend on the species alone, so they are folded in here, in double.
+/// embeddings (mace-torch's embedding_specs, MACE-OMOL; graph_embedding.hpp): read always; with
+/// MaceOptions::graph_embedding, evaluated once for the pair style's total charge and spin and
+/// folded into the node embedding. With the embedding readout, a linear map of that embedding
+/// gives each node an energy, which mace-torch adds unscaled to the E0s; both depend on the
+/// species alone once the charge and spin are fixed, so they are folded in here, in double.
 void read_graph_embedding(const Reader& r, const MaceOptions& o, MaceSpec& spec) {
   const int C = spec.embedding_irreps.dim();
   spec.embedding_shift.assign(static_cast<std::size_t>(C), 0.0);
-  if (!o.graph_embedding) {
-    return;
-  }
   if (!r.has_hp("embeddings") || r.hp_json("embeddings").is_null()) {
-    if (o.total_charge || o.total_spin) {
+    if (o.graph_embedding && (o.total_charge || o.total_spin)) {
       throw InputError(spec.source +
                        ": the model embeds no total charge or spin (it was trained without "
                        "mace-torch's embedding_specs); remove the " +
@@ -351,88 +346,53 @@ void read_graph_embedding(const Reader& r, const MaceOptions& o, MaceSpec& spec)
     }
     return;
   }
-  const auto& features = r.hp_json("embeddings").at("features");
-  std::vector<double> concat;
-  for (const auto& f : features) {
-    const auto name = f.at("name").get<std::string>();
-    const bool charge = name == "total_charge";
-    if (!charge && name != "total_spin") {
-      r.unsupported("embeddings feature '" + name + "'; supported: total_charge, total_spin");
-    }
-    const std::optional<double>& value = charge ? o.total_charge : o.total_spin;
+  const GraphEmbedding& g = spec.graph_embedding =
+      GraphEmbedding::read(r.hp_json("embeddings"), C, spec.source);
+  std::vector<std::vector<double>> weights;
+  for (const auto& t : g.tensors()) {
+    weights.push_back(r.tensor(t.name, t.shape));
+  }
+  for (const auto& f : g.features) {
+    spec.graph_features.push_back(f.name);
+  }
+  if (!o.graph_embedding) {
+    return;
+  }
+  for (const auto& f : g.features) {
+    const bool charge = f.name == "total_charge";
     const std::string keyword = charge ? "charge" : "spin";
-    if (!value) {
+    if (!(charge ? o.total_charge : o.total_spin)) {
       throw InputError(spec.source + ": the model embeds the structure's total " + keyword +
-                       " (mace-torch's embedding_specs '" + name + "'): give it with the pair style's '" +
+                       " (mace-torch's embedding_specs '" + f.name + "'): give it with the pair style's '" +
                        keyword + "' keyword (mace-torch's default is " + (charge ? "charge 0" : "spin 1") +
                        ")");
     }
-    if (!std::isfinite(*value)) {
-      throw InputError(spec.source + ": the total " + keyword + " must be a finite number");
-    }
-    spec.graph_features.push_back(name);
-    const int width = f.at("emb_dim").get<int>();
-    const std::string p = "joint_embedding.embedders." + name + ".";
-    const auto type = f.at("type").get<std::string>();
-    if (type == "categorical") {
-      // mace-torch: row (value + offset).long() of the table; the model knows num_classes values.
-      const int classes = f.at("num_classes").get<int>();
-      const long long offset = f.value("offset", 0LL);
-      const double shifted = *value + static_cast<double>(offset);
-      if (shifted != std::trunc(shifted) || shifted < 0 || shifted >= classes) {
-        throw InputError(spec.source + ": the total " + keyword + " " + std::to_string(*value) +
-                         " is not one the model embeds: it knows the integers " + std::to_string(-offset) +
-                         " to " + std::to_string(classes - 1 - offset));
-      }
-      const auto table = r.tensor(p + "weight", {classes, width});
-      const auto row = table.begin() + static_cast<std::ptrdiff_t>(shifted) * width;
-      concat.insert(concat.end(), row, row + width);
-    } else if (type == "continuous") {
-      const bool bias = f.value("use_bias", true);
-      const auto w0 = r.tensor(p + "0.weight", {width, 1});
-      const auto w2 = r.tensor(p + "2.weight", {width, width});
-      const auto b0 = bias ? r.tensor(p + "0.bias", {width}) : std::vector<double>(width, 0.0);
-      const auto b2 = bias ? r.tensor(p + "2.bias", {width}) : std::vector<double>(width, 0.0);
-      std::vector<double> hidden(width);
-      for (int k = 0; k < width; ++k) {
-        hidden[k] = silu(w0[k] * *value + b0[k]);
-      }
-      for (int k = 0; k < width; ++k) {
-        double s = b2[k];
-        for (int m = 0; m < width; ++m) {
-          s += w2[static_cast<std::size_t>(k) * width + m] * hidden[m];
-        }
-        concat.push_back(s);
-      }
-    } else {
-      r.unsupported("embeddings feature '" + name + "' of type '" + type +
-                    "'; supported: categorical, continuous");
-    }
   }
-  const int D = static_cast<int>(concat.size());
-  const auto project = r.tensor("joint_embedding.project.0.weight", {C, D});  // torch Linear: [out][in]
-  for (int c = 0; c < C; ++c) {
-    double s = 0;
-    for (int m = 0; m < D; ++m) {
-      s += project[static_cast<std::size_t>(c) * D + m] * concat[m];
-    }
-    spec.embedding_shift[c] = silu(s);
+  const double charge = o.total_charge.value_or(0.0), spin = o.total_spin.value_or(1.0);
+  if (const std::string problem = g.value_problem(charge, spin); !problem.empty()) {
+    throw InputError(spec.source + ": the pair style's total charge and spin: " + problem +
+                     "; change the 'charge' or 'spin' keyword");
   }
+  std::vector<const double*> w;
+  for (const auto& t : weights) {
+    w.push_back(t.data());
+  }
+  compute_graph_embedding(g, w, charge, spin, spec.embedding_shift.data());
   if (r.hp_json("embeddings").value("readout", false)) {
     // LinearReadoutBlock: an e3nn Linear C x 0e -> H x 0e, weights [C][H] times its path weight,
     // of each species' embedding with the shift.
     const int H = static_cast<int>(spec.heads.size()), E = spec.num_elements;
     kernels::EquivariantLinear lin;
-    std::vector<double> w;
+    std::vector<double> w_readout;
     read_linear(r, "embedding readout", "embedding_readout.linear.weight", spec.embedding_irreps,
-                Irreps::parse(std::to_string(H) + "x0e"), lin, w);
+                Irreps::parse(std::to_string(H) + "x0e"), lin, w_readout);
     const double pw = lin.instructions.at(0).path_weight;
     for (int z = 0; z < E; ++z) {
       double e = 0;
       for (int c = 0; c < C; ++c) {
         const double x = spec.embedding_path_weight * spec.w_embedding[static_cast<std::size_t>(z) * C + c] +
                          spec.embedding_shift[c];
-        e += x * w[static_cast<std::size_t>(c) * H + spec.head];
+        e += x * w_readout[static_cast<std::size_t>(c) * H + spec.head];
       }
       spec.e0[z] += pw * e;
     }

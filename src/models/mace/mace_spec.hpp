@@ -22,6 +22,7 @@
 #include "kernels/radial_mlp.hpp"
 #include "kernels/symmetric_contraction.hpp"
 #include "math/irreps.hpp"
+#include "models/mace/graph_embedding.hpp"
 
 namespace fastmlip::models {
 struct MaceOptions;
@@ -152,6 +153,9 @@ struct MaceSpec {
   /// folded into e0.
   std::vector<double> embedding_shift;
   std::vector<std::string> graph_features;  ///< the features embedded (total_charge, total_spin)
+  /// The file's joint embedding (no features without one), read whether or not it is folded
+  /// (MaceOptions::graph_embedding): the trainer evaluates it per structure.
+  GraphEmbedding graph_embedding;
 
   kernels::RadialBasisParams radial_basis;  ///< mace-torch radial_embedding.bessel_fn (any radial_type)
   /// The radial basis's distance transform (none, or Agnesi: MPA-0, OMAT-0, MP-0b3).
