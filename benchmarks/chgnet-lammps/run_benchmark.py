@@ -260,6 +260,8 @@ def write_data(path, atoms, title):
     pos = (frac - np.floor(frac)) @ box
     from ase.data import atomic_masses, atomic_numbers  # pylint: disable=import-outside-toplevel
     triclinic = max(abs(xy), abs(xz), abs(yz)) > 1e-9
+    # Python floats: numpy 2's repr of its scalars is "np.float64(...)", which LAMMPS cannot read.
+    lx, ly, lz, xy, xz, yz = (float(v) for v in (lx, ly, lz, xy, xz, yz))
     lines = [f"{title} (benchmarks/chgnet-lammps)", "", f"{len(atoms)} atoms", f"{len(species)} atom types", "",
              f"0 {lx!r} xlo xhi", f"0 {ly!r} ylo yhi", f"0 {lz!r} zlo zhi"]
     if triclinic:
@@ -268,7 +270,8 @@ def write_data(path, atoms, title):
     lines += [f"{t + 1} {atomic_masses[atomic_numbers[s]]:.6f}  # {s}" for t, s in enumerate(species)]
     lines += ["", "Atoms # atomic", ""]
     types = [species.index(s) + 1 for s in atoms.get_chemical_symbols()]
-    lines += [f"{i + 1} {t} {p[0]!r} {p[1]!r} {p[2]!r}" for i, (t, p) in enumerate(zip(types, pos))]
+    lines += [f"{i + 1} {t} {float(p[0])!r} {float(p[1])!r} {float(p[2])!r}"
+              for i, (t, p) in enumerate(zip(types, pos))]
     path.write_text("\n".join(lines) + "\n")
     return species
 

@@ -153,10 +153,13 @@ def write_data(path, numbers, pos, edge, pure_cu=False):
     masses = [MASS[CU]] if pure_cu else [MASS[CU], MASS[NI]]
     lines = [f"fcc Cu{'' if pure_cu else '50Ni50'} (benchmarks/mace-lammps)", "",
              f"{len(numbers)} atoms", f"{len(masses)} atom types", "",
-             f"0 {edge!r} xlo xhi", f"0 {edge!r} ylo yhi", f"0 {edge!r} zlo zhi", "", "Masses", ""]
+             f"0 {float(edge)!r} xlo xhi", f"0 {float(edge)!r} ylo yhi", f"0 {float(edge)!r} zlo zhi", "",
+             "Masses", ""]
     lines += [f"{t + 1} {m}" for t, m in enumerate(masses)]
     lines += ["", "Atoms # atomic", ""]
-    lines += [f"{i + 1} {t} {p[0]!r} {p[1]!r} {p[2]!r}" for i, (t, p) in enumerate(zip(types, pos))]
+    # float(): numpy 2's repr of its scalars is "np.float64(...)", which LAMMPS cannot read.
+    lines += [f"{i + 1} {t} {float(p[0])!r} {float(p[1])!r} {float(p[2])!r}"
+              for i, (t, p) in enumerate(zip(types, pos))]
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "kernels/edge_index.hpp"
+#include "kernels/impl/interleaved_sum.hpp"
 #include "kernels/impl/radial_table_impl.hpp"
 
 namespace fastmlip::kernels::impl {
@@ -197,6 +198,27 @@ struct ChannelwiseTPFunctor {
     }
   }
 
+  /// Over the lane's channels u of one CG non-zero: gw[u] += cy x[u] g[u], and the return value
+  /// sum_u w[u] x[u] g[u]. One row per thread (Lanes == 1): an interleaved sum, so that the loop
+  /// vectorises (impl/interleaved_sum.hpp).
+  KOKKOS_INLINE_FUNCTION static T channel_products(const T* x, const T* g, const T* w, T* gw, T cy, int mul,
+                                                   int lane) {
+    if constexpr (Lanes == 1) {
+      return interleaved_sum<T>(mul, [&](int u) {
+        const T xg = x[u] * g[u];
+        gw[u] += cy * xg;
+        return w[u] * xg;
+      });
+    }
+    T sum = T(0);
+    for (int u = lane; u < mul; u += Lanes) {
+      const T xg = x[u] * g[u];
+      gw[u] += cy * xg;
+      sum += w[u] * xg;
+    }
+    return sum;
+  }
+
   /// grad_w[e, u] = sum_ijk C_ijk Y_j x[s]_i[u] grad_out[r]_k[u] and
   /// grad_Y[e, j] = sum_ik C_ijk sum_u w[u] x[s]_i[u] grad_out[r]_k[u]: per CG non-zero, one
   /// contiguous pass over the channels serves both.
@@ -224,13 +246,7 @@ struct ChannelwiseTPFunctor {
         const T cy = c.value * m_Y(e, I.offset2 + c.j);
         const T* x = &m_xT(s, I.offset1 + c.i * I.mul);
         const T* g = &m_gT(r, I.offset_out + c.k * I.mul);
-        T sum = 0;
-        for (int u = lane; u < I.mul; u += Lanes) {
-          const T xg = x[u] * g[u];
-          gw[u] += cy * xg;
-          sum += w[u] * xg;
-        }
-        gy[I.offset2 + c.j] += c.value * sum;
+        gy[I.offset2 + c.j] += c.value * channel_products(x, g, w, gw, cy, I.mul, lane);
       }
       if (tabulated()) {
         if constexpr (Lanes == 1) {

@@ -5,6 +5,8 @@
 /// vectorises on the host and coalesces across a warp's edges on a GPU.
 #include <Kokkos_Core.hpp>
 
+#include "kernels/impl/interleaved_sum.hpp"
+
 namespace fastmlip::kernels::impl {
 
 /// The table as kernels read it; also used by the channelwise TP, which evaluates its weights
@@ -78,11 +80,9 @@ struct HermiteTable {
       return T(0);
     }
     const T *y0 = p.y0 + j0, *m0 = y0 + width, *y1 = m0 + width, *m1 = y1 + width;
-    T acc = 0;
-    for (int j = 0; j < n; ++j) {
-      acc += g[j] * (p.g00 * y0[j] + p.g10 * m0[j] + p.g01 * y1[j] + p.g11 * m1[j]);
-    }
-    return acc;
+    // Interleaved: a serial sum over a TP instruction's channels would not vectorise.
+    return interleaved_sum<T>(
+        n, [&](int j) { return g[j] * (p.g00 * y0[j] + p.g10 * m0[j] + p.g01 * y1[j] + p.g11 * m1[j]); });
   }
 };
 
