@@ -138,22 +138,49 @@ def potential_path(name):
 # Structures
 
 
+def cell_counts(cells):
+    """The conventional fcc cells (a, b, c) along x, y, z of a size: "N" (N^3 cells, 4 N^3 atoms)
+    or "AxBxC" (4 A B C atoms: "5x5x10" is 1000)."""
+    try:
+        parts = [int(x) for x in str(cells).split("x")]
+    except ValueError:
+        parts = []
+    if len(parts) == 1:
+        parts *= 3
+    if len(parts) != 3 or min(parts) < 1:
+        raise SystemExit(f"--cells: {cells!r} is neither N nor AxBxC (positive integers)")
+    return tuple(parts)
+
+
+def size_key(cells):
+    """One name per size: "6" for 6x6x6, else "AxBxC"."""
+    a, b, c = cell_counts(cells)
+    return str(a) if a == b == c else f"{a}x{b}x{c}"
+
+
+def natoms_of(cells):
+    a, b, c = cell_counts(cells)
+    return 4 * a * b * c
+
+
 def structure(cells):
-    """Random fcc Cu50Ni50 of cells^3 conventional cells: (numbers, positions, box edge)."""
-    pos, cell = fixtures()._fcc_sites(LATTICE, (cells, cells, cells))
-    rng = np.random.default_rng(STRUCTURE_SEED + cells)
+    """Random fcc Cu50Ni50 of a x b x c conventional cells (cell_counts): (numbers, positions, box
+    lengths along x, y, z). A cubic size keeps the seed it always had."""
+    a, b, c = cell_counts(cells)
+    pos, cell = fixtures()._fcc_sites(LATTICE, (a, b, c))
+    rng = np.random.default_rng(STRUCTURE_SEED + (a if a == b == c else 10000 * a + 100 * b + c))
     numbers = rng.permutation(np.array([CU, NI] * (len(pos) // 2)))
     pos = pos + rng.normal(0.0, RATTLE, pos.shape)
-    return numbers, pos, float(cell[0, 0])
+    return numbers, pos, [float(x) for x in np.diag(cell)]
 
 
-def write_data(path, numbers, pos, edge, pure_cu=False):
+def write_data(path, numbers, pos, box, pure_cu=False):
     """A LAMMPS data file: types 1 = Cu, 2 = Ni; with pure_cu one type, Cu, at every site."""
     types = np.ones(len(numbers), dtype=int) if pure_cu else np.where(numbers == CU, 1, 2)
     masses = [MASS[CU]] if pure_cu else [MASS[CU], MASS[NI]]
     lines = [f"fcc Cu{'' if pure_cu else '50Ni50'} (benchmarks/mace-lammps)", "",
              f"{len(numbers)} atoms", f"{len(masses)} atom types", "",
-             f"0 {float(edge)!r} xlo xhi", f"0 {float(edge)!r} ylo yhi", f"0 {float(edge)!r} zlo zhi", "",
+             f"0 {float(box[0])!r} xlo xhi", f"0 {float(box[1])!r} ylo yhi", f"0 {float(box[2])!r} zlo zhi", "",
              "Masses", ""]
     lines += [f"{t + 1} {m}" for t, m in enumerate(masses)]
     lines += ["", "Atoms # atomic", ""]
@@ -163,10 +190,10 @@ def write_data(path, numbers, pos, edge, pure_cu=False):
     path.write_text("\n".join(lines) + "\n")
 
 
-def edges_per_atom(numbers, pos, edge, r_max):
+def edges_per_atom(numbers, pos, box, r_max):
     from matscipy.neighbours import neighbour_list  # pylint: disable=import-outside-toplevel
     import ase  # pylint: disable=import-outside-toplevel
-    atoms = ase.Atoms(numbers=numbers, positions=pos, cell=np.eye(3) * edge, pbc=True)
+    atoms = ase.Atoms(numbers=numbers, positions=pos, cell=np.diag(box), pbc=True)
     return len(neighbour_list("i", atoms, r_max)) / len(numbers)
 
 
@@ -318,8 +345,8 @@ def torch_worker(spec):
     torch.set_num_threads(1)
     cfg = model_config(spec["model"])
     model = F.build_model(cfg)  # float64, calibrated: the model in tests/reference/data/mace
-    numbers, pos, edge = structure(spec["cells"])
-    atoms = ase.Atoms(numbers=numbers, positions=pos, cell=np.eye(3) * edge, pbc=True)
+    numbers, pos, box = structure(spec["cells"])
+    atoms = ase.Atoms(numbers=numbers, positions=pos, cell=np.diag(box), pbc=True)
     calc = MACECalculator(models=model, device="cpu", default_dtype=spec["dtype"])
     atoms.calc = calc
     MaxwellBoltzmannDistribution(atoms, temperature_K=600.0, rng=np.random.default_rng(1))
@@ -355,8 +382,8 @@ def torch_worker(spec):
 def run_torch(args, model, cells, dtype, steps, timeout):
     spec = {"model": model, "cells": cells, "dtype": dtype, "steps": steps}
     cmd, command = bench_util.worker_command(__file__, "--torch-worker", spec)
-    rec = {"name": f"mace-torch-{model}-{dtype}-{4 * cells ** 3}", "model": model, "dtype": dtype,
-           "natoms": 4 * cells ** 3, "steps": steps, "command": command}
+    rec = {"name": f"mace-torch-{model}-{dtype}-{natoms_of(cells)}", "model": model, "dtype": dtype,
+           "natoms": natoms_of(cells), "steps": steps, "command": command}
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return bench_util.run_worker(cmd, rec, env, timeout, args.memory_limit_gb * 1024, **WATCHDOG)
 
@@ -498,7 +525,7 @@ class Runner:
         return None
 
     def lammps(self, kind, model, prec, cells):
-        natoms = 4 * cells ** 3
+        natoms = natoms_of(cells)
         if kind == "snap":
             pstyle, pcoeff, data = "snap", self.snap_coeff(), self.data_cu[cells]
             name, first = f"snap-cu-{natoms}", 20
@@ -539,7 +566,7 @@ class Runner:
         return self.store(kind, rec)
 
     def scaling(self, model, prec, cells):
-        natoms = 4 * cells ** 3
+        natoms = natoms_of(cells)
         serial = next((r for r in self.res["fastmlip"] if (r.get("model"), r.get("precision"), r.get("natoms"),
                                                              r.get("status")) == (model, prec, natoms, "ok")), None)
         entry = {"name": f"scaling-{model}-{prec.replace('/', '-')}-{natoms}", "model": model, "precision": prec, "natoms": natoms,
@@ -567,7 +594,7 @@ class Runner:
         return self.store("scaling", entry)
 
     def torch(self, model, dtype, cells):
-        natoms = 4 * cells ** 3
+        natoms = natoms_of(cells)
         key = ("torch", model, dtype)
         prev = self.prev.get(key)
         steps = self.args.torch_steps
@@ -616,14 +643,15 @@ def main():
     p.add_argument("--plugin", default=str(REPO / "build" / "lib" / "fastmlipplugin.so"))
     p.add_argument("--snap-dir", default=None, help="directory with Cu_Zuo_JPCA2020.snap{coeff,param} "
                    "(default: the LAMMPS source tree under ~/.cache/fastmlip/lammps/current)")
-    p.add_argument("--cells", default="5,10,20", help="fcc conventional cells per edge (4 n^3 atoms)")
+    p.add_argument("--cells", default="5,10,20",
+                   help="sizes: fcc conventional cells per edge, N (4 N^3 atoms) or AxBxC (4 A B C: 5x5x10 is 1000)")
     p.add_argument("--models", default="mp_small,mp_medium")
     p.add_argument("--precisions", default="float64,float32,float64/spline,float32/spline",
                    help="fastmlip variants: float64, float32, and either with /spline (radial spline)")
     p.add_argument("--spline-spacing", type=float, default=0.005, help="knot spacing (A) of the /spline variants")
     p.add_argument("--torch-dtypes", default="float64,float32")
     p.add_argument("--scaling-precisions", default="float64")
-    p.add_argument("--scaling-cells", type=int, default=10)
+    p.add_argument("--scaling-cells", default="10", help="the size of the 2-rank scaling run (as --cells)")
     p.add_argument("--warmup", type=int, default=0,
                    help="LAMMPS steps dropped besides the setup evaluation (which is never timed)")
     p.add_argument("--first-steps", type=int, default=3, help="timed LAMMPS steps at the smallest size")
@@ -655,14 +683,15 @@ def main():
             p.error("--update needs an existing --json file")
         pathlib.Path(args.json + ".orig").write_text(pathlib.Path(args.json).read_text())
     skip = set(filter(None, args.skip.split(",")))
-    sizes = sorted(int(x) for x in args.cells.split(","))
+    sizes = sorted({size_key(x) for x in args.cells.split(",")}, key=natoms_of)
+    args.scaling_cells = size_key(args.scaling_cells)
     models = args.models.split(",")
     precisions = args.precisions.split(",")
     dtypes = args.torch_dtypes.split(",")
     res = {"schema": SCHEMA, "generated_by": "benchmarks/mace-lammps/run_benchmark.py",
            "command": " ".join([".venv/bin/python", "benchmarks/mace-lammps/run_benchmark.py"] + sys.argv[1:]),
            "started": now(), "machine": machine(), "software": software(args),
-           "settings": {"models": models, "natoms": [4 * c ** 3 for c in sizes], "lattice_A": LATTICE,
+           "settings": {"models": models, "natoms": [natoms_of(c) for c in sizes], "lattice_A": LATTICE,
                         "rattle_A": RATTLE, "structure_seed": STRUCTURE_SEED, "timestep_fs": 1.0,
                         "temperature_start_K": 600.0, "neighbor_skin_A": 1.0, "warmup_steps": args.warmup,
                         "fastmlip_variants": precisions, "spline_spacing_A": args.spline_spacing,
@@ -697,14 +726,14 @@ def main():
     with tempfile.TemporaryDirectory(prefix="fastmlip-mace-bench-") as tmp:
         work = pathlib.Path(tmp)
         data, data_cu = {}, {}
-        for c in sorted(set(sizes) | {args.scaling_cells}):
-            numbers, pos, edge = structure(c)
+        for c in sorted(set(sizes) | {args.scaling_cells}, key=natoms_of):
+            numbers, pos, box = structure(c)
             data[c], data_cu[c] = work / f"cuni-{c}.data", work / f"cu-{c}.data"
-            write_data(data[c], numbers, pos, edge)
-            write_data(data_cu[c], numbers, pos, edge, pure_cu=True)
+            write_data(data[c], numbers, pos, box)
+            write_data(data_cu[c], numbers, pos, box, pure_cu=True)
             res["structures"][str(len(numbers))] = {
-                "cells": c, "box_A": edge, "cu": int((numbers == CU).sum()), "ni": int((numbers == NI).sum()),
-                "edges_per_atom_r6": round(edges_per_atom(numbers, pos, edge, 6.0), 2)}
+                "cells": c, "box_A": box, "cu": int((numbers == CU).sum()), "ni": int((numbers == NI).sum()),
+                "edges_per_atom_r6": round(edges_per_atom(numbers, pos, box, 6.0), 2)}
         print(f"structures: {res['structures']}", file=sys.stderr, flush=True)
 
         run = Runner(args, res, work, data, data_cu, log_fn)
