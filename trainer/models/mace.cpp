@@ -167,7 +167,8 @@ struct MaceTorchModel<T>::Impl {
   /// embedding_specs (MACE-OMOL): the joint embedding's weights (GraphEmbedding::tensors()
   /// order) and the embedding readout's.
   std::vector<torch::Tensor> W_graph;
-  torch::Tensor W_emb_readout;  // [C, heads]
+  torch::Tensor W_emb_readout;  // [1, C x heads]
+  std::shared_ptr<const LinearKernels<T>> emb_readout;
 
   static torch::TensorOptions real() { return torch::TensorOptions().dtype(torch_dtype<T>()); }
 
@@ -253,10 +254,9 @@ struct MaceTorchModel<T>::Impl {
     for (const auto& t : spec.graph_embedding.tensors()) {
       W_graph.push_back(add_param(t.name, t.shape));
     }
-    const auto& hp = file.metadata.at("hyperparameters");
-    if (!W_graph.empty() && hp.at("embeddings").value("readout", false)) {
-      W_emb_readout = add_param("embedding_readout.linear.weight",
-                                {spec.embedding_irreps.dim(), static_cast<std::int64_t>(spec.heads.size())});
+    if (spec.embedding_readout) {
+      emb_readout = std::make_shared<const LinearKernels<T>>(*spec.embedding_readout);
+      W_emb_readout = add_param("embedding_readout.linear.weight", {1, spec.embedding_readout->weight_numel});
     }
   }
 
@@ -510,10 +510,10 @@ struct MaceTorchModel<T>::Impl {
           auto x0 = W_emb.index_select(0, b.species) * spec.embedding_path_weight;
           if (!W_graph.empty()) {
             x0 = x0 + graph_embedding(b).index_select(0, b.batch);
-            if (W_emb_readout.defined()) {
-              // An e3nn Linear C x 0e -> heads x 0e (path weight 1/sqrt(C)); its energy joins E0.
-              emb_energy = torch::matmul(x0, W_emb_readout).select(1, spec.head) /
-                           std::sqrt(static_cast<double>(spec.embedding_irreps.dim()));
+            if (emb_readout) {
+              // The loader's readout kernel, per structure here; its energy joins E0.
+              auto op = c10::make_intrusive<LinearOp<T>>(emb_readout, torch::Tensor(), "embedding_readout");
+              emb_energy = apply_kernel(op, {x0, W_emb_readout}).select(1, spec.head);
             }
           }
           value(s.out) = x0;

@@ -18,6 +18,15 @@ inline constexpr int kInterleavedParts = 8;
 /// sum_{j = 0}^{n-1} f(j), f called once per j in increasing order of j within each block.
 template <class T, class F>
 KOKKOS_FORCEINLINE_FUNCTION T interleaved_sum(int n, const F& f) {
+  T sum = T(0);
+  if (n < kInterleavedParts) {
+    // No full block: the same adds in the same order as below, without zeroing and adding the
+    // parts (GPU lanes call this with n = 1).
+    for (int j = 0; j < n; ++j) {
+      sum += f(j);
+    }
+    return sum;
+  }
   T part[kInterleavedParts] = {};
   int j0 = 0;
   for (; j0 + kInterleavedParts <= n; j0 += kInterleavedParts) {
@@ -25,7 +34,6 @@ KOKKOS_FORCEINLINE_FUNCTION T interleaved_sum(int n, const F& f) {
       part[l] += f(j0 + l);
     }
   }
-  T sum = T(0);
   for (int l = 0; l < kInterleavedParts; ++l) {
     sum += part[l];
   }

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "kernels/linear_kokkos.hpp"
 #include "math/spherical_harmonics.hpp"
 #include "models/mace/mace_model.hpp"
 
@@ -355,6 +356,13 @@ void read_graph_embedding(const Reader& r, const MaceOptions& o, MaceSpec& spec)
   for (const auto& f : g.features) {
     spec.graph_features.push_back(f.name);
   }
+  if (r.hp_json("embeddings").value("readout", false)) {
+    // LinearReadoutBlock: an e3nn Linear C x 0e -> heads x 0e.
+    kernels::EquivariantLinear lin;
+    read_linear(r, "embedding readout", "embedding_readout.linear.weight", spec.embedding_irreps,
+                Irreps::parse(std::to_string(spec.heads.size()) + "x0e"), lin, spec.w_embedding_readout);
+    spec.embedding_readout = std::move(lin);
+  }
   if (!o.graph_embedding) {
     return;
   }
@@ -378,23 +386,23 @@ void read_graph_embedding(const Reader& r, const MaceOptions& o, MaceSpec& spec)
     w.push_back(t.data());
   }
   compute_graph_embedding(g, w, charge, spin, spec.embedding_shift.data());
-  if (r.hp_json("embeddings").value("readout", false)) {
-    // LinearReadoutBlock: an e3nn Linear C x 0e -> H x 0e, weights [C][H] times its path weight,
-    // of each species' embedding with the shift.
-    const int H = static_cast<int>(spec.heads.size()), E = spec.num_elements;
-    kernels::EquivariantLinear lin;
-    std::vector<double> w_readout;
-    read_linear(r, "embedding readout", "embedding_readout.linear.weight", spec.embedding_irreps,
-                Irreps::parse(std::to_string(H) + "x0e"), lin, w_readout);
-    const double pw = lin.instructions.at(0).path_weight;
+  if (spec.embedding_readout) {
+    // Each species' embedding with the shift, through the readout's kernel (the one the trainer
+    // runs per structure); the selected head's column joins e0.
+    using Host = Kokkos::DefaultHostExecutionSpace;
+    using Lin = kernels::LinearKokkos<Host, double>;
+    const int E = spec.num_elements, H = static_cast<int>(spec.heads.size());
+    typename Lin::Matrix x("embedding readout input", E, C), y("embedding readout", E, H);
     for (int z = 0; z < E; ++z) {
-      double e = 0;
       for (int c = 0; c < C; ++c) {
-        const double x = spec.embedding_path_weight * spec.w_embedding[static_cast<std::size_t>(z) * C + c] +
-                         spec.embedding_shift[c];
-        e += x * w_readout[static_cast<std::size_t>(c) * H + spec.head];
+        x(z, c) = spec.embedding_path_weight * spec.w_embedding[static_cast<std::size_t>(z) * C + c] +
+                  spec.embedding_shift[c];
       }
-      spec.e0[z] += pw * e;
+    }
+    const typename Lin::ConstMatrix W(spec.w_embedding_readout.data(), 1, spec.w_embedding_readout.size());
+    Lin(*spec.embedding_readout).compute(W, typename Lin::Sets(), x, y);
+    for (int z = 0; z < E; ++z) {
+      spec.e0[z] += y(z, spec.head);
     }
   }
 }

@@ -156,6 +156,11 @@ struct MaceSpec {
   /// The file's joint embedding (no features without one), read whether or not it is folded
   /// (MaceOptions::graph_embedding): the trainer evaluates it per structure.
   GraphEmbedding graph_embedding;
+  /// mace-torch's embedding_readout (use_embedding_readout): an o3.Linear C x 0e -> heads x 0e of
+  /// that embedding, whose selected head adds an energy to each node's e0. Read whenever the file
+  /// has one; folded into e0 with the graph embedding, run per structure by the trainer.
+  std::optional<kernels::EquivariantLinear> embedding_readout;
+  std::vector<double> w_embedding_readout;  ///< [C][heads], as e3nn stores it
 
   kernels::RadialBasisParams radial_basis;  ///< mace-torch radial_embedding.bessel_fn (any radial_type)
   /// The radial basis's distance transform (none, or Agnesi: MPA-0, OMAT-0, MP-0b3).
