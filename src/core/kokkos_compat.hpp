@@ -8,16 +8,20 @@
 
 namespace fastmlip::kmath {
 #if KOKKOS_VERSION >= 40000
+using Kokkos::acos;
 using Kokkos::cos;
 using Kokkos::exp;
+using Kokkos::fmax;
 using Kokkos::pow;
 using Kokkos::sin;
 using Kokkos::sqrt;
 using Kokkos::tanh;
 #else
 // Kokkos 3.x keeps its device-callable math functions in Experimental.
+using Kokkos::Experimental::acos;
 using Kokkos::Experimental::cos;
 using Kokkos::Experimental::exp;
+using Kokkos::Experimental::fmax;
 using Kokkos::Experimental::pow;
 using Kokkos::Experimental::sin;
 using Kokkos::Experimental::sqrt;

@@ -53,6 +53,7 @@
 #include "kernels/gated_mlp.hpp"
 #include "kernels/layer_norm.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
+#include "models/chgnet/chgnet_geometry.hpp"
 #include "models/chgnet/chgnet_stages.hpp"
 
 namespace fastmlip::models {
@@ -286,10 +287,13 @@ struct ChgnetModel<T>::Impl {
 
   // ---- per-call state ---------------------------------------------------------------------
   int N = 0, NL = 0, E = 0, S = 0, A = 0, n_slots = 0;
-  std::vector<int> short_edge;   // [S] edge of each local slot
-  std::vector<int> rev;          // [S] slot of the reverse bond
-  std::vector<int> edge_slot;    // [E] slot or -1
-  std::vector<int> ang_a, ang_b, ang_c;  // [A]
+  // The geometry stage's arrays (chgnet_geometry.hpp), under short names.
+  chgnet::Geometry<HostExec, T> geo;
+  using Ints = typename chgnet::Geometry<HostExec, T>::Ints;
+  Ints short_edge;           // [S] edge of each local slot
+  Ints rev;                  // [S] slot of the reverse bond
+  Ints edge_slot;            // [E] slot or -1
+  Ints ang_a, ang_b, ang_c;  // [A]
   // The radial and Fourier bases of edges and angles are evaluated tile by tile from r and
   // theta where they are used (31 values per edge or angle are not stored); only the short
   // edges' 3 A basis is kept.
@@ -314,75 +318,35 @@ struct ChgnetModel<T>::Impl {
     if (gr.slot_start == nullptr || (gr.num_edges() > 0 && gr.reverse_slot == nullptr)) {
       bad("slot_start (and reverse_slot, with edges) must be given");
     }
-    if (gr.slot_start[0] != 0) bad("slot_start[0] must be 0");
-    for (int i = 0; i < gr.n_total; ++i) {
-      if (gr.slot_start[i + 1] < gr.slot_start[i]) bad("slot_start must be non-decreasing");
-    }
-    for (int e = 0; e < gr.num_edges(); ++e) {
-      const int rs = gr.reverse_slot[e];
-      if (rs < -1 || rs >= gr.slot_start[gr.n_total]) bad("edge " + std::to_string(e) + ": reverse slot out of range");
-    }
+    // The slot layout is checked by the geometry stage (compute_chgnet_geometry).
   }
 
-  /// Graph bookkeeping and the bases (stage "compute_basis").
+  using ConstInts = Kokkos::View<const int*, Kokkos::HostSpace>;
+  ConstInts slot_start_view(const ChgnetGraph<T>& gr) const {
+    return ConstInts(gr.slot_start, gr.n_total + 1);
+  }
+
+  /// The geometry (short edges, angles, r, theta; chgnet_geometry.hpp) and the bases (stage
+  /// "compute_basis").
   void compute_basis(const ChgnetGraph<T>& gr) {
     N = gr.n_total;
     NL = gr.n_local;
     E = gr.num_edges();
     n_slots = gr.slot_start[N];
-    short_edge.clear();
-    rev.clear();
-    edge_slot.assign(E, -1);
-    std::vector<int> count(NL, 0);
-    for (int e = 0; e < E; ++e) {
-      if (gr.reverse_slot[e] < 0) continue;
-      edge_slot[e] = static_cast<int>(short_edge.size());
-      short_edge.push_back(e);
-      rev.push_back(gr.reverse_slot[e]);
-      ++count[gr.center(e)];
-    }
-    S = static_cast<int>(short_edge.size());
-    for (int i = 0; i < NL; ++i) {
-      if (gr.slot_start[i + 1] - gr.slot_start[i] != count[i]) {
-        throw InputError("ChgnetModel::compute: node " + std::to_string(i) + " has " + std::to_string(count[i]) +
-                         " short edges but " + std::to_string(gr.slot_start[i + 1] - gr.slot_start[i]) + " slots");
-      }
-    }
-    // Angles: ordered pairs of distinct short edges at each centre, in chgnet's order.
-    ang_a.clear();
-    ang_b.clear();
-    ang_c.clear();
-    for (int i = 0; i < NL; ++i) {
-      const int s0 = gr.slot_start[i], s1 = gr.slot_start[i + 1];
-      for (int a = s0; a < s1; ++a)
-        for (int b = s0; b < s1; ++b) {
-          if (a == b) continue;
-          ang_a.push_back(a);
-          ang_b.push_back(b);
-          ang_c.push_back(i);
-        }
-    }
-    A = static_cast<int>(ang_a.size());
-
-    Vec rv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r"), E);
-    for (int e = 0; e < E; ++e) {
-      const T* v = gr.vectors.data() + 3 * static_cast<std::size_t>(e);
-      rv(e) = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-    }
-    r = rv;
-    Vec rs(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r_short"), S);
-    for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
+    chgnet::compute_chgnet_geometry(gr, slot_start_view(gr), ConstInts(gr.reverse_slot, E),
+                                    "ChgnetModel::compute", geo);
+    S = geo.num_short;
+    A = geo.num_angles;
+    short_edge = geo.short_edge;
+    rev = geo.short_reverse;
+    edge_slot = geo.edge_slot;
+    ang_a = geo.angle_a;
+    ang_b = geo.angle_b;
+    ang_c = geo.angle_c;
+    r = geo.r;
+    theta = geo.theta;
     basis_bg = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_bg"), S, n_radial);
-    rbf_bg->compute(rs, basis_bg);
-    Vec th(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::theta"), A);
-    for (int a = 0; a < A; ++a) {
-      const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
-      const T* va = gr.vectors.data() + 3 * static_cast<std::size_t>(ea);
-      const T* vb = gr.vectors.data() + 3 * static_cast<std::size_t>(eb);
-      const T cosv = (va[0] * vb[0] + va[1] * vb[1] + va[2] * vb[2]) / (r(ea) * r(eb));
-      th(a) = std::acos(cosv * static_cast<T>(1 - 1e-6));
-    }
-    theta = th;
+    rbf_bg->compute(geo.r_short, basis_bg);
   }
 
   /// Embeddings (stage "compute_embedding").
@@ -399,10 +363,8 @@ struct ChgnetModel<T>::Impl {
     bond_weights_bg.compute(basis_bg.data(), S, n_radial, w_bg.data(), Fb);
     bs[0].resize(static_cast<std::size_t>(S) * Fb);
     {
-      Vec rs(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::r_short"), S);
-      for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
       Mat basis(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_short"), S, n_radial);
-      rbf_ag->compute(rs, basis);
+      rbf_ag->compute(geo.r_short, basis);
       bond_embedding.compute(basis.data(), S, n_radial, bs[0].data(), Fb);
     }
     long_bias.assign(n_conv, std::vector<T>(Fb, T(0)));
@@ -850,43 +812,21 @@ struct ChgnetModel<T>::Impl {
   void reverse_basis(const ChgnetGraph<T>& gr, ChgnetResult& result) {
     // The short edges: b^0's adjoint (the long edges' went in with each AtomConv) through the
     // 6 A basis, and the bond-graph weights' through the 3 A basis.
-    Vec rs("fastmlip::chgnet::r_short", S), gr_ag("fastmlip::chgnet::grad_r_short_ag", S),
-        gr_bg("fastmlip::chgnet::grad_r_short_bg", S);
-    for (int s = 0; s < S; ++s) rs(s) = r(short_edge[s]);
+    Vec gr_ag("fastmlip::chgnet::grad_r_short_ag", S), gr_bg("fastmlip::chgnet::grad_r_short_bg", S);
     Mat g_basis("fastmlip::chgnet::grad_basis_short", S, n_radial);
     bond_embedding.reverse(gbs[0].data(), S, Fb, g_basis.data(), n_radial, false);
-    rbf_ag->reverse(rs, g_basis, gr_ag);
+    rbf_ag->reverse(geo.r_short, g_basis, gr_ag);
     bond_weights_bg.reverse(gw_bg.data(), S, Fb, g_basis.data(), n_radial, false);
-    rbf_bg->reverse(rs, g_basis, gr_bg);
-    std::vector<double>& gr_total = g_r;
-    for (int s = 0; s < S; ++s) gr_total[short_edge[s]] += static_cast<double>(gr_ag(s)) + gr_bg(s);
-    const std::vector<double>& gth = g_theta;
+    rbf_bg->reverse(geo.r_short, g_basis, gr_bg);
+    for (int s = 0; s < S; ++s) {
+      g_r[short_edge[s]] += static_cast<double>(gr_ag(s)) + gr_bg(s);
+    }
+    // Then dE/dr and dE/dtheta into dE/d(edge vectors): the geometry stage's reverse.
+    using Doubles = Kokkos::View<const double*, Kokkos::HostSpace>;
     result.edge_gradient.assign(static_cast<std::size_t>(E) * 3, 0.0);
-    for (int e = 0; e < E; ++e) {
-      const T* v = gr.vectors.data() + 3 * static_cast<std::size_t>(e);
-      for (int d = 0; d < 3; ++d) result.edge_gradient[3 * static_cast<std::size_t>(e) + d] = gr_total[e] * v[d] / r(e);
-    }
-    // theta = acos(c'), c' = 0.999999 u_a . u_b: dtheta/dc' = -1 / sqrt(1 - c'^2);
-    // d(u_a . u_b)/dv_a = (u_b - (u_a . u_b) u_a) / r_a.
-    const double clamp = 1 - 1e-6;
-    for (int a = 0; a < A; ++a) {
-      const int ea = short_edge[ang_a[a]], eb = short_edge[ang_b[a]];
-      const T* va = gr.vectors.data() + 3 * static_cast<std::size_t>(ea);
-      const T* vb = gr.vectors.data() + 3 * static_cast<std::size_t>(eb);
-      const double ra = r(ea), rb = r(eb);
-      double ua[3], ub[3];
-      for (int d = 0; d < 3; ++d) {
-        ua[d] = va[d] / ra;
-        ub[d] = vb[d] / rb;
-      }
-      const double cosv = ua[0] * ub[0] + ua[1] * ub[1] + ua[2] * ub[2];
-      const double cp = clamp * cosv;
-      const double gc = -gth[a] * clamp / std::sqrt(std::max(1e-300, 1 - cp * cp));
-      for (int d = 0; d < 3; ++d) {
-        result.edge_gradient[3 * static_cast<std::size_t>(ea) + d] += gc * (ub[d] - cosv * ua[d]) / ra;
-        result.edge_gradient[3 * static_cast<std::size_t>(eb) + d] += gc * (ua[d] - cosv * ub[d]) / rb;
-      }
-    }
+    chgnet::reverse_chgnet_geometry(
+        gr, slot_start_view(gr), geo, Doubles(g_r.data(), E), Doubles(g_theta.data(), A),
+        Kokkos::View<double* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(result.edge_gradient.data(), E));
   }
 
   // ---- driver: the stage list (chgnet_stages.hpp), forward, then backwards ----------------
