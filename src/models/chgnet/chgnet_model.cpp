@@ -33,6 +33,10 @@
 // Reverse pass: tile by tile, each GMLP's activations are read where the forward left them (kept
 // per tile when the step's fit in set_activation_budget, i.e. small cells) or recomputed from
 // its gathered input, and differentiated in the same tile.
+//
+// Stages already on a Kokkos execution space, run here on the host: the geometry half of Basis
+// (chgnet_geometry.hpp) and the Magmom and Readout heads (chgnet_heads.hpp). The others are host
+// loops over std::vector (issue 18: CHGNet on the execution space).
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -54,6 +58,7 @@
 #include "kernels/layer_norm.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "models/chgnet/chgnet_geometry.hpp"
+#include "models/chgnet/chgnet_heads.hpp"
 #include "models/chgnet/chgnet_stages.hpp"
 
 namespace fastmlip::models {
@@ -107,6 +112,7 @@ struct ChgnetModel<T>::Impl {
   LayerNorm<T> readout_norm;
   bool gmlp_norm = true, readout_ln = true;
   std::vector<Dense<T>> readout;
+  std::optional<chgnet::Heads<HostExec, T>> heads;  // Magmom and Readout (chgnet_heads.hpp)
   std::vector<chgnet::Stage> stages;  // the model's blocks, in order (chgnet_stages.hpp)
 
   // ---- loading ----------------------------------------------------------------------------
@@ -268,6 +274,8 @@ struct ChgnetModel<T>::Impl {
       in = readout.back().out;
     }
     if (readout.empty() || readout.back().out != 1) fail("the readout MLP (mlp.layers.*) must end in one output");
+    heads.emplace(readout_ln ? std::optional<LayerNorm<T>>(readout_norm) : std::nullopt, readout, atom_ref,
+                  site_wise);
     stages = chgnet::stage_list(n_conv);
     file = nullptr;
   }
@@ -583,63 +591,24 @@ struct ChgnetModel<T>::Impl {
 
   /// Readout: site energies. Keeps the MLP's pre-activations and the LayerNorm's normalised
   /// rows for reverse_readout.
-  std::vector<std::vector<T>> ro_z;  // [layer][NL][out]
-  std::vector<T> ro_yhat, ro_inv;    // [NL][Fa], [NL]
+  using ConstMat = Kokkos::View<const T**, Kokkos::LayoutRight, HostExec>;
+  using Doubles = Kokkos::View<double*, HostExec>;
+
+  /// Site energies and the energy (stage "compute_readout", chgnet_heads.hpp).
   void compute_readout(const ChgnetGraph<T>& gr, ChgnetResult& result) {
     result.site_energy.assign(NL, 0.0);
-    const int L = static_cast<int>(readout.size());
-    auto& z = ro_z;
-    z.assign(L, {});
-    ro_yhat.assign(static_cast<std::size_t>(NL) * Fa, T(0));
-    ro_inv.assign(NL, T(0));
-    std::vector<T> h(static_cast<std::size_t>(NL) * Fa);
-    std::copy_n(x[n_conv].data(), static_cast<std::size_t>(NL) * Fa, h.data());
-    if (readout_ln) {
-      for (int i = 0; i < NL; ++i) {
-        readout_norm.compute_row(h.data() + static_cast<std::size_t>(i) * Fa,
-                                 ro_yhat.data() + static_cast<std::size_t>(i) * Fa, &ro_inv[i]);
-      }
-    }
-    std::vector<std::vector<T>> act(L + 1);
-    act[0] = h;
-    for (int l = 0; l < L; ++l) {
-      z[l].resize(static_cast<std::size_t>(NL) * readout[l].out);
-      readout[l].compute(act[l].data(), NL, readout[l].in, z[l].data(), readout[l].out);
-      act[l + 1] = z[l];
-      if (l + 1 < L)
-        for (auto& v : act[l + 1]) v = silu(v);
-    }
+    heads->compute(ConstMat(x[n_conv].data(), NL, Fa), Kokkos::subview(gr.species, Kokkos::make_pair(0, NL)),
+                   Doubles(result.site_energy.data(), NL));
     result.energy = 0;
     for (int i = 0; i < NL; ++i) {
-      result.site_energy[i] = static_cast<double>(act[L][i]) + atom_ref[gr.species(i)];
       result.energy += result.site_energy[i];
     }
   }
 
   /// dE/dx^{n_conv} (local rows) from the readout.
   void reverse_readout(std::vector<T>& gx) {
-    const int L = static_cast<int>(readout.size());
-    const auto& z = ro_z;
-    std::vector<T> gcur(NL, T(1)), gprev;
-    for (int l = L - 1; l >= 0; --l) {
-      if (l + 1 < L) {
-        for (std::size_t q = 0; q < gcur.size(); ++q) {
-          const T s = sigmoid(z[l][q]);
-          gcur[q] *= s * (T(1) + z[l][q] * (T(1) - s));
-        }
-      }
-      gprev.assign(static_cast<std::size_t>(NL) * readout[l].in, T(0));
-      readout[l].reverse(gcur.data(), NL, readout[l].out, gprev.data(), readout[l].in, false);
-      gcur.swap(gprev);
-    }
-    if (readout_ln) {
-      for (int i = 0; i < NL; ++i) {
-        readout_norm.reverse_row(gcur.data() + static_cast<std::size_t>(i) * Fa,
-                                 ro_yhat.data() + static_cast<std::size_t>(i) * Fa, ro_inv[i]);
-      }
-    }
     gx.assign(static_cast<std::size_t>(N) * Fa, T(0));
-    std::copy_n(gcur.data(), static_cast<std::size_t>(NL) * Fa, gx.data());
+    heads->reverse(Mat(gx.data(), NL, Fa));
   }
 
   // ---- reverse ----------------------------------------------------------------------------
@@ -853,11 +822,7 @@ struct ChgnetModel<T>::Impl {
         return compute_angle_update(s.layer);
       case K::Magmom:
         result.magmom.assign(NL, 0.0);
-        for (int i = 0; i < NL; ++i) {
-          T m = 0;
-          site_wise.compute(x[s.layer].data() + static_cast<std::size_t>(i) * Fa, 1, Fa, &m, 1);
-          result.magmom[i] = std::abs(static_cast<double>(m));
-        }
+        heads->magmom(ConstMat(x[s.layer].data(), NL, Fa), Doubles(result.magmom.data(), NL));
         return;
       case K::Readout:
         return compute_readout(gr, result);

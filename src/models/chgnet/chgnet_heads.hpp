@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file CHGNet's two heads on any Kokkos execution space (chgnet_stages.hpp's Magmom and
+/// Readout blocks), over the dense kernels' entry points (kernels/dense_kokkos.hpp):
+///
+///   Magmom    m_i = |site_wise(x^{n_conv-1}_i)|                      (not differentiated)
+///   Readout   E_i = MLP(LayerNorm(x^{n_conv}_i)) + AtomRef[Z_i]      (v0.2.0: no LayerNorm)
+///             MLP = Linear (SiLU Linear)*, one output
+///
+/// and the readout's reverse, dE/dx^{n_conv} with E = sum_i E_i. On host spaces the dense
+/// kernels take their `rows` path and the SiLU the SIMD kernels' scalar twin, so the results are
+/// bit for bit those of the host loops ChgnetModel ran before; a device takes the `teams` path.
+#include <Kokkos_Core.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/dense.hpp"
+#include "kernels/dense_kokkos.hpp"
+#include "kernels/impl/radial_mlp_impl.hpp"
+#include "kernels/impl/rows_impl.hpp"
+#include "kernels/impl/upload.hpp"
+#include "kernels/layer_norm.hpp"
+
+namespace fastmlip::models::chgnet {
+
+namespace impl {
+
+template <class ExecSpace, class T>
+struct HeadsFunctor {
+  struct TagSilu {};         // a = silu(z)
+  struct TagSiluReverse {};  // g *= silu'(z)
+  struct TagSiteEnergy {};   // E_i = y_i + AtomRef[Z_i]
+  struct TagMagmom {};       // m_i = |y_i|
+
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  Matrix z, a;
+  Kokkos::View<const int*, ExecSpace> species;
+  Kokkos::View<const double*, ExecSpace> atom_ref;
+  Kokkos::View<double*, ExecSpace> out;
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagSilu, int i, int j) const {
+    a(i, j) = kernels::impl::silu(z(i, j));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagSiluReverse, int i, int j) const {
+    a(i, j) *= kernels::impl::silu_derivative(z(i, j));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagSiteEnergy, int i) const {
+    out(i) = static_cast<double>(z(i, 0)) + atom_ref(species(i));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagMagmom, int i) const {
+    const double m = z(i, 0);
+    out(i) = m < 0 ? -m : m;
+  }
+};
+
+}  // namespace impl
+
+template <class ExecSpace, class T>
+class Heads {
+  using Functor = impl::HeadsFunctor<ExecSpace, T>;
+  static constexpr bool kHost =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+
+ public:
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+  using Doubles = Kokkos::View<double*, ExecSpace>;
+  using ConstInts = Kokkos::View<const int*, ExecSpace>;
+
+  /// `norm`: the readout's LayerNorm (absent in v0.2.0); `readout`: its linears, the last with
+  /// one output; `atom_ref`: [elements] eV; `site_wise`: the magnetic-moment linear (Fa -> 1).
+  Heads(const std::optional<kernels::LayerNorm<T>>& norm, const std::vector<kernels::Dense<T>>& readout,
+        const std::vector<double>& atom_ref, const kernels::Dense<T>& site_wise,
+        kernels::DensePath path = kernels::DensePath::automatic)
+      : m_site_wise(site_wise, path),
+        m_atom_ref(kernels::impl::upload<ExecSpace>(atom_ref, "fastmlip::chgnet::atom_ref")),
+        m_teams(m_site_wise.path() == kernels::DensePath::teams) {
+    if (norm) {
+      m_norm.emplace(*norm, path);
+    }
+    for (const auto& d : readout) {
+      m_readout.emplace_back(d, path);
+    }
+  }
+
+  /// m [rows] = |site_wise(x)| of x [rows][Fa].
+  void magmom(const ConstMatrix& x, const Doubles& m) const {
+    Matrix y(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::magmom_raw")),
+             x.extent(0), 1);
+    m_site_wise.compute(x, y);
+    Functor f;
+    f.z = y;
+    f.out = m;
+    Kokkos::parallel_for("fastmlip::chgnet::magmom",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagMagmom>(0, x.extent(0)), f);
+  }
+
+  /// site_energy [rows] from x [rows][Fa] and the rows' species; keeps the activations for
+  /// reverse().
+  void compute(const ConstMatrix& x, const ConstInts& species, const Doubles& site_energy) {
+    const int rows = static_cast<int>(x.extent(0)), dim = static_cast<int>(x.extent(1));
+    const auto alloc = [](const char* label) {
+      return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
+    };
+    m_h = Matrix(alloc("fastmlip::chgnet::readout_in"), rows, dim);
+    Kokkos::deep_copy(m_h, x);
+    if (m_norm) {
+      m_yhat = Matrix(alloc("fastmlip::chgnet::readout_yhat"), rows, dim);
+      m_inv = typename kernels::LayerNormKokkos<ExecSpace, T>::Vector(alloc("fastmlip::chgnet::readout_inv"),
+                                                                      rows);
+      m_norm->compute(m_h, m_yhat, m_inv);
+    }
+    m_z.clear();
+    Matrix act = m_h;
+    for (std::size_t l = 0; l < m_readout.size(); ++l) {
+      m_z.emplace_back(alloc("fastmlip::chgnet::readout_z"), rows, m_readout[l].out());
+      m_readout[l].compute(act, m_z[l]);
+      if (l + 1 == m_readout.size()) {
+        break;
+      }
+      act = Matrix(alloc("fastmlip::chgnet::readout_act"), rows, m_readout[l].out());
+      silu(m_z[l], act);
+    }
+    Functor f;
+    f.z = m_z.back();
+    f.species = species;
+    f.atom_ref = m_atom_ref;
+    f.out = site_energy;
+    Kokkos::parallel_for("fastmlip::chgnet::site_energy",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagSiteEnergy>(0, rows), f);
+  }
+
+  /// gx [rows][Fa] = dE/dx for E the sum of compute()'s site energies (overwritten).
+  void reverse(const Matrix& gx) const {
+    const int rows = static_cast<int>(gx.extent(0));
+    Matrix g(Kokkos::view_alloc(std::string("fastmlip::chgnet::readout_grad")), rows, 1);
+    Kokkos::deep_copy(g, T(1));
+    for (std::size_t l = m_readout.size(); l-- > 0;) {
+      if (l + 1 < m_readout.size()) {
+        silu_reverse(m_z[l], g);
+      }
+      Matrix gprev =
+          l == 0 ? gx : Matrix(std::string("fastmlip::chgnet::readout_grad"), rows, m_readout[l].in());
+      m_readout[l].reverse(g, gprev);
+      g = gprev;
+    }
+    if (m_norm) {
+      m_norm->reverse(gx, m_yhat, m_inv);
+    }
+  }
+
+ private:
+  /// a = silu(z): on the host the SIMD kernels' scalar twin, as the host loops had it.
+  void silu(const Matrix& z, const Matrix& a) const {
+    if constexpr (kHost) {
+      if (!m_teams) {
+        for (std::size_t q = 0; q < z.size(); ++q) {
+          a.data()[q] = kernels::rows::silu(z.data()[q]);
+        }
+        return;
+      }
+    }
+    Functor f;
+    f.z = z;
+    f.a = a;
+    Kokkos::parallel_for("fastmlip::chgnet::readout_silu", policy<typename Functor::TagSilu>(z), f);
+  }
+  /// g *= silu'(z) = s (1 + z (1 - s)), s = sigmoid(z).
+  void silu_reverse(const Matrix& z, const Matrix& g) const {
+    if constexpr (kHost) {
+      if (!m_teams) {
+        for (std::size_t q = 0; q < z.size(); ++q) {
+          const T s = kernels::rows::sigmoid(z.data()[q]);
+          g.data()[q] *= s * (T(1) + z.data()[q] * (T(1) - s));
+        }
+        return;
+      }
+    }
+    Functor f;
+    f.z = z;
+    f.a = g;
+    Kokkos::parallel_for("fastmlip::chgnet::readout_silu_reverse",
+                         policy<typename Functor::TagSiluReverse>(z), f);
+  }
+  template <class Tag>
+  static Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Tag> policy(const Matrix& z) {
+    return {{0, 0}, {static_cast<std::int64_t>(z.extent(0)), static_cast<std::int64_t>(z.extent(1))}};
+  }
+
+  std::optional<kernels::LayerNormKokkos<ExecSpace, T>> m_norm;
+  std::vector<kernels::DenseKokkos<ExecSpace, T>> m_readout;
+  kernels::DenseKokkos<ExecSpace, T> m_site_wise;
+  Kokkos::View<const double*, ExecSpace> m_atom_ref;
+  bool m_teams = false;
+  // What compute() keeps for reverse(): the LayerNorm's input and yhat, 1/sigma, each linear's
+  // pre-activation.
+  Matrix m_h, m_yhat;
+  typename kernels::LayerNormKokkos<ExecSpace, T>::Vector m_inv;
+  std::vector<Matrix> m_z;
+};
+
+}  // namespace fastmlip::models::chgnet
