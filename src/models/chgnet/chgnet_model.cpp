@@ -35,8 +35,9 @@
 // its gathered input, and differentiated in the same tile.
 //
 // Stages already on a Kokkos execution space, run here on the host: the geometry half of Basis
-// (chgnet_geometry.hpp) and the Magmom and Readout heads (chgnet_heads.hpp). The others are host
-// loops over std::vector (issue 18: CHGNet on the execution space).
+// (chgnet_geometry.hpp), the stored embeddings (chgnet_embedding.hpp) and the Magmom and Readout
+// heads (chgnet_heads.hpp). The convolution blocks are host loops over std::vector (issue 18:
+// CHGNet on the execution space).
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -57,6 +58,7 @@
 #include "kernels/gated_mlp.hpp"
 #include "kernels/layer_norm.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
+#include "models/chgnet/chgnet_embedding.hpp"
 #include "models/chgnet/chgnet_geometry.hpp"
 #include "models/chgnet/chgnet_heads.hpp"
 #include "models/chgnet/chgnet_stages.hpp"
@@ -104,7 +106,7 @@ struct ChgnetModel<T>::Impl {
   std::vector<T> embedding;    // [n_elements][Fa]
   std::vector<double> atom_ref;  // [n_elements]
   Dense<T> bond_embedding, bond_weights_ag, bond_weights_bg, angle_embedding;
-  std::optional<kernels::RadialBasisKokkos<HostExec, T>> rbf_ag, rbf_bg;
+  std::optional<kernels::RadialBasisKokkos<HostExec, T>> rbf_ag;  // long edges' basis, per tile
   std::optional<kernels::FourierKokkos<HostExec, T>> fourier;
   std::vector<GatedMlp<T>> atom_gmlp, bond_gmlp, angle_gmlp;
   std::vector<Dense<T>> atom_out, bond_out;
@@ -112,7 +114,8 @@ struct ChgnetModel<T>::Impl {
   LayerNorm<T> readout_norm;
   bool gmlp_norm = true, readout_ln = true;
   std::vector<Dense<T>> readout;
-  std::optional<chgnet::Heads<HostExec, T>> heads;  // Magmom and Readout (chgnet_heads.hpp)
+  std::optional<chgnet::Embedding<HostExec, T>> embed;  // x^0, short b^0, w' (chgnet_embedding.hpp)
+  std::optional<chgnet::Heads<HostExec, T>> heads;      // Magmom and Readout (chgnet_heads.hpp)
   std::vector<chgnet::Stage> stages;  // the model's blocks, in order (chgnet_stages.hpp)
 
   // ---- loading ----------------------------------------------------------------------------
@@ -237,7 +240,6 @@ struct ChgnetModel<T>::Impl {
       return params;
     };
     rbf_ag.emplace(bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom));
-    rbf_bg.emplace(bessel("bond_basis_expansion.rbf_expansion_bg.frequencies", r_bond));
     kernels::FourierParams fp;
     fp.frequencies = frequencies("angle_basis_expansion.fourier_expansion.frequencies", (n_angular - 1) / 2);
     fourier.emplace(fp);
@@ -274,6 +276,9 @@ struct ChgnetModel<T>::Impl {
       in = readout.back().out;
     }
     if (readout.empty() || readout.back().out != 1) fail("the readout MLP (mlp.layers.*) must end in one output");
+    embed.emplace(embedding, Fa, bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom),
+                  bessel("bond_basis_expansion.rbf_expansion_bg.frequencies", r_bond), bond_embedding,
+                  bond_weights_bg);
     heads.emplace(readout_ln ? std::optional<LayerNorm<T>>(readout_norm) : std::nullopt, readout, atom_ref,
                   site_wise);
     stages = chgnet::stage_list(n_conv);
@@ -306,7 +311,6 @@ struct ChgnetModel<T>::Impl {
   // theta where they are used (31 values per edge or angle are not stored); only the short
   // edges' 3 A basis is kept.
   Vec r, theta;
-  Mat basis_bg;
   // Per-edge rows b^0 = W_b B(r) and w = W_a B(r) are not stored: each tile recomputes them
   // from the basis (31 values per edge instead of 128), and their adjoints go straight into
   // the basis' adjoint. Likewise g^0 = W_g F(theta) per angle. With about 100 edges and 100
@@ -353,8 +357,6 @@ struct ChgnetModel<T>::Impl {
     ang_c = geo.angle_c;
     r = geo.r;
     theta = geo.theta;
-    basis_bg = Mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_bg"), S, n_radial);
-    rbf_bg->compute(geo.r_short, basis_bg);
   }
 
   /// Embeddings (stage "compute_embedding").
@@ -362,19 +364,11 @@ struct ChgnetModel<T>::Impl {
     x.assign(n_conv + 1, {});
     bs.assign(n_conv, {});
     g.assign(n_conv - 1, {});
-    zero(x[0], static_cast<std::size_t>(N) * Fa);
-    for (int i = 0; i < N; ++i) {
-      std::copy_n(embedding.data() + static_cast<std::size_t>(gr.species(i)) * Fa, Fa,
-                  x[0].data() + static_cast<std::size_t>(i) * Fa);
-    }
+    x[0].resize(static_cast<std::size_t>(N) * Fa);
     w_bg.resize(static_cast<std::size_t>(S) * Fb);
-    bond_weights_bg.compute(basis_bg.data(), S, n_radial, w_bg.data(), Fb);
     bs[0].resize(static_cast<std::size_t>(S) * Fb);
-    {
-      Mat basis(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::chgnet::basis_short"), S, n_radial);
-      rbf_ag->compute(geo.r_short, basis);
-      bond_embedding.compute(basis.data(), S, n_radial, bs[0].data(), Fb);
-    }
+    embed->compute(gr.species, geo.r_short, Mat(x[0].data(), N, Fa), Mat(bs[0].data(), S, Fb),
+                   Mat(w_bg.data(), S, Fb));
     long_bias.assign(n_conv, std::vector<T>(Fb, T(0)));
     for (int k = 1; k < n_conv; ++k) {
       long_bias[k] = long_bias[k - 1];
@@ -781,20 +775,16 @@ struct ChgnetModel<T>::Impl {
   void reverse_basis(const ChgnetGraph<T>& gr, ChgnetResult& result) {
     // The short edges: b^0's adjoint (the long edges' went in with each AtomConv) through the
     // 6 A basis, and the bond-graph weights' through the 3 A basis.
-    Vec gr_ag("fastmlip::chgnet::grad_r_short_ag", S), gr_bg("fastmlip::chgnet::grad_r_short_bg", S);
-    Mat g_basis("fastmlip::chgnet::grad_basis_short", S, n_radial);
-    bond_embedding.reverse(gbs[0].data(), S, Fb, g_basis.data(), n_radial, false);
-    rbf_ag->reverse(geo.r_short, g_basis, gr_ag);
-    bond_weights_bg.reverse(gw_bg.data(), S, Fb, g_basis.data(), n_radial, false);
-    rbf_bg->reverse(geo.r_short, g_basis, gr_bg);
+    Doubles g_short("fastmlip::chgnet::grad_r_short", S);
+    embed->reverse(geo.r_short, ConstMat(gbs[0].data(), S, Fb), ConstMat(gw_bg.data(), S, Fb), g_short);
     for (int s = 0; s < S; ++s) {
-      g_r[short_edge[s]] += static_cast<double>(gr_ag(s)) + gr_bg(s);
+      g_r[short_edge[s]] += g_short(s);
     }
     // Then dE/dr and dE/dtheta into dE/d(edge vectors): the geometry stage's reverse.
-    using Doubles = Kokkos::View<const double*, Kokkos::HostSpace>;
+    using ConstDoubles = Kokkos::View<const double*, Kokkos::HostSpace>;
     result.edge_gradient.assign(static_cast<std::size_t>(E) * 3, 0.0);
     chgnet::reverse_chgnet_geometry(
-        gr, slot_start_view(gr), geo, Doubles(g_r.data(), E), Doubles(g_theta.data(), A),
+        gr, slot_start_view(gr), geo, ConstDoubles(g_r.data(), E), ConstDoubles(g_theta.data(), A),
         Kokkos::View<double* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(result.edge_gradient.data(), E));
   }
 
