@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../common/random_mlp.hpp"
+#include "../common/space_views.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/normed_mlp_kokkos.hpp"
@@ -30,18 +31,11 @@ using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, Space>;
 
 template <class T>
 Matrix<T> to_space(const std::vector<double>& v, int rows, int cols) {
-  Matrix<T> d("normed_mlp_test", rows, cols);
-  auto h = Kokkos::create_mirror_view(d);
-  for (std::size_t q = 0; q < v.size(); ++q) {
-    h.data()[q] = static_cast<T>(v[q]);
-  }
-  Kokkos::deep_copy(d, h);
-  return d;
+  return test::matrix_in_space<T>(v, rows, cols, "normed_mlp_test");
 }
 template <class T>
 std::vector<double> to_host(const Matrix<T>& d) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-  return std::vector<double>(h.data(), h.data() + h.size());
+  return test::host_values(d);
 }
 
 /// Weights as torch initialises them in scale, LayerNorm affine maps away from (1, 0).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../common/random_mlp.hpp"
+#include "../common/space_views.hpp"
 #include "../common/tolerance.hpp"
 #include "kernels/reference/radial_basis_ref.hpp"
 #include "models/chgnet/chgnet_embedding.hpp"
@@ -65,12 +66,6 @@ struct Weights {
   }
 };
 
-template <class V>
-std::vector<double> host_of(const V& d) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
-
 struct Result {
   std::vector<double> x0, b0, w, grad_r;
 };
@@ -81,31 +76,16 @@ Result run(const Weights& wt, const std::vector<int>& species, const std::vector
   using M = Kokkos::View<T**, Kokkos::LayoutRight, Space>;
   const auto stage = wt.stage<T>(path);
   const int N = static_cast<int>(species.size()), S = static_cast<int>(r.size());
-  Kokkos::View<int*, Space> sp("species", N);
-  Kokkos::deep_copy(sp, Kokkos::View<const int*, Kokkos::HostSpace>(species.data(), species.size()));
-  Kokkos::View<T*, Space> rs("r", S);
-  M gb("g_b", S, kFb), gw("g_w", S, kFb);
-  {
-    auto hr = Kokkos::create_mirror_view(rs);
-    auto hb = Kokkos::create_mirror_view(gb);
-    auto hw = Kokkos::create_mirror_view(gw);
-    for (int s = 0; s < S; ++s) {
-      hr(s) = static_cast<T>(r[s]);
-      for (int j = 0; j < kFb; ++j) {
-        hb(s, j) = static_cast<T>(g_b[static_cast<std::size_t>(s) * kFb + j]);
-        hw(s, j) = static_cast<T>(g_w[static_cast<std::size_t>(s) * kFb + j]);
-      }
-    }
-    Kokkos::deep_copy(rs, hr);
-    Kokkos::deep_copy(gb, hb);
-    Kokkos::deep_copy(gw, hw);
-  }
+  const auto sp = test::vector_in_space<int>(species, "species");
+  const auto rs = test::vector_in_space<T>(r, "r");
+  const auto gb = test::matrix_in_space<T>(g_b, S, kFb, "g_b"),
+             gw = test::matrix_in_space<T>(g_w, S, kFb, "g_w");
   M x0("x0", N, kFa), b0("b0", S, kFb), w("w", S, kFb);
   stage.compute(sp, rs, x0, b0, w);
   Kokkos::View<double*, Space> grad("grad_r", S);
   Kokkos::deep_copy(grad, 777.0);  // overwritten
   stage.reverse(rs, gb, gw, grad);
-  return {host_of(x0), host_of(b0), host_of(w), host_of(grad)};
+  return {test::host_values(x0), test::host_values(b0), test::host_values(w), test::host_values(grad)};
 }
 
 template <class T>

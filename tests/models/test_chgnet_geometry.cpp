@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/space_views.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "models/chgnet/chgnet_geometry.hpp"
@@ -29,12 +30,6 @@ using Space = Kokkos::DefaultExecutionSpace;
 using Mem = Space::memory_space;
 constexpr bool kHostSpace = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
 
-template <class V>
-auto to_space(const std::vector<V>& v, const char* label) {
-  Kokkos::View<V*, Mem> d(std::string(label), v.size());
-  Kokkos::deep_copy(d, Kokkos::View<const V*, Kokkos::HostSpace>(v.data(), v.size()));
-  return d;
-}
 template <class View>
 auto to_host(const View& d) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
@@ -71,12 +66,12 @@ ChgnetStructureGraph<T> random_graph(int n, bool periodic, std::uint64_t seed) {
 template <class T>
 struct SpaceGraph {
   explicit SpaceGraph(const ChgnetStructureGraph<T>& g)
-      : species(to_space(g.species, "species")),
-        center(to_space(g.center, "center")),
-        neighbor(to_space(g.neighbor, "neighbor")),
-        center_start(to_space(g.center_start, "center_start")),
-        slot_start(to_space(g.slot_start, "slot_start")),
-        reverse_slot(to_space(g.reverse_slot, "reverse_slot")),
+      : species(test::vector_in_space<int>(g.species, "species")),
+        center(test::vector_in_space<int>(g.center, "center")),
+        neighbor(test::vector_in_space<int>(g.neighbor, "neighbor")),
+        center_start(test::vector_in_space<int>(g.center_start, "center_start")),
+        slot_start(test::vector_in_space<int>(g.slot_start, "slot_start")),
+        reverse_slot(test::vector_in_space<int>(g.reverse_slot, "reverse_slot")),
         vectors("vectors", g.center.size()) {
     Kokkos::deep_copy(vectors, Kokkos::View<const T* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(
                                    g.vectors.data(), g.center.size()));
@@ -103,8 +98,9 @@ template <class T>
 std::vector<double> reverse_of(const SpaceGraph<T>& sg, const chgnet::Geometry<Space, T>& geo,
                                const std::vector<double>& g_r, const std::vector<double>& g_theta) {
   Kokkos::View<double* [3], Kokkos::LayoutRight, Mem> out("out", sg.graph.num_edges());
-  chgnet::reverse_chgnet_geometry<Space, T>(sg.graph, sg.slot_start, geo, to_space(g_r, "g_r"),
-                                            to_space(g_theta, "g_theta"), out);
+  chgnet::reverse_chgnet_geometry<Space, T>(sg.graph, sg.slot_start, geo,
+                                            test::vector_in_space<double>(g_r, "g_r"),
+                                            test::vector_in_space<double>(g_theta, "g_theta"), out);
   return to_host(out);
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../common/random_mlp.hpp"
+#include "../common/space_views.hpp"
 #include "../common/tolerance.hpp"
 #include "models/chgnet/chgnet_heads.hpp"
 
@@ -110,22 +111,6 @@ struct HeadsWeights {
 template <class T>
 using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, Space>;
 
-template <class T>
-Matrix<T> rows_of(const std::vector<double>& x, int rows, int cols) {
-  Matrix<T> d("x", rows, cols);
-  auto h = Kokkos::create_mirror_view(d);
-  for (std::size_t q = 0; q < x.size(); ++q) {
-    h.data()[q] = static_cast<T>(x[q]);
-  }
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-template <class V>
-std::vector<double> host_of(const V& d) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
-
 std::vector<kernels::DensePath> paths() {
   if (kHostSpace) {
     return {kernels::DensePath::rows, kernels::DensePath::teams};
@@ -142,16 +127,15 @@ Evaluation evaluate(const HeadsWeights& hw, const std::vector<double>& x, const 
                     kernels::DensePath path) {
   const int rows = static_cast<int>(species.size()), dim = hw.widths[0];
   auto heads = hw.heads<T>(path);
-  const auto xd = rows_of<T>(x, rows, dim);
-  Kokkos::View<int*, Space> sp("species", rows);
-  Kokkos::deep_copy(sp, Kokkos::View<const int*, Kokkos::HostSpace>(species.data(), species.size()));
+  const auto xd = test::matrix_in_space<T>(x, rows, dim, "x");
+  const auto sp = test::vector_in_space<int>(species, "species");
   Kokkos::View<double*, Space> site("site", rows), m("m", rows);
   heads.compute(xd, sp, site);
   heads.magmom(xd, m);
   Matrix<T> gx("gx", rows, dim);
   Kokkos::deep_copy(gx, T(777));  // overwritten
   heads.reverse(gx);
-  return {host_of(site), host_of(m), host_of(gx)};
+  return {test::host_values(site), test::host_values(m), test::host_values(gx)};
 }
 
 template <class T>
