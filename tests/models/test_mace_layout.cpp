@@ -397,6 +397,17 @@ TEST(MaceLayout, WritesMaceTorchsTensorsForChargeAndSpinEmbeddings) {
   o.total_spin = 3.0;
   const MaceSpec spec = load_mace_spec(ours, o);
   EXPECT_EQ(spec.graph_features, (std::vector<std::string>{"total_charge", "total_spin"}));
+  ASSERT_TRUE(spec.embedding_readout.has_value());
+  EXPECT_EQ(spec.w_embedding_readout.size(), spec.embedding_irreps.dim() * spec.heads.size());
+  // A readout without features, which mace-torch never builds, is refused where it is read.
+  auto no_features = ours;
+  no_features.metadata["hyperparameters"]["embeddings"]["features"].clear();
+  try {
+    load_mace_spec(no_features, MaceOptions{});
+    ADD_FAILURE() << "a readout without features was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a readout without features"), std::string::npos) << e.what();
+  }
 
   const auto refused = expect_write_refused;
   MaceLayout b = c;

@@ -357,6 +357,13 @@ void read_graph_embedding(const Reader& r, const MaceOptions& o, MaceSpec& spec)
     spec.graph_features.push_back(f.name);
   }
   if (r.hp_json("embeddings").value("readout", false)) {
+    if (g.features.empty()) {
+      // mace-torch builds embedding_readout only with embedding_specs; the trainer evaluates it
+      // with the features' embedding.
+      r.fail(
+          "hyperparameter 'embeddings' has a readout without features (mace-torch's "
+          "use_embedding_readout needs embedding_specs)");
+    }
     // LinearReadoutBlock: an e3nn Linear C x 0e -> heads x 0e.
     kernels::EquivariantLinear lin;
     read_linear(r, "embedding readout", "embedding_readout.linear.weight", spec.embedding_irreps,
