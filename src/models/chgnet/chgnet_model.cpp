@@ -68,8 +68,6 @@ namespace fastmlip::models {
 namespace {
 
 using HostExec = Kokkos::DefaultHostExecutionSpace;
-using kernels::rows::sigmoid;
-using kernels::rows::silu;
 template <class T>
 using Dense = kernels::Dense<T>;
 template <class T>
@@ -103,17 +101,13 @@ struct ChgnetModel<T>::Impl {
   std::string source, version;
   double r_atom = 6.0, r_bond = 3.0;
   int Fa = 0, Fb = 0, Fg = 0, n_radial = 0, n_angular = 0, n_conv = 0, n_elements = 0;
-  std::vector<T> embedding;    // [n_elements][Fa]
   std::vector<double> atom_ref;  // [n_elements]
-  Dense<T> bond_embedding, bond_weights_ag, bond_weights_bg, angle_embedding;
+  Dense<T> bond_embedding, bond_weights_ag, angle_embedding;      // the tiles' long edges and angles
   std::optional<kernels::RadialBasisKokkos<HostExec, T>> rbf_ag;  // long edges' basis, per tile
   std::optional<kernels::FourierKokkos<HostExec, T>> fourier;
   std::vector<GatedMlp<T>> atom_gmlp, bond_gmlp, angle_gmlp;
   std::vector<Dense<T>> atom_out, bond_out;
-  Dense<T> site_wise;
-  LayerNorm<T> readout_norm;
-  bool gmlp_norm = true, readout_ln = true;
-  std::vector<Dense<T>> readout;
+  bool gmlp_norm = true;
   std::optional<chgnet::Embedding<HostExec, T>> embed;  // x^0, short b^0, w' (chgnet_embedding.hpp)
   std::optional<chgnet::Heads<HostExec, T>> heads;      // Magmom and Readout (chgnet_heads.hpp)
   std::vector<chgnet::Stage> stages;  // the model's blocks, in order (chgnet_stages.hpp)
@@ -192,7 +186,7 @@ struct ChgnetModel<T>::Impl {
                              "architectures)");
     };
     gmlp_norm = layer_or_none("gMLP_norm");
-    readout_ln = layer_or_none("readout_norm");
+    const bool readout_ln = layer_or_none("readout_norm");
     for (const char* key : {"mlp_first", "update_bond", "update_angle"}) {
       if (!f.meta<bool>(hp(key))) {
         throw UnsupportedError(source + ": hyperparameter " + key +
@@ -225,7 +219,7 @@ struct ChgnetModel<T>::Impl {
     if (emb.shape.size() != 2) fail("atom_embedding.embedding.weight must be 2-dimensional");
     n_elements = static_cast<int>(emb.shape[0]);
     if (n_elements < 1 || n_elements > kMaxAtomicNumber) fail("atom_embedding.embedding.weight has a bad row count");
-    embedding = tensor("atom_embedding.embedding.weight", {n_elements, Fa});
+    const std::vector<T> embedding = tensor("atom_embedding.embedding.weight", {n_elements, Fa});
     atom_ref = f.values<double>("composition_model.fc.weight", {1, n_elements}, io::Conversion::widen);
 
     auto frequencies = [&](const std::string& name, int n) {
@@ -239,14 +233,15 @@ struct ChgnetModel<T>::Impl {
       params.envelope_p = p;
       return params;
     };
-    rbf_ag.emplace(bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom));
+    const auto basis_ag = bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom);
+    rbf_ag.emplace(basis_ag);
     kernels::FourierParams fp;
     fp.frequencies = frequencies("angle_basis_expansion.fourier_expansion.frequencies", (n_angular - 1) / 2);
     fourier.emplace(fp);
 
     bond_embedding = dense("bond_embedding", n_radial, Fb, false);
     bond_weights_ag = dense("bond_weights_ag", n_radial, Fa, false);
-    bond_weights_bg = dense("bond_weights_bg", n_radial, Fb, false);
+    const Dense<T> bond_weights_bg = dense("bond_weights_bg", n_radial, Fb, false);
     angle_embedding = dense("angle_embedding", n_angular, Fg, false);
     for (int k = 0; k < n_conv; ++k) {
       const std::string a = "atom_conv_layers." + std::to_string(k);
@@ -263,8 +258,10 @@ struct ChgnetModel<T>::Impl {
             gated("angle_layers." + std::to_string(k) + ".twoBody_bond", {Fb, Fb, Fg, Fa}, h_angle, Fg));
       }
     }
-    site_wise = dense("site_wise", Fa, 1, true);
+    const Dense<T> site_wise = dense("site_wise", Fa, 1, true);
+    std::optional<LayerNorm<T>> readout_norm;
     if (readout_ln) readout_norm = layer_norm("readout_norm", Fa);
+    std::vector<Dense<T>> readout;
     // mlp.layers: Linear, SiLU, (Linear, SiLU)*, Dropout, Linear; find the Linears by name.
     int in = Fa;
     for (int idx = 0; idx < 64; ++idx) {
@@ -276,11 +273,10 @@ struct ChgnetModel<T>::Impl {
       in = readout.back().out;
     }
     if (readout.empty() || readout.back().out != 1) fail("the readout MLP (mlp.layers.*) must end in one output");
-    embed.emplace(embedding, Fa, bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom),
+    embed.emplace(embedding, Fa, basis_ag,
                   bessel("bond_basis_expansion.rbf_expansion_bg.frequencies", r_bond), bond_embedding,
                   bond_weights_bg);
-    heads.emplace(readout_ln ? std::optional<LayerNorm<T>>(readout_norm) : std::nullopt, readout, atom_ref,
-                  site_wise);
+    heads.emplace(readout_norm, readout, atom_ref, site_wise);
     stages = chgnet::stage_list(n_conv);
     file = nullptr;
   }
@@ -319,8 +315,6 @@ struct ChgnetModel<T>::Impl {
   std::vector<std::vector<T>> x, bs, g;   // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
   std::vector<std::vector<T>> long_bias;  // [k][Fb]: sum of BondConv biases before layer k
   std::vector<T> H;                       // [n_slots][Fb]
-
-  static void zero(std::vector<T>& v, std::size_t n) { v.assign(n, T(0)); }
 
   void validate(const ChgnetGraph<T>& gr, const ChgnetExchange<T>* exchange) {
     auto bad = [&](const std::string& what) { throw InputError("ChgnetModel::compute: " + what); };
@@ -583,8 +577,6 @@ struct ChgnetModel<T>::Impl {
     }
   }
 
-  /// Readout: site energies. Keeps the MLP's pre-activations and the LayerNorm's normalised
-  /// rows for reverse_readout.
   using ConstMat = Kokkos::View<const T**, Kokkos::LayoutRight, HostExec>;
   using Doubles = Kokkos::View<double*, HostExec>;
 
