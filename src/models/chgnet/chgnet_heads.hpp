@@ -8,8 +8,10 @@
 ///             MLP = Linear (SiLU Linear)*, one output
 ///
 /// and the readout's reverse, dE/dx^{n_conv} with E = sum_i E_i. On host spaces the dense
-/// kernels take their `rows` path and the SiLU the SIMD kernels' scalar twin, so the results are
-/// bit for bit those of the host loops ChgnetModel ran before; a device takes the `teams` path.
+/// kernels take their `rows` path (the SIMD kernels the trainer's CHGNet runs) and the SiLU the
+/// SIMD kernels' scalar twin; a device takes the `teams` path. The host LayerNorm sums each row
+/// in the SIMD kernels' order, so the site energies differ from the plain row loop ChgnetModel
+/// ran before by round-off (benchmarks/README.md).
 #include <Kokkos_Core.hpp>
 #include <optional>
 #include <string>
