@@ -19,10 +19,10 @@
 
 #include "kernels/dense.hpp"
 #include "kernels/dense_kokkos.hpp"
-#include "kernels/impl/radial_mlp_impl.hpp"
 #include "kernels/impl/rows_impl.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/layer_norm.hpp"
+#include "kernels/normed_mlp_kokkos.hpp"
 
 namespace fastmlip::models::chgnet {
 
@@ -30,23 +30,14 @@ namespace impl {
 
 template <class ExecSpace, class T>
 struct HeadsFunctor {
-  struct TagSilu {};         // a = silu(z)
-  struct TagSiluReverse {};  // g *= silu'(z)
   struct TagSiteEnergy {};   // E_i = y_i + AtomRef[Z_i]
   struct TagMagmom {};       // m_i = |y_i|
 
-  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
-  Matrix z, a;
+  Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> z;
   Kokkos::View<const int*, ExecSpace> species;
   Kokkos::View<const double*, ExecSpace> atom_ref;
   Kokkos::View<double*, ExecSpace> out;
 
-  KOKKOS_INLINE_FUNCTION void operator()(TagSilu, int i, int j) const {
-    a(i, j) = kernels::impl::silu(z(i, j));
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(TagSiluReverse, int i, int j) const {
-    a(i, j) *= kernels::impl::silu_derivative(z(i, j));
-  }
   KOKKOS_INLINE_FUNCTION void operator()(TagSiteEnergy, int i) const {
     out(i) = static_cast<double>(z(i, 0)) + atom_ref(species(i));
   }
@@ -61,6 +52,7 @@ struct HeadsFunctor {
 template <class ExecSpace, class T>
 class Heads {
   using Functor = impl::HeadsFunctor<ExecSpace, T>;
+  using Glue = kernels::impl::NormedMLPGlue<ExecSpace, T>;
   static constexpr bool kHost =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 
@@ -163,10 +155,7 @@ class Heads {
         return;
       }
     }
-    Functor f;
-    f.z = z;
-    f.a = a;
-    Kokkos::parallel_for("fastmlip::chgnet::readout_silu", policy<typename Functor::TagSilu>(z), f);
+    glue<typename Glue::TagSilu>("fastmlip::chgnet::readout_silu", a, z);
   }
   /// g *= silu'(z) = s (1 + z (1 - s)), s = sigmoid(z).
   void silu_reverse(const Matrix& z, const Matrix& g) const {
@@ -179,15 +168,17 @@ class Heads {
         return;
       }
     }
-    Functor f;
-    f.z = z;
-    f.a = g;
-    Kokkos::parallel_for("fastmlip::chgnet::readout_silu_reverse",
-                         policy<typename Functor::TagSiluReverse>(z), f);
+    glue<typename Glue::TagSiluReverse>("fastmlip::chgnet::readout_silu_reverse", g, z);
   }
+  /// On a device: the radial MLP's elementwise SiLU steps (kernels/normed_mlp_kokkos.hpp), `out`
+  /// from z.
   template <class Tag>
-  static Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Tag> policy(const Matrix& z) {
-    return {{0, 0}, {static_cast<std::int64_t>(z.extent(0)), static_cast<std::int64_t>(z.extent(1))}};
+  static void glue(const char* label, const Matrix& out, const Matrix& z) {
+    Glue f;
+    f.out = out;
+    f.in = z;
+    f.width = static_cast<int>(z.extent(1));
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Tag>(0, static_cast<int>(z.size())), f);
   }
 
   std::optional<kernels::LayerNormKokkos<ExecSpace, T>> m_norm;
