@@ -162,7 +162,12 @@ struct GatedMlp {
     const std::size_t r = kTile, f = width2, o = out;
     return r * f + (hidden > 0 ? r * f : 0) + 5 * r * o + (norm ? 2 * r * o + 2 * r : 0);
   }
-  Acts layout(S* p) const {
+  Acts layout(S* p) const { return layout_around(p, p + static_cast<std::size_t>(kTile) * width2); }
+  /// The values of a tile's activations besides z1: a caller that keeps z1 elsewhere keeps
+  /// these (layout_around).
+  std::size_t kept_size() const { return acts_size() - static_cast<std::size_t>(kTile) * width2; }
+  /// Acts with z1 at `z1` (ld width2) and the rest in kept_size() values at p.
+  Acts layout_around(S* z1, S* p) const {
     const std::size_t r = kTile, f = width2, o = out;
     auto take = [&p](std::size_t n) {
       S* q = p;
@@ -170,7 +175,7 @@ struct GatedMlp {
       return q;
     };
     Acts a{};
-    a.z1 = take(r * f);
+    a.z1 = z1;
     a.s1 = hidden > 0 ? take(r * f) : nullptr;
     a.c = take(r * o), a.g = take(r * o), a.sc = take(r * o), a.sg = take(r * o), a.y = take(r * o);
     if (norm) a.chat = take(r * o), a.ghat = take(r * o), a.cinv = take(r), a.ginv = take(r);

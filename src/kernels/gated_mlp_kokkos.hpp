@@ -5,6 +5,8 @@
 ///
 ///   project          proj = x_s W_s                     (a repeated input segment, once per node)
 ///   compute_z1       z1 = b1 + sum_s z_s W_s            (whole input rows)
+///   compute_z1_from_segment  z1 = b1 + x_s W_s          (one segment's rows; the caller adds the
+///                                                        others' gathered projections)
 ///   compute_from_z1  y = GMLP(z1)
 ///   reverse_to_z1    ga = dL/dz1 from gy = dL/dy        (recomputes the forward from z1)
 ///   reverse_segment  gx_s (+)= ga W_s
@@ -105,34 +107,88 @@ class GatedMlpKokkos {
     }
   }
 
-  /// y [rows][out] = GMLP from the first-layer outputs z1 [rows][width2].
-  void compute_from_z1(const ConstMatrix& z1, const Matrix& y) const {
+  /// z1 [rows][width2] = b1 + x [rows][segment_width(s)] W_s: the first layer with only segment
+  /// s given as whole rows; the caller adds the other segments' projections.
+  void compute_z1_from_segment(int s, const ConstMatrix& x, const Matrix& z1) const {
+    check_segment("compute_z1_from_segment", s);
+    impl::check_shape(kName, "compute_z1_from_segment", "x", x, x.extent(0), segment_width(s));
+    impl::check_shape(kName, "compute_z1_from_segment", "z1", z1, x.extent(0), width2());
+    if (m_path == DensePath::rows) {
+      // The bias first, then the product added: the order of the host model's tiles.
+      for (int t = 0; t < rows(x); ++t) {
+        std::copy(m_host.b1.begin(), m_host.b1.end(), z1.data() + static_cast<std::size_t>(t) * width2());
+      }
+      m_host.seg[s].compute(x.data(), rows(x), segment_width(s), z1.data(), width2(), true);
+    } else {
+      impl::launch_dense(m_dense, x, m_host.seg_begin[s], segment_width(s), m_f.b1, z1, false);
+    }
+  }
+
+  /// Activations compute_from_z1 may keep for reverse_to_z1 on the `rows` path, so that the
+  /// reverse skips recomputing the forward: kept_size(rows) values (0 on `teams`, whose
+  /// reverse recomputes each row in team scratch). An empty Kept keeps nothing.
+  using Kept = Kokkos::View<T*, ExecSpace>;
+  std::size_t kept_size(std::size_t rows) const {
+    if (m_path != DensePath::rows) {
+      return 0;
+    }
+    const std::size_t tiles = (rows + GatedMlp<T>::kTile - 1) / GatedMlp<T>::kTile;
+    return tiles * m_host.kept_size();
+  }
+
+  /// y [rows][out] = GMLP from the first-layer outputs z1 [rows][width2]; with `kept`
+  /// (kept_size(rows) values) also keeps the activations there for reverse_to_z1.
+  void compute_from_z1(const ConstMatrix& z1, const Matrix& y, const Kept& kept = Kept()) const {
     impl::check_shape(kName, "compute_from_z1", "z1", z1, z1.extent(0), width2());
     impl::check_shape(kName, "compute_from_z1", "y", y, z1.extent(0), out());
     if (m_path == DensePath::rows) {
-      host_tiles(z1, [&](int r0, int n, typename GatedMlp<T>::Acts& a) {
-        m_host.compute_from_z1(n, a, y.data() + static_cast<std::size_t>(r0) * out(), m_work);
-      });
+      host_tiles(z1, kept, "compute_from_z1",
+                 [&](int r0, int n, typename GatedMlp<T>::Acts& a, bool from_kept) {
+                   T* dst = y.data() + static_cast<std::size_t>(r0) * out();
+                   if (!from_kept) {
+                     m_host.compute_from_z1(n, a, dst, m_work);
+                     return;
+                   }
+                   // Kept: y goes where the reverse reads it, then to the caller.
+                   m_host.compute_from_z1(n, a, a.y, m_work);
+                   std::copy_n(a.y, static_cast<std::size_t>(n) * out(), dst);
+                 });
     } else {
       rows_by_teams<typename Functor::TagForward>("fastmlip::gated_mlp::forward", z1, z1, y);
     }
   }
 
   /// ga [rows][width2] = dL/dz1 from gy = dL/dy [rows][out], for the rows whose first-layer
-  /// outputs are z1.
-  void reverse_to_z1(const ConstMatrix& z1, const ConstMatrix& gy, const Matrix& ga) const {
+  /// outputs are z1. With `y` [rows][out] also writes the forward's y there (a caller whose
+  /// weights multiply y needs it again). With `kept`, compute_from_z1's kept activations of
+  /// the same z1 are read instead of recomputing them.
+  void reverse_to_z1(const ConstMatrix& z1, const ConstMatrix& gy, const Matrix& ga,
+                     const Matrix& y = Matrix(), const Kept& kept = Kept()) const {
     impl::check_shape(kName, "reverse_to_z1", "z1", z1, z1.extent(0), width2());
     impl::check_shape(kName, "reverse_to_z1", "gy", gy, z1.extent(0), out());
     impl::check_shape(kName, "reverse_to_z1", "ga", ga, z1.extent(0), width2());
+    const bool want_y = y.data() != nullptr;
+    if (want_y) {
+      impl::check_shape(kName, "reverse_to_z1", "y", y, z1.extent(0), out());
+    }
     if (m_path == DensePath::rows) {
-      host_tiles(z1, [&](int r0, int n, typename GatedMlp<T>::Acts& a) {
-        m_host.compute_from_z1(n, a, a.y, m_work);
-        m_host.reverse_to_z1(gy.data() + static_cast<std::size_t>(r0) * out(), n, a, m_work);
-        std::copy_n(m_work.ga.data(), static_cast<std::size_t>(n) * width2(),
-                    ga.data() + static_cast<std::size_t>(r0) * width2());
-      });
+      host_tiles(z1, kept, "reverse_to_z1",
+                 [&](int r0, int n, typename GatedMlp<T>::Acts& a, bool from_kept) {
+                   if (!from_kept) {
+                     m_host.compute_from_z1(n, a, a.y, m_work);
+                   }
+                   m_host.reverse_to_z1(gy.data() + static_cast<std::size_t>(r0) * out(), n, a, m_work);
+                   std::copy_n(m_work.ga.data(), static_cast<std::size_t>(n) * width2(),
+                               ga.data() + static_cast<std::size_t>(r0) * width2());
+                   if (want_y) {
+                     std::copy_n(a.y, static_cast<std::size_t>(n) * out(),
+                                 y.data() + static_cast<std::size_t>(r0) * out());
+                   }
+                 });
     } else {
-      rows_by_teams<typename Functor::TagReverse>("fastmlip::gated_mlp::reverse", z1, gy, ga);
+      Functor f = m_f;
+      f.y = y;
+      rows_by_teams<typename Functor::TagReverse>("fastmlip::gated_mlp::reverse", z1, gy, ga, f);
     }
   }
 
@@ -193,26 +249,38 @@ class GatedMlpKokkos {
     return Kokkos::subview(v, Kokkos::make_pair(std::size_t(0), n), Kokkos::ALL);
   }
 
-  // Host path: each tile of kTile rows through the host kernel, its z1 read in place.
+  // Host path: each tile of kTile rows through the host kernel, its z1 read in place; the
+  // other activations in `kept` (tile by tile) when given, else in one scratch tile.
   template <class F>
-  void host_tiles(const ConstMatrix& z1, F&& tile) const {
+  void host_tiles(const ConstMatrix& z1, const Kept& kept, const char* fn, F&& tile) const {
     m_host.size(m_work);
-    if (m_acts.size() < m_host.acts_size()) {
-      m_acts.resize(m_host.acts_size());
+    const bool keep = kept.data() != nullptr;
+    if (keep && kept.extent(0) < kept_size(z1.extent(0))) {
+      throw InputError(std::string(kName) + "::" + fn + ": kept has " + std::to_string(kept.extent(0)) +
+                       " values, expected kept_size(rows) = " + std::to_string(kept_size(z1.extent(0))));
     }
-    typename GatedMlp<T>::Acts a = m_host.layout(m_acts.data());
+    if (!keep && m_acts.size() < m_host.kept_size()) {
+      m_acts.resize(m_host.kept_size());
+    }
     for (int r0 = 0; r0 < rows(z1); r0 += GatedMlp<T>::kTile) {
       const int n = std::min(GatedMlp<T>::kTile, rows(z1) - r0);
+      T* rest = keep ? kept.data() + static_cast<std::size_t>(r0 / GatedMlp<T>::kTile) * m_host.kept_size()
+                     : m_acts.data();
       // The host kernel only reads z1: the caller's rows serve as the tile's.
-      a.z1 = const_cast<T*>(z1.data()) + static_cast<std::size_t>(r0) * width2();
-      tile(r0, n, a);
+      typename GatedMlp<T>::Acts a =
+          m_host.layout_around(const_cast<T*>(z1.data()) + static_cast<std::size_t>(r0) * width2(), rest);
+      tile(r0, n, a, keep);
     }
   }
 
   template <class Tag>
   void rows_by_teams(const char* label, const ConstMatrix& z1, const ConstMatrix& gy,
                      const Matrix& out_) const {
-    Functor f = m_f;
+    rows_by_teams<Tag>(label, z1, gy, out_, m_f);
+  }
+  template <class Tag>
+  void rows_by_teams(const char* label, const ConstMatrix& z1, const ConstMatrix& gy, const Matrix& out_,
+                     Functor f) const {
     f.z1 = z1, f.gy = gy, f.ga = out_;
     Kokkos::TeamPolicy<ExecSpace, Tag> policy(static_cast<int>(z1.extent(0)), Kokkos::AUTO);
     f.scratch_level = impl::set_team_scratch(

@@ -9,7 +9,9 @@
 //   against central finite differences of the reference (double);
 // - the `rows` path (host spaces) equal, bit for bit, to the host kernel the pair style runs;
 // - z1 assembled from per-segment projections equal to compute_z1, and the segments' input
-//   gradients summing to reverse_input.
+//   gradients summing to reverse_input;
+// - kept activations (the `rows` path) giving the same bits as recomputing them, and the forward
+//   the reverse recomputes handed back equal to compute_from_z1's.
 // Built into the kernel tests (the host: both paths) and the device tests (a GPU: teams only).
 #include <gtest/gtest.h>
 
@@ -298,6 +300,57 @@ TYPED_TEST(GatedMlpKokkosTest, SegmentStagesComposeToTheWholeRowStages) {
       }
       EXPECT_LE(max_rel_diff(z1_sum, z1_whole), test::Tolerance<T>::kernel * 20) << "z1, " << what;
       EXPECT_LE(max_rel_diff(gz_cols, gz_whole), test::Tolerance<T>::kernel * 20) << "dz, " << what;
+    }
+  }
+}
+
+TYPED_TEST(GatedMlpKokkosTest, KeptActivationsOneSegmentsFirstLayerAndTheReversesForward) {
+  using T = TypeParam;
+  test::Uniform u(41);
+  for (const auto& sh : test::gated_mlp_shapes()) {
+    const auto w = test::random_gated_mlp_weights<T>(sh.in, sh.hidden, sh.out, sh.norm, u);
+    const GatedMlp<T> host(w, sh.segments);
+    for (const DensePath path : {DensePath::teams, DensePath::rows}) {
+      if (path == DensePath::rows && !kHostSpace) {
+        continue;
+      }
+      const GatedMlpKokkos<Space, T> m(host, path);
+      const int rows = 71, w2 = m.width2(), s = m.segments() - 1, len = m.segment_width(s);
+      const std::string what = describe(sh, rows) + (path == DensePath::rows ? ", rows" : ", teams");
+      // z1 = b1 + x_s W_s against the bias plus the segment's projection.
+      const auto xs = test::cast<T>(test::random_vector(static_cast<std::size_t>(rows) * len, u, -2, 2));
+      Matrix<T> z1("z1", rows, w2), proj("proj", rows, w2);
+      m.compute_z1_from_segment(s, to_space(xs, rows, len, "xs"), z1);
+      m.project(s, to_space(xs, rows, len, "xs"), proj);
+      auto want = to_host(proj);
+      for (std::size_t q = 0; q < want.size(); ++q) {
+        want[q] += host.b1[q % w2];
+      }
+      EXPECT_LE(max_rel_diff(to_host(z1), want), test::Tolerance<T>::kernel * 20)
+          << "z1 from a segment, " << what;
+      // Kept or recomputed, the reverse gives the same bits, and the y it hands back is the
+      // forward's (bit for bit on one path's arithmetic).
+      const auto gy = test::cast<T>(test::random_vector(static_cast<std::size_t>(rows) * sh.out, u));
+      const auto gyd = to_space(gy, rows, sh.out, "gy");
+      typename GatedMlpKokkos<Space, T>::Kept kept("kept", m.kept_size(rows));
+      EXPECT_EQ(kept.extent(0) == 0, path == DensePath::teams) << what;
+      Matrix<T> y("y", rows, sh.out), y_kept("y_kept", rows, sh.out), ga("ga", rows, w2),
+          ga_kept("ga_kept", rows, w2), y_back("y_back", rows, sh.out);
+      m.compute_from_z1(z1, y);
+      m.compute_from_z1(z1, y_kept, kept);
+      m.reverse_to_z1(z1, gyd, ga);
+      m.reverse_to_z1(z1, gyd, ga_kept, y_back, kept);
+      EXPECT_EQ(to_host(y_kept), to_host(y)) << what;
+      EXPECT_EQ(to_host(ga_kept), to_host(ga)) << what;
+      if (path == DensePath::rows) {
+        EXPECT_EQ(to_host(y_back), to_host(y)) << what;
+      } else {
+        EXPECT_LE(max_rel_diff(to_host(y_back), to_host(y)), test::Tolerance<T>::kernel) << what;
+      }
+      if (path == DensePath::rows) {
+        const typename GatedMlpKokkos<Space, T>::Kept short_kept("short", m.kept_size(rows) - 1);
+        EXPECT_THROW(m.compute_from_z1(z1, y, short_kept), InputError) << what;
+      }
     }
   }
 }

@@ -5,6 +5,8 @@
 ///
 ///   TagForward       y[r] = silu(LN_c(c)) sigmoid(LN_g(g)) from z1[r]      (one team per row)
 ///   TagReverse       ga[r] = dL/dz1[r] from gy[r], recomputing the row's forward in scratch
+///                    (and writing it to y[r] when the caller asks: a CHGNet convolution's
+///                    edge-weight gradient reads it)
 ///
 /// The first layer's products (projections, z1, and their input gradients) are dense layers over
 /// a column window of W1 (dense_impl.hpp). c and g are the core and gate halves after the second
@@ -42,6 +44,7 @@ struct GatedMlpFunctor {
   // TagForward / TagReverse.
   ConstMatrix z1, gy;  // [rows][width2], [rows][out]
   Matrix ga;           // TagForward: y [rows][out]; TagReverse: dL/dz1 [rows][width2]
+  Matrix y;            // TagReverse, when not empty: the recomputed forward [rows][out]
 
   static KOKKOS_INLINE_FUNCTION T sigmoid(T v) { return T(1) / (T(1) + kmath::exp(-v)); }
 
@@ -103,6 +106,9 @@ struct GatedMlpFunctor {
       const T sc = sigmoid(c[o]), sg = sigmoid(g[o]), dy = gy(r, o);
       gc[o] = dy * sg * sc * (T(1) + c[o] * (T(1) - sc));
       gg[o] = dy * c[o] * sc * sg * (T(1) - sg);
+      if (y.extent(0) > 0) {
+        y(r, o) = c[o] * sc * sg;
+      }
     });
     team.team_barrier();
     if (norm) {

@@ -28,16 +28,17 @@
 // same row here (chgnet's sum over the angles at both ends of a bond is H_s + H_reverse(s)).
 // Only short edges change in BondConv, so b^k is stored for short edges only, long edges read
 // b^0 plus the biases so far (none for v0.3.0): the redundancy removal of FastCHGNet. b^0, w and
-// g^0 are recomputed per tile from r and theta rather than stored (edge_rows, angle_rows).
+// g^0 are recomputed per tile from r and theta rather than stored (chgnet_atom_conv.hpp,
+// angle_rows).
 //
 // Reverse pass: tile by tile, each GMLP's activations are read where the forward left them (kept
 // per tile when the step's fit in set_activation_budget, i.e. small cells) or recomputed from
 // its gathered input, and differentiated in the same tile.
 //
 // Stages already on a Kokkos execution space, run here on the host: the geometry half of Basis
-// (chgnet_geometry.hpp), the stored embeddings (chgnet_embedding.hpp) and the Magmom and Readout
-// heads (chgnet_heads.hpp). The convolution blocks are host loops over std::vector (issue 18:
-// CHGNet on the execution space).
+// (chgnet_geometry.hpp), the stored embeddings (chgnet_embedding.hpp), the AtomConvs
+// (chgnet_atom_conv.hpp) and the Magmom and Readout heads (chgnet_heads.hpp). BondConv and
+// AngleUpdate are host loops over std::vector (issue 18: CHGNet on the execution space).
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -58,6 +59,7 @@
 #include "kernels/gated_mlp.hpp"
 #include "kernels/layer_norm.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
+#include "models/chgnet/chgnet_atom_conv.hpp"
 #include "models/chgnet/chgnet_embedding.hpp"
 #include "models/chgnet/chgnet_geometry.hpp"
 #include "models/chgnet/chgnet_heads.hpp"
@@ -102,13 +104,13 @@ struct ChgnetModel<T>::Impl {
   double r_atom = 6.0, r_bond = 3.0;
   int Fa = 0, Fb = 0, Fg = 0, n_radial = 0, n_angular = 0, n_conv = 0, n_elements = 0;
   std::vector<double> atom_ref;  // [n_elements]
-  Dense<T> bond_embedding, bond_weights_ag, angle_embedding;      // the tiles' long edges and angles
-  std::optional<kernels::RadialBasisKokkos<HostExec, T>> rbf_ag;  // long edges' basis, per tile
+  Dense<T> angle_embedding;      // g^0 = W_g F(theta), per tile
   std::optional<kernels::FourierKokkos<HostExec, T>> fourier;
-  std::vector<GatedMlp<T>> atom_gmlp, bond_gmlp, angle_gmlp;
-  std::vector<Dense<T>> atom_out, bond_out;
+  std::vector<GatedMlp<T>> bond_gmlp, angle_gmlp;
+  std::vector<Dense<T>> bond_out;
   bool gmlp_norm = true;
   std::optional<chgnet::Embedding<HostExec, T>> embed;  // x^0, short b^0, w' (chgnet_embedding.hpp)
+  std::optional<chgnet::AtomConv<HostExec, T>> atom_conv;  // the AtomConvs (chgnet_atom_conv.hpp)
   std::optional<chgnet::Heads<HostExec, T>> heads;      // Magmom and Readout (chgnet_heads.hpp)
   std::vector<chgnet::Stage> stages;  // the model's blocks, in order (chgnet_stages.hpp)
 
@@ -234,15 +236,16 @@ struct ChgnetModel<T>::Impl {
       return params;
     };
     const auto basis_ag = bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom);
-    rbf_ag.emplace(basis_ag);
     kernels::FourierParams fp;
     fp.frequencies = frequencies("angle_basis_expansion.fourier_expansion.frequencies", (n_angular - 1) / 2);
     fourier.emplace(fp);
 
-    bond_embedding = dense("bond_embedding", n_radial, Fb, false);
-    bond_weights_ag = dense("bond_weights_ag", n_radial, Fa, false);
+    const Dense<T> bond_embedding = dense("bond_embedding", n_radial, Fb, false);
+    const Dense<T> bond_weights_ag = dense("bond_weights_ag", n_radial, Fa, false);
     const Dense<T> bond_weights_bg = dense("bond_weights_bg", n_radial, Fb, false);
     angle_embedding = dense("angle_embedding", n_angular, Fg, false);
+    std::vector<GatedMlp<T>> atom_gmlp;
+    std::vector<Dense<T>> atom_out;
     for (int k = 0; k < n_conv; ++k) {
       const std::string a = "atom_conv_layers." + std::to_string(k);
       atom_gmlp.push_back(gated(a + ".twoBody_atom", {Fa, Fb, Fa}, h_atom, Fa));
@@ -277,6 +280,22 @@ struct ChgnetModel<T>::Impl {
                   bessel("bond_basis_expansion.rbf_expansion_bg.frequencies", r_bond), bond_embedding,
                   bond_weights_bg);
     heads.emplace(readout_norm, readout, atom_ref, site_wise);
+    // A long edge's bond row at layer k is b^0 plus the BondConv biases before k (none at k = 0).
+    std::vector<std::vector<T>> long_bias(n_conv);
+    std::vector<T> sum(Fb, T(0));
+    bool any = false;
+    for (int k = 1; k < n_conv; ++k) {
+      if (!bond_out[k - 1].b.empty()) {
+        for (int j = 0; j < Fb; ++j) {
+          sum[j] += bond_out[k - 1].b[j];
+        }
+        any = true;
+      }
+      if (any) {
+        long_bias[k] = sum;
+      }
+    }
+    atom_conv.emplace(basis_ag, bond_embedding, bond_weights_ag, atom_gmlp, atom_out, long_bias);
     stages = chgnet::stage_list(n_conv);
     file = nullptr;
   }
@@ -313,7 +332,6 @@ struct ChgnetModel<T>::Impl {
   // angles per atom these arrays would otherwise be most of the memory.
   std::vector<T> w_bg;                    // [S][Fb]
   std::vector<std::vector<T>> x, bs, g;   // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
-  std::vector<std::vector<T>> long_bias;  // [k][Fb]: sum of BondConv biases before layer k
   std::vector<T> H;                       // [n_slots][Fb]
 
   void validate(const ChgnetGraph<T>& gr, const ChgnetExchange<T>* exchange) {
@@ -363,30 +381,6 @@ struct ChgnetModel<T>::Impl {
     bs[0].resize(static_cast<std::size_t>(S) * Fb);
     embed->compute(gr.species, geo.r_short, Mat(x[0].data(), N, Fa), Mat(bs[0].data(), S, Fb),
                    Mat(w_bg.data(), S, Fb));
-    long_bias.assign(n_conv, std::vector<T>(Fb, T(0)));
-    for (int k = 1; k < n_conv; ++k) {
-      long_bias[k] = long_bias[k - 1];
-      if (!bond_out[k - 1].b.empty())
-        for (int j = 0; j < Fb; ++j) long_bias[k][j] += bond_out[k - 1].b[j];
-    }
-  }
-
-  /// Bond rows at level k and edge weights w of edges e0..e0+rows-1, into X and Wt: a short
-  /// edge's row is its stored b^k, a long edge's b^0 (from the basis) plus the biases so far.
-  void edge_rows(int k, int e0, int rows) {
-    rbf_ag->compute(Vec(r.data() + e0, rows), Mat(Bt.data(), rows, n_radial));
-    const T* basis = Bt.data();
-    bond_embedding.compute(basis, rows, n_radial, X.data(), Fb);
-    bond_weights_ag.compute(basis, rows, n_radial, Wt.data(), Fa);
-    for (int t = 0; t < rows; ++t) {
-      T* dst = X.data() + static_cast<std::size_t>(t) * Fb;
-      const int s = edge_slot[e0 + t];
-      if (s >= 0) {
-        std::copy_n(bs[k].data() + static_cast<std::size_t>(s) * Fb, Fb, dst);
-      } else if (k > 0) {
-        for (int j = 0; j < Fb; ++j) dst[j] += long_bias[k][j];
-      }
-    }
   }
 
   /// Angle rows g^k of angles a0..a0+rows-1: stored for k >= 1, from the basis for k = 0.
@@ -412,20 +406,6 @@ struct ChgnetModel<T>::Impl {
   /// Projections of the repeated input segments (GatedMlp) and their adjoint accumulators.
   std::vector<T> P0, P1, P2, G0, G1, G2;
 
-  /// First-layer outputs of AtomConv k for edges e0..e0+rows-1: the input is [x_c, b_e, x_n];
-  /// P0 = x^k W_c (local rows) and P1 = x^k W_n (all rows) are projected per node beforehand.
-  void atom_z1(int k, const GatedMlp<T>& m, const ChgnetGraph<T>& gr, int e0, int rows, T* z1) {
-    edge_rows(k, e0, rows);
-    for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
-    m.seg[1].compute(X.data(), rows, Fb, z1, m.width2, true);
-    add_rows(P0, gr.center.data() + e0, rows, m.width2, z1);
-    add_rows(P1, gr.neighbor.data() + e0, rows, m.width2, z1);
-  }
-  void project_atom(int k, const GatedMlp<T>& m) {
-    m.project(0, x[k].data(), NL, P0);
-    m.project(2, x[k].data(), N, P1);
-  }
-
   /// First-layer outputs of a BondConv / AngleUpdate for angles a0..a0+rows-1: the input is
   /// [b_a, b_b, g_alpha, x_c] (chgnet's order); P0 = b W_a, P1 = b W_b per short edge and
   /// P2 = x W_c per local node are projected beforehand.
@@ -443,21 +423,16 @@ struct ChgnetModel<T>::Impl {
   }
 
   typename GatedMlp<T>::Work work;
-  std::vector<T> X, GX, GY, Wt, G0t, GW, Bt, Ft, GRt;
+  std::vector<T> GX, GY, G0t, Ft, GRt;
   void size_tiles() {
-    Bt.resize(static_cast<std::size_t>(kTile) * n_radial);
     Ft.resize(static_cast<std::size_t>(kTile) * n_angular);
     GRt.resize(kTile);
-    const int wmax = std::max({Fa, Fb, Fg});
-    Wt.resize(static_cast<std::size_t>(kTile) * Fa);
-    GW.resize(static_cast<std::size_t>(kTile) * Fa);
     G0t.resize(static_cast<std::size_t>(kTile) * Fg);
-    X.resize(static_cast<std::size_t>(kTile) * wmax);
-    GX.resize(X.size());
-    GY.resize(static_cast<std::size_t>(kTile) * wmax);
+    GX.resize(static_cast<std::size_t>(kTile) * Fg);
+    GY.resize(static_cast<std::size_t>(kTile) * Fb);
     // One scratch for every GMLP: each field as large as the largest GMLP needs.
     std::size_t acts = 0;
-    for (const auto* set : {&atom_gmlp, &bond_gmlp, &angle_gmlp}) {
+    for (const auto* set : {&bond_gmlp, &angle_gmlp}) {
       for (const auto& m : *set) {
         m.size(work);
         acts = std::max(acts, m.acts_size());
@@ -477,9 +452,8 @@ struct ChgnetModel<T>::Impl {
   /// layout), kept across calls so that an MD run does not reallocate them every step.
   std::vector<std::vector<std::vector<T>>> kept;
   std::vector<T> scratch_acts;  // the activations of the tile at hand when nothing is kept
-  int use_atom(int k) const { return k; }
-  int use_bond(int k) const { return n_conv + k; }
-  int use_angle(int k) const { return 2 * n_conv - 1 + k; }
+  int use_bond(int k) const { return k; }
+  int use_angle(int k) const { return n_conv - 1 + k; }
 
   void plan_keep(bool gradients) {
     const int K = n_conv - 1;
@@ -487,12 +461,12 @@ struct ChgnetModel<T>::Impl {
     const double per_row = 2.0 * 128 + 8.0 * std::max({Fa, Fb, Fg}) + 2;  // floats a tile row keeps, at most
     const double bytes = (tiles_e * n_conv + tiles_a * (2 * K - 1)) * kTile * per_row * sizeof(T);
     keep = gradients && bytes <= keep_bytes;
+    atom_conv->keep(keep);
     if (keep) {
-      kept.resize(3 * n_conv);
+      kept.resize(2 * n_conv - 2);
       // Tiles beyond this step's are freed: what stays kept is within keep_bytes.
-      for (int k = 0; k < n_conv; ++k) {
-        kept[use_atom(k)].resize(static_cast<std::size_t>(tiles_e));
-        if (k < K) kept[use_bond(k)].resize(static_cast<std::size_t>(tiles_a));
+      for (int k = 0; k < K; ++k) {
+        kept[use_bond(k)].resize(static_cast<std::size_t>(tiles_a));
         if (k + 1 < K) kept[use_angle(k)].resize(static_cast<std::size_t>(tiles_a));
       }
     } else {
@@ -507,27 +481,20 @@ struct ChgnetModel<T>::Impl {
     return m.layout(b.data());
   }
 
+  /// What the AtomConvs read of the graph (chgnet_atom_conv.hpp).
+  typename chgnet::AtomConv<HostExec, T>::Edges atom_edges(const ChgnetGraph<T>& gr) const {
+    typename chgnet::AtomConv<HostExec, T>::Edges e;
+    e.n_local = NL, e.n_total = N;
+    e.center = gr.center, e.neighbor = gr.neighbor, e.center_start = gr.center_start;
+    e.edge_slot = geo.edge_slot, e.r = geo.r;
+    return e;
+  }
+
   /// AtomConv k: x^{k+1} from x^k (ghost rows of x^k current).
   void compute_atom_conv(int k, const ChgnetGraph<T>& gr) {
-    const auto& m = atom_gmlp[k];
-    project_atom(k, m);
-    std::vector<T> agg(static_cast<std::size_t>(NL) * Fa, T(0));
-    for (int e0 = 0; e0 < E; e0 += kTile) {
-      const int rows = std::min(kTile, E - e0);
-      const auto act = acts(use_atom(k), e0 / kTile, m);
-      atom_z1(k, m, gr, e0, rows, act.z1);
-      m.compute_from_z1(rows, act, act.y, work);
-      for (int t = 0; t < rows; ++t) {
-        const int e = e0 + t;
-        T* a = agg.data() + static_cast<std::size_t>(gr.center(e)) * Fa;
-        const T* y = act.y + static_cast<std::size_t>(t) * Fa;
-        const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
-        for (int j = 0; j < Fa; ++j) a[j] += y[j] * w[j];
-      }
-    }
-    x[k + 1].assign(static_cast<std::size_t>(N) * Fa, T(0));
-    atom_out[k].compute(agg.data(), NL, Fa, x[k + 1].data(), Fa);
-    for (std::size_t q = 0; q < static_cast<std::size_t>(NL) * Fa; ++q) x[k + 1][q] += x[k][q];
+    x[k + 1].resize(static_cast<std::size_t>(N) * Fa);
+    atom_conv->compute(k, atom_edges(gr), ConstMat(x[k].data(), N, Fa), ConstMat(bs[k].data(), S, Fb),
+                       Mat(x[k + 1].data(), N, Fa));
   }
 
   /// BondConv k: short b^{k+1} from b^k, g^k, x^{k+1}.
@@ -602,74 +569,13 @@ struct ChgnetModel<T>::Impl {
   std::vector<T> gw_bg, gH;
   std::vector<double> g_r, g_theta;  // dE/dr (edges), dE/dtheta (angles)
 
-  /// Adds the adjoint of an edge's bond row at level k.
-  void add_bond_adjoint(int k, int e, const T* gb) {
-    const int s = edge_slot[e];
-    if (s < 0) return;  // a long edge: reverse_atom_conv passes it to the basis
-    T* dst = gbs[k].data() + static_cast<std::size_t>(s) * Fb;
-    for (int j = 0; j < Fb; ++j) dst[j] += gb[j];
-  }
-
   /// Reverse of AtomConv k: from dE/dx^{k+1} (local rows complete) to dE/dx^k (local and
-  /// ghost rows), bond rows at level k and the edge weights w.
-  void reverse_atom_conv(int k, const ChgnetGraph<T>& gr, bool need_x) {
-    const auto& m = atom_gmlp[k];
-    const auto& gnext = gxs[k + 1];
-    auto& gcur = gxs[k];
-    const int W2 = m.width2;
-    std::vector<T> gagg(static_cast<std::size_t>(NL) * Fa, T(0));
-    atom_out[k].reverse(gnext.data(), NL, Fa, gagg.data(), Fa, false);
-    if (need_x) {
-      for (std::size_t q = 0; q < static_cast<std::size_t>(NL) * Fa; ++q) gcur[q] += gnext[q];
-      G0.assign(static_cast<std::size_t>(NL) * W2, T(0));
-      G1.assign(static_cast<std::size_t>(N) * W2, T(0));
-    }
-    if (!keep) project_atom(k, m);
-    for (int e0 = 0; e0 < E; e0 += kTile) {
-      const int rows = std::min(kTile, E - e0);
-      const auto act = acts(use_atom(k), e0 / kTile, m);
-      if (keep) {
-        edge_rows(k, e0, rows);  // the weights w of these edges
-      } else {
-        atom_z1(k, m, gr, e0, rows, act.z1);
-        m.compute_from_z1(rows, act, act.y, work);
-      }
-      for (int t = 0; t < rows; ++t) {
-        const int e = e0 + t;
-        const T* ga = gagg.data() + static_cast<std::size_t>(gr.center(e)) * Fa;
-        const T* w = Wt.data() + static_cast<std::size_t>(t) * Fa;
-        const T* y = act.y + static_cast<std::size_t>(t) * Fa;
-        T* gw = GW.data() + static_cast<std::size_t>(t) * Fa;
-        T* gy = GY.data() + static_cast<std::size_t>(t) * Fa;
-        for (int j = 0; j < Fa; ++j) {
-          gy[j] = ga[j] * w[j];
-          gw[j] = ga[j] * y[j];
-        }
-      }
-      m.reverse_to_z1(GY.data(), rows, act, work);
-      m.seg[1].reverse(work.ga.data(), rows, W2, GX.data(), Fb, false);
-      // Short edges' bond adjoints go to b^k; long edges' (b^0 plus biases) to the basis,
-      // with the weights' adjoint.
-      for (int t = 0; t < rows; ++t) {
-        T* gb = GX.data() + static_cast<std::size_t>(t) * Fb;
-        if (edge_slot[e0 + t] >= 0) {
-          add_bond_adjoint(k, e0 + t, gb);
-          std::fill(gb, gb + Fb, T(0));
-        }
-      }
-      bond_embedding.reverse(GX.data(), rows, Fb, Bt.data(), n_radial, false);
-      bond_weights_ag.reverse(GW.data(), rows, Fa, Bt.data(), n_radial, true);
-      rbf_ag->reverse(Vec(r.data() + e0, rows), Mat(Bt.data(), rows, n_radial), Vec(GRt.data(), rows));
-      for (int t = 0; t < rows; ++t) g_r[e0 + t] += GRt[t];
-      if (need_x) {
-        scatter_rows(work.ga.data(), gr.center.data() + e0, rows, W2, G0);
-        scatter_rows(work.ga.data(), gr.neighbor.data() + e0, rows, W2, G1);
-      }
-    }
-    if (need_x) {
-      m.seg[0].reverse(G0.data(), NL, W2, gcur.data(), Fa, true);
-      m.seg[2].reverse(G1.data(), N, W2, gcur.data(), Fa, true);
-    }
+  /// ghost rows; not for k = 0, whose x^0 depends on the species only), dE/db^k and dE/dr.
+  void reverse_atom_conv(int k, const ChgnetGraph<T>& gr) {
+    const Mat gx = k > 0 ? Mat(gxs[k].data(), N, Fa) : Mat();
+    atom_conv->reverse(k, atom_edges(gr), ConstMat(x[k].data(), N, Fa), ConstMat(bs[k].data(), S, Fb),
+                       ConstMat(gxs[k + 1].data(), N, Fa), gx, Mat(gbs[k].data(), S, Fb),
+                       Doubles(g_r.data(), E));
   }
 
   /// The adjoints of a BondConv / AngleUpdate's first layer for angles a0..: the angle rows
@@ -818,7 +724,7 @@ struct ChgnetModel<T>::Impl {
       case K::Readout:
         return reverse_readout(gxs[n_conv]);
       case K::AtomConv:
-        return reverse_atom_conv(s.layer, gr, s.layer > 0);  // x^0 depends on the species only
+        return reverse_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
         if (exchange) exchange->reverse(gxs[s.layer].data(), Fa);
         return;
