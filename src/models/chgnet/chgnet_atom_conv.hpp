@@ -36,6 +36,7 @@
 #include "kernels/impl/rows_impl.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
+#include "models/chgnet/chgnet_chunks.hpp"
 
 namespace fastmlip::models::chgnet {
 
@@ -45,10 +46,8 @@ namespace impl {
 template <class ExecSpace, class T>
 struct AtomConvFunctor {
   struct TagBondRows {};       // x(t, :) = b(slot) for a short edge; += long_bias for a long one (k > 0)
-  struct TagGather {};         // z(t, :) += p0(center) then += p1(neighbor)
   struct TagWeigh {};          // y(t, :) *= w(t, :)
   struct TagCentreSum {};      // acc(i, :) += the rows of i's edges in the chunk, in edge order
-  struct TagNeighborSum {};    // acc(neighbor, :) += row t (atomic)
   struct TagResidual {};       // x(i, :) += y(i, :)
   struct TagScaleGathered {};  // out(t, :) = p0(center, :) in(t, :)
   struct TagShortAdjoint {};   // gb(slot, :) += gx(t, :), gx(t, :) = 0, for a short edge
@@ -61,7 +60,7 @@ struct AtomConvFunctor {
   int e0 = 0, i0 = 0;
   bool long_bias_on = false;
   ConstInts center, neighbor, center_start, edge_slot;
-  ConstMatrix in, p0, p1;
+  ConstMatrix in, p0;
   Kokkos::View<const T*, ExecSpace> long_bias, in_vec;
   Matrix out, out2;
   Kokkos::View<double*, ExecSpace> g_r;
@@ -74,12 +73,6 @@ struct AtomConvFunctor {
       out(t, j) += long_bias(j);
     }
   }
-  KOKKOS_INLINE_FUNCTION void operator()(TagGather, int t, int j) const {
-    T v = out(t, j);
-    v += p0(center(e0 + t), j);
-    v += p1(neighbor(e0 + t), j);
-    out(t, j) = v;
-  }
   KOKKOS_INLINE_FUNCTION void operator()(TagWeigh, int t, int j) const { out(t, j) *= in(t, j); }
   KOKKOS_INLINE_FUNCTION void operator()(TagCentreSum, int ii, int j) const {
     const int i = i0 + ii, rows = static_cast<int>(in.extent(0));
@@ -90,9 +83,6 @@ struct AtomConvFunctor {
       v += in(t, j);
     }
     out(i, j) = v;
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(TagNeighborSum, int t, int j) const {
-    Kokkos::atomic_add(&out(neighbor(e0 + t), j), in(t, j));
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagResidual, int i, int j) const { out(i, j) += in(i, j); }
   KOKKOS_INLINE_FUNCTION void operator()(TagScaleGathered, int t, int j) const {
@@ -114,8 +104,6 @@ template <class ExecSpace, class T>
 class AtomConv {
   using Functor = impl::AtomConvFunctor<ExecSpace, T>;
   using Mlp = kernels::GatedMlpKokkos<ExecSpace, T>;
-  static constexpr bool kHost =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 
  public:
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -198,7 +186,7 @@ class AtomConv {
     m_keep = on;
     if (!on) {
       for (auto& k : m_kept) {
-        k = KeptLayer();
+        k = impl::KeptActivations<ExecSpace, T>();
       }
     }
   }
@@ -213,18 +201,18 @@ class AtomConv {
     const Matrix agg = m_agg.get(NL, m_fa);
     Kokkos::deep_copy(agg, T(0));
     if (m_keep) {
-      m_kept[k].resize(E, W2, m.kept_size(E));
+      m_kept[k].resize(m, E);
     }
     for (int e0 = 0; e0 < E; e0 += m_chunk) {
       const int rows = std::min(m_chunk, E - e0);
-      const Matrix z1 = m_keep ? chunk_rows(m_kept[k].z1, e0, rows) : m_z1.get(rows, W2);
+      const Matrix z1 = m_keep ? m_kept[k].z1_rows(e0, rows) : m_z1.get(rows, W2);
       const Matrix w = edge_rows(k, g, b, e0, rows);
       first_layer(m, g, e0, rows, z1);
       const Matrix y = m_y.get(rows, m_fa);
-      m.compute_from_z1(z1, y, m_keep ? kept_tiles(m, k, e0, rows) : typename Mlp::Kept());
+      m.compute_from_z1(z1, y, m_keep ? m_kept[k].tiles(m, e0, rows) : typename Mlp::Kept());
       Functor f = base(g, e0);
       f.in = w, f.out = y;
-      launch<typename Functor::TagWeigh>("fastmlip::chgnet::atom_conv_weigh", rows, m_fa, f);
+      each<typename Functor::TagWeigh>("fastmlip::chgnet::atom_conv_weigh", rows, m_fa, f);
       centre_sum(g, e0, y, agg);
     }
     Kokkos::deep_copy(x_next, T(0));
@@ -233,7 +221,7 @@ class AtomConv {
     m_out[k].compute(agg, head);
     Functor f;
     f.in = Kokkos::subview(x, local, Kokkos::ALL), f.out = head;
-    launch<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
+    each<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
   }
 
   /// The reverse of compute(k): adds dE/dx^k into gx [n_total][Fa] (skipped when gx is empty:
@@ -252,7 +240,7 @@ class AtomConv {
     if (need_x) {
       Functor f;
       f.in = Kokkos::subview(gx_next, local, Kokkos::ALL), f.out = Kokkos::subview(gx, local, Kokkos::ALL);
-      launch<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
+      each<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
       g_centre = m_g_centre.get(NL, W2);
       g_neighbor = m_g_neighbor.get(N, W2);
       Kokkos::deep_copy(g_centre, T(0));
@@ -266,7 +254,7 @@ class AtomConv {
       Matrix z1;
       const Matrix w = edge_rows(k, g, b, e0, rows);
       if (m_keep) {
-        z1 = chunk_rows(m_kept[k].z1, e0, rows);
+        z1 = m_kept[k].z1_rows(e0, rows);
       } else {
         z1 = m_z1.get(rows, W2);
         first_layer(m, g, e0, rows, z1);
@@ -276,16 +264,16 @@ class AtomConv {
                    gw = m_gw.get(rows, m_fa);
       Functor f = base(g, e0);
       f.p0 = gagg, f.in = w, f.out = gy;
-      launch<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_y", rows, m_fa, f);
-      m.reverse_to_z1(z1, gy, ga, y, m_keep ? kept_tiles(m, k, e0, rows) : typename Mlp::Kept());
+      each<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_y", rows, m_fa, f);
+      m.reverse_to_z1(z1, gy, ga, y, m_keep ? m_kept[k].tiles(m, e0, rows) : typename Mlp::Kept());
       f.in = y, f.out = gw;
-      launch<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_w", rows, m_fa, f);
+      each<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_w", rows, m_fa, f);
       // Short edges' bond adjoints go to b^k; long edges' (b^0 plus biases) to the basis, with
       // the weights'.
       const Matrix gbond = m_bond_rows.get(rows, m_fb);
       m.reverse_segment(1, ga, gbond, false);
       f.out = gbond, f.out2 = gb;
-      launch<typename Functor::TagShortAdjoint>("fastmlip::chgnet::atom_conv_short_adjoint", rows, m_fb, f);
+      each<typename Functor::TagShortAdjoint>("fastmlip::chgnet::atom_conv_short_adjoint", rows, m_fb, f);
       const Matrix gbasis = m_basis.get(rows, m_rbf.num_basis());
       m_bond.reverse(gbond, gbasis, false);
       m_weights.reverse(gw, gbasis, true);
@@ -296,7 +284,7 @@ class AtomConv {
                            Kokkos::RangePolicy<ExecSpace, typename Functor::TagGradR>(0, rows), f);
       if (need_x) {
         centre_sum(g, e0, ga, g_centre);
-        neighbor_sum(g, e0, ga, g_neighbor);
+        impl::scatter_added<ExecSpace, T>(m_rows_path, ga, g.neighbor, e0, g_neighbor);
       }
     }
     if (need_x) {
@@ -306,22 +294,6 @@ class AtomConv {
   }
 
  private:
-  struct KeptLayer {
-    Matrix z1;                // [E][width2]
-    typename Mlp::Kept acts;  // the gated MLP's tiles (rows path)
-    void resize(int E, int W2, std::size_t acts_size) {
-      if (z1.extent(0) < static_cast<std::size_t>(E) || z1.extent(1) != static_cast<std::size_t>(W2)) {
-        z1 = Matrix(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::kept_z1")),
-                    E, W2);
-      }
-      if (acts.extent(0) < acts_size) {
-        acts = typename Mlp::Kept(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::kept_acts")),
-            acts_size);
-      }
-    }
-  };
-
   void check(int k, const Edges& g, const ConstMatrix& x, const ConstMatrix& b) const {
     if (k < 0 || k >= layers()) {
       throw InputError("chgnet::AtomConv: layer " + std::to_string(k) + " of " + std::to_string(layers()));
@@ -340,31 +312,9 @@ class AtomConv {
     return f;
   }
 
-  /// A 2-D element-wise step: a plain loop on the `rows` path (no launch per tile of 32 rows),
-  /// a launch on `teams`.
   template <class Tag>
-  void launch(const char* label, int rows, int cols, const Functor& f) const {
-    if constexpr (kHost) {
-      if (m_rows_path) {
-        for (int t = 0; t < rows; ++t) {
-          for (int j = 0; j < cols; ++j) {
-            f(Tag(), t, j);
-          }
-        }
-        return;
-      }
-    }
-    Kokkos::parallel_for(label, Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Tag>({0, 0}, {rows, cols}),
-                         f);
-  }
-
-  static Matrix chunk_rows(const Matrix& m, int e0, int rows) {
-    return Kokkos::subview(m, Kokkos::make_pair(e0, e0 + rows), Kokkos::ALL);
-  }
-  typename Mlp::Kept kept_tiles(const Mlp& m, int k, int e0, int rows) const {
-    // Chunks start at multiples of the tile, so a chunk's tiles are consecutive.
-    const std::size_t first = m.kept_size(static_cast<std::size_t>(e0));
-    return Kokkos::subview(m_kept[k].acts, Kokkos::make_pair(first, first + m.kept_size(rows)));
+  void each(const char* label, int rows, int cols, const Functor& f) const {
+    impl::for_each_element<Tag, ExecSpace>(m_rows_path, label, rows, cols, f);
   }
 
   /// The centre's and neighbour's projections of x^k: p0 = x W_c (local rows), p1 = x W_n (all).
@@ -386,23 +336,15 @@ class AtomConv {
     m_weights.compute(basis, w);
     Functor f = base(g, e0);
     f.in = b, f.out = m_xb, f.long_bias = m_long_bias[k], f.long_bias_on = m_long_bias[k].data() != nullptr;
-    launch<typename Functor::TagBondRows>("fastmlip::chgnet::atom_conv_bond_rows", rows, m_fb, f);
+    each<typename Functor::TagBondRows>("fastmlip::chgnet::atom_conv_bond_rows", rows, m_fb, f);
     return w;
   }
 
   /// z1 = b1 + b_e W_b + p0(centre) + p1(neighbour), the order of the host tiles.
   void first_layer(const Mlp& m, const Edges& g, int e0, int rows, const Matrix& z1) const {
     m.compute_z1_from_segment(1, m_xb, z1);
-    if constexpr (kHost) {
-      if (m_rows_path) {
-        kernels::rows::add_rows(m_p0.data(), g.center.data() + e0, rows, m.width2(), z1.data());
-        kernels::rows::add_rows(m_p1.data(), g.neighbor.data() + e0, rows, m.width2(), z1.data());
-        return;
-      }
-    }
-    Functor f = base(g, e0);
-    f.p0 = m_p0, f.p1 = m_p1, f.out = z1;
-    launch<typename Functor::TagGather>("fastmlip::chgnet::atom_conv_gather", rows, m.width2(), f);
+    impl::add_gathered<ExecSpace, T>(m_rows_path, z1, m_p0, g.center, e0);
+    impl::add_gathered<ExecSpace, T>(m_rows_path, z1, m_p1, g.neighbor, e0);
   }
 
   /// acc(centre, :) += the chunk's rows, per centre in edge order.
@@ -411,12 +353,9 @@ class AtomConv {
     if (rows == 0) {
       return;
     }
-    if constexpr (kHost) {
-      if (m_rows_path) {
-        kernels::rows::scatter_rows(src.data(), g.center.data() + e0, rows, static_cast<int>(src.extent(1)),
-                                    acc.data());
-        return;
-      }
+    if (m_rows_path) {
+      impl::scatter_added<ExecSpace, T>(true, src, g.center, e0, acc);
+      return;
     }
     // The chunk's centres are a contiguous range (edges are sorted by centre).
     int i0 = 0, i1 = 0;
@@ -426,25 +365,9 @@ class AtomConv {
     Kokkos::deep_copy(Kokkos::View<int, Kokkos::HostSpace>(&i1), Kokkos::subview(last, 0));
     Functor f = base(g, e0);
     f.i0 = i0, f.in = src, f.out = acc;
-    launch<typename Functor::TagCentreSum>("fastmlip::chgnet::atom_conv_centre_sum", i1 - i0 + 1,
-                                           static_cast<int>(src.extent(1)), f);
+    each<typename Functor::TagCentreSum>("fastmlip::chgnet::atom_conv_centre_sum", i1 - i0 + 1,
+                                         static_cast<int>(src.extent(1)), f);
   }
-  /// acc(neighbour, :) += the chunk's rows.
-  void neighbor_sum(const Edges& g, int e0, const Matrix& src, const Matrix& acc) const {
-    const int rows = static_cast<int>(src.extent(0));
-    if constexpr (kHost) {
-      if (m_rows_path) {
-        kernels::rows::scatter_rows(src.data(), g.neighbor.data() + e0, rows, static_cast<int>(src.extent(1)),
-                                    acc.data());
-        return;
-      }
-    }
-    Functor f = base(g, e0);
-    f.in = src, f.out = acc;
-    launch<typename Functor::TagNeighborSum>("fastmlip::chgnet::atom_conv_neighbor_sum", rows,
-                                             static_cast<int>(src.extent(1)), f);
-  }
-
   kernels::RadialBasisKokkos<ExecSpace, T> m_rbf;
   kernels::DenseKokkos<ExecSpace, T> m_bond, m_weights;
   std::vector<Mlp> m_gmlp;
@@ -452,7 +375,7 @@ class AtomConv {
   std::vector<Kokkos::View<const T*, ExecSpace>> m_long_bias;
   int m_fa = 0, m_fb = 0, m_chunk = kDeviceChunk;
   bool m_rows_path = false, m_keep = false;
-  std::vector<KeptLayer> m_kept;
+  std::vector<impl::KeptActivations<ExecSpace, T>> m_kept;
   // Per-step working storage, grown, never shrunk.
   using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;
   mutable Buffer m_proj0{"fastmlip::chgnet::atom_conv_p0"}, m_proj1{"fastmlip::chgnet::atom_conv_p1"},

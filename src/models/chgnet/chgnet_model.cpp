@@ -31,14 +31,15 @@
 // g^0 are recomputed per tile from r and theta rather than stored (chgnet_atom_conv.hpp,
 // angle_rows).
 //
-// Reverse pass: tile by tile, each GMLP's activations are read where the forward left them (kept
-// per tile when the step's fit in set_activation_budget, i.e. small cells) or recomputed from
-// its gathered input, and differentiated in the same tile.
+// Reverse pass: chunk by chunk, each GMLP's activations are read where the forward left them
+// (kept per layer when the step's fit in set_activation_budget, i.e. small cells) or recomputed
+// from its gathered input, and differentiated in the same chunk.
 //
-// Stages already on a Kokkos execution space, run here on the host: the geometry half of Basis
-// (chgnet_geometry.hpp), the stored embeddings (chgnet_embedding.hpp), the AtomConvs
-// (chgnet_atom_conv.hpp) and the Magmom and Readout heads (chgnet_heads.hpp). BondConv and
-// AngleUpdate are host loops over std::vector (issue 18: CHGNet on the execution space).
+// Every block is a stage on a Kokkos execution space (run here on the host, over views of this
+// file's std::vector storage): the geometry (chgnet_geometry.hpp), the stored embeddings
+// (chgnet_embedding.hpp), the AtomConvs (chgnet_atom_conv.hpp), BondConv and AngleUpdate
+// (chgnet_angle_blocks.hpp) and the Magmom and Readout heads (chgnet_heads.hpp). What remains
+// host-only is this driver: its storage, the exchange calls and the result (issue 18).
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -59,6 +60,7 @@
 #include "kernels/gated_mlp.hpp"
 #include "kernels/layer_norm.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
+#include "models/chgnet/chgnet_angle_blocks.hpp"
 #include "models/chgnet/chgnet_atom_conv.hpp"
 #include "models/chgnet/chgnet_embedding.hpp"
 #include "models/chgnet/chgnet_geometry.hpp"
@@ -77,40 +79,25 @@ using LayerNorm = kernels::LayerNorm<T>;
 template <class T>
 using GatedMlp = kernels::GatedMlp<T>;
 
-/// Rows per tile of the GMLP loops (kernels/gated_mlp.hpp).
-constexpr int kTile = kernels::kGatedMlpTile;
-
-/// z1 row t += proj row idx[t] (a gathered projection), for `rows` rows.
-template <class T>
-void add_rows(const std::vector<T>& proj, const int* idx, int rows, int width, T* z1) {
-  kernels::rows::add_rows(proj.data(), idx, rows, width, z1);
-}
-
-/// acc row idx[t] += ga row t: the adjoint of add_rows.
-template <class T>
-void scatter_rows(const T* ga, const int* idx, int rows, int width, std::vector<T>& acc) {
-  kernels::rows::scatter_rows(ga, idx, rows, width, acc.data());
-}
-
 }  // namespace
 
 template <class T>
 struct ChgnetModel<T>::Impl {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "ChgnetModel: T must be float or double");
-  using Vec = Kokkos::View<T*, HostExec>;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "ChgnetModel: T must be float or double");
   using Mat = Kokkos::View<T**, Kokkos::LayoutRight, HostExec>;
+  using ConstMat = Kokkos::View<const T**, Kokkos::LayoutRight, HostExec>;
+  using Doubles = Kokkos::View<double*, HostExec>;
 
   std::string source, version;
   double r_atom = 6.0, r_bond = 3.0;
   int Fa = 0, Fb = 0, Fg = 0, n_radial = 0, n_angular = 0, n_conv = 0, n_elements = 0;
   std::vector<double> atom_ref;  // [n_elements]
-  Dense<T> angle_embedding;      // g^0 = W_g F(theta), per tile
-  std::optional<kernels::FourierKokkos<HostExec, T>> fourier;
-  std::vector<GatedMlp<T>> bond_gmlp, angle_gmlp;
-  std::vector<Dense<T>> bond_out;
   bool gmlp_norm = true;
   std::optional<chgnet::Embedding<HostExec, T>> embed;  // x^0, short b^0, w' (chgnet_embedding.hpp)
   std::optional<chgnet::AtomConv<HostExec, T>> atom_conv;  // the AtomConvs (chgnet_atom_conv.hpp)
+  std::optional<chgnet::AngleBlocks<HostExec, T>>
+      angle_blocks;                                     // BondConvs, AngleUpdates (chgnet_angle_blocks.hpp)
   std::optional<chgnet::Heads<HostExec, T>> heads;      // Magmom and Readout (chgnet_heads.hpp)
   std::vector<chgnet::Stage> stages;  // the model's blocks, in order (chgnet_stages.hpp)
 
@@ -238,12 +225,11 @@ struct ChgnetModel<T>::Impl {
     const auto basis_ag = bessel("bond_basis_expansion.rbf_expansion_ag.frequencies", r_atom);
     kernels::FourierParams fp;
     fp.frequencies = frequencies("angle_basis_expansion.fourier_expansion.frequencies", (n_angular - 1) / 2);
-    fourier.emplace(fp);
 
     const Dense<T> bond_embedding = dense("bond_embedding", n_radial, Fb, false);
     const Dense<T> bond_weights_ag = dense("bond_weights_ag", n_radial, Fa, false);
     const Dense<T> bond_weights_bg = dense("bond_weights_bg", n_radial, Fb, false);
-    angle_embedding = dense("angle_embedding", n_angular, Fg, false);
+    const Dense<T> angle_embedding = dense("angle_embedding", n_angular, Fg, false);
     std::vector<GatedMlp<T>> atom_gmlp;
     std::vector<Dense<T>> atom_out;
     for (int k = 0; k < n_conv; ++k) {
@@ -251,6 +237,8 @@ struct ChgnetModel<T>::Impl {
       atom_gmlp.push_back(gated(a + ".twoBody_atom", {Fa, Fb, Fa}, h_atom, Fa));
       atom_out.push_back(dense(a + ".mlp_out.layers.1", Fa, Fa, out_bias));
     }
+    std::vector<GatedMlp<T>> bond_gmlp, angle_gmlp;
+    std::vector<Dense<T>> bond_out;
     for (int k = 0; k + 1 < n_conv; ++k) {
       const std::string b = "bond_conv_layers." + std::to_string(k);
       bond_gmlp.push_back(gated(b + ".twoBody_bond", {Fb, Fb, Fg, Fa}, h_bond, Fb));
@@ -296,6 +284,7 @@ struct ChgnetModel<T>::Impl {
       }
     }
     atom_conv.emplace(basis_ag, bond_embedding, bond_weights_ag, atom_gmlp, atom_out, long_bias);
+    angle_blocks.emplace(fp, angle_embedding, bond_gmlp, bond_out, angle_gmlp);
     stages = chgnet::stage_list(n_conv);
     file = nullptr;
   }
@@ -315,24 +304,14 @@ struct ChgnetModel<T>::Impl {
 
   // ---- per-call state ---------------------------------------------------------------------
   int N = 0, NL = 0, E = 0, S = 0, A = 0, n_slots = 0;
-  // The geometry stage's arrays (chgnet_geometry.hpp), under short names.
-  chgnet::Geometry<HostExec, T> geo;
-  using Ints = typename chgnet::Geometry<HostExec, T>::Ints;
-  Ints short_edge;           // [S] edge of each local slot
-  Ints rev;                  // [S] slot of the reverse bond
-  Ints edge_slot;            // [E] slot or -1
-  Ints ang_a, ang_b, ang_c;  // [A]
-  // The radial and Fourier bases of edges and angles are evaluated tile by tile from r and
-  // theta where they are used (31 values per edge or angle are not stored); only the short
-  // edges' 3 A basis is kept.
-  Vec r, theta;
-  // Per-edge rows b^0 = W_b B(r) and w = W_a B(r) are not stored: each tile recomputes them
-  // from the basis (31 values per edge instead of 128), and their adjoints go straight into
-  // the basis' adjoint. Likewise g^0 = W_g F(theta) per angle. With about 100 edges and 100
-  // angles per atom these arrays would otherwise be most of the memory.
-  std::vector<T> w_bg;                    // [S][Fb]
-  std::vector<std::vector<T>> x, bs, g;   // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
-  std::vector<T> H;                       // [n_slots][Fb]
+  chgnet::Geometry<HostExec, T> geo;  // short edges, angles, r, theta (chgnet_geometry.hpp)
+  // Stored features: x^k of every node, b^k of the short edges only (long edges' rows are b^0
+  // plus biases, recomputed with w per chunk of edges), g^k for k >= 1 (g^0 is recomputed per
+  // chunk of angles). With about 100 edges and 100 angles per atom the per-edge and per-angle
+  // rows would otherwise be most of the memory.
+  std::vector<T> w_bg;                   // [S][Fb]
+  std::vector<std::vector<T>> x, bs, g;  // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
+  std::vector<T> H;                      // [n_slots][Fb]
 
   void validate(const ChgnetGraph<T>& gr, const ChgnetExchange<T>* exchange) {
     auto bad = [&](const std::string& what) { throw InputError("ChgnetModel::compute: " + what); };
@@ -350,8 +329,8 @@ struct ChgnetModel<T>::Impl {
     return ConstInts(gr.slot_start, gr.n_total + 1);
   }
 
-  /// The geometry (short edges, angles, r, theta; chgnet_geometry.hpp) and the bases (stage
-  /// "compute_basis").
+  /// The geometry (stage "compute_basis"; the bases themselves are evaluated per chunk where
+  /// they are used, from r and theta).
   void compute_basis(const ChgnetGraph<T>& gr) {
     N = gr.n_total;
     NL = gr.n_local;
@@ -361,14 +340,6 @@ struct ChgnetModel<T>::Impl {
                                     "ChgnetModel::compute", geo);
     S = geo.num_short;
     A = geo.num_angles;
-    short_edge = geo.short_edge;
-    rev = geo.short_reverse;
-    edge_slot = geo.edge_slot;
-    ang_a = geo.angle_a;
-    ang_b = geo.angle_b;
-    ang_c = geo.angle_c;
-    r = geo.r;
-    theta = geo.theta;
   }
 
   /// Embeddings (stage "compute_embedding").
@@ -383,102 +354,20 @@ struct ChgnetModel<T>::Impl {
                    Mat(w_bg.data(), S, Fb));
   }
 
-  /// Angle rows g^k of angles a0..a0+rows-1: stored for k >= 1, from the basis for k = 0.
-  const T* angle_rows(int k, int a0, int rows) {
-    if (k > 0) return g[k].data() + static_cast<std::size_t>(a0) * Fg;
-    fourier->compute(Vec(theta.data() + a0, rows), Mat(Ft.data(), rows, n_angular));
-    angle_embedding.compute(Ft.data(), rows, n_angular, G0t.data(), Fg);
-    return G0t.data();
-  }
-  /// Adds dE/dg^k for angles a0..a0+rows-1 (`tile`, rows x Fg): into the stored adjoint for
-  /// k >= 1, through the embedding into the Fourier basis' adjoint for k = 0.
-  void add_angle_adjoint(int k, int a0, int rows, const T* tile) {
-    if (k > 0) {
-      T* dst = ggs[k].data() + static_cast<std::size_t>(a0) * Fg;
-      for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) dst[q] += tile[q];
-    } else {
-      angle_embedding.reverse(tile, rows, Fg, Ft.data(), n_angular, false);
-      fourier->reverse(Vec(theta.data() + a0, rows), Mat(Ft.data(), rows, n_angular), Vec(GRt.data(), rows));
-      for (int t = 0; t < rows; ++t) g_theta[a0 + t] += GRt[t];
-    }
-  }
-
-  /// Projections of the repeated input segments (GatedMlp) and their adjoint accumulators.
-  std::vector<T> P0, P1, P2, G0, G1, G2;
-
-  /// First-layer outputs of a BondConv / AngleUpdate for angles a0..a0+rows-1: the input is
-  /// [b_a, b_b, g_alpha, x_c] (chgnet's order); P0 = b W_a, P1 = b W_b per short edge and
-  /// P2 = x W_c per local node are projected beforehand.
-  void angle_z1(const GatedMlp<T>& m, const T* gk, int a0, int rows, T* z1) {
-    for (int t = 0; t < rows; ++t) std::copy(m.b1.begin(), m.b1.end(), z1 + static_cast<std::size_t>(t) * m.width2);
-    m.seg[2].compute(gk, rows, Fg, z1, m.width2, true);
-    add_rows(P0, ang_a.data() + a0, rows, m.width2, z1);
-    add_rows(P1, ang_b.data() + a0, rows, m.width2, z1);
-    add_rows(P2, ang_c.data() + a0, rows, m.width2, z1);
-  }
-  void project_angle(const GatedMlp<T>& m, const std::vector<T>& bk, const std::vector<T>& xk) {
-    m.project(0, bk.data(), S, P0);
-    m.project(1, bk.data(), S, P1);
-    m.project(3, xk.data(), NL, P2);
-  }
-
-  typename GatedMlp<T>::Work work;
-  std::vector<T> GX, GY, G0t, Ft, GRt;
-  void size_tiles() {
-    Ft.resize(static_cast<std::size_t>(kTile) * n_angular);
-    GRt.resize(kTile);
-    G0t.resize(static_cast<std::size_t>(kTile) * Fg);
-    GX.resize(static_cast<std::size_t>(kTile) * Fg);
-    GY.resize(static_cast<std::size_t>(kTile) * Fb);
-    // One scratch for every GMLP: each field as large as the largest GMLP needs.
-    std::size_t acts = 0;
-    for (const auto* set : {&bond_gmlp, &angle_gmlp}) {
-      for (const auto& m : *set) {
-        m.size(work);
-        acts = std::max(acts, m.acts_size());
-      }
-    }
-    if (scratch_acts.size() < acts) scratch_acts.resize(acts);
-  }
-
-  /// A tile's GMLP activations, kept from the forward pass for the reverse pass when the whole
-  /// step's fit in keep_bytes (small systems, such as FastCHGNet's 8- to 32-atom cells): the
-  /// reverse then skips recomputing the forward (a third of its work). Larger systems
+  /// Whether this step keeps the gated MLPs' activations from the forward to the reverse pass:
+  /// when the whole step's fit in keep_bytes (small systems, such as FastCHGNet's 8- to 32-atom
+  /// cells), the reverse skips recomputing the forward (a third of its work). Larger systems
   /// recompute, so memory stays proportional to the graph. The arithmetic is the same either
   /// way: results do not depend on which.
   double keep_bytes = 512.0 * 1024 * 1024;
-  bool keep = false;
-  /// [GMLP use][tile] (atom k, then bond k, then angle k): one buffer per tile (GatedMlp::
-  /// layout), kept across calls so that an MD run does not reallocate them every step.
-  std::vector<std::vector<std::vector<T>>> kept;
-  std::vector<T> scratch_acts;  // the activations of the tile at hand when nothing is kept
-  int use_bond(int k) const { return k; }
-  int use_angle(int k) const { return n_conv - 1 + k; }
-
   void plan_keep(bool gradients) {
-    const int K = n_conv - 1;
-    const double tiles_e = std::ceil(E / double(kTile)), tiles_a = std::ceil(A / double(kTile));
-    const double per_row = 2.0 * 128 + 8.0 * std::max({Fa, Fb, Fg}) + 2;  // floats a tile row keeps, at most
-    const double bytes = (tiles_e * n_conv + tiles_a * (2 * K - 1)) * kTile * per_row * sizeof(T);
-    keep = gradients && bytes <= keep_bytes;
+    const int K = n_conv - 1, tile = kernels::kGatedMlpTile;
+    const double tiles_e = std::ceil(E / double(tile)), tiles_a = std::ceil(A / double(tile));
+    const double per_row = 2.0 * 128 + 8.0 * std::max({Fa, Fb, Fg}) + 2;  // values a tile row keeps, at most
+    const double bytes = (tiles_e * n_conv + tiles_a * (2 * K - 1)) * tile * per_row * sizeof(T);
+    const bool keep = gradients && bytes <= keep_bytes;
     atom_conv->keep(keep);
-    if (keep) {
-      kept.resize(2 * n_conv - 2);
-      // Tiles beyond this step's are freed: what stays kept is within keep_bytes.
-      for (int k = 0; k < K; ++k) {
-        kept[use_bond(k)].resize(static_cast<std::size_t>(tiles_a));
-        if (k + 1 < K) kept[use_angle(k)].resize(static_cast<std::size_t>(tiles_a));
-      }
-    } else {
-      kept.clear();
-    }
-  }
-  /// The activations of tile `tile` of GMLP use `use`: its kept buffer, or the scratch.
-  typename GatedMlp<T>::Acts acts(int use, int tile, const GatedMlp<T>& m) {
-    if (!keep) return m.layout(scratch_acts.data());
-    std::vector<T>& b = kept[use][tile];
-    if (b.size() < m.acts_size()) b.resize(m.acts_size());
-    return m.layout(b.data());
+    angle_blocks->keep(keep);
   }
 
   /// What the AtomConvs read of the graph (chgnet_atom_conv.hpp).
@@ -497,55 +386,38 @@ struct ChgnetModel<T>::Impl {
                        Mat(x[k + 1].data(), N, Fa));
   }
 
-  /// BondConv k: short b^{k+1} from b^k, g^k, x^{k+1}.
+  /// What BondConv and AngleUpdate read of the geometry (chgnet_angle_blocks.hpp).
+  typename chgnet::AngleBlocks<HostExec, T>::Angles angles() const {
+    typename chgnet::AngleBlocks<HostExec, T>::Angles an;
+    an.n_local = NL, an.num_slots = n_slots;
+    an.angle_a = geo.angle_a, an.angle_b = geo.angle_b, an.angle_c = geo.angle_c;
+    an.short_reverse = geo.short_reverse, an.theta = geo.theta;
+    return an;
+  }
+  /// g^k as a view (none for k = 0: recomputed from theta).
+  ConstMat angle_features(int k) const { return k > 0 ? ConstMat(g[k].data(), A, Fg) : ConstMat(); }
+
+  /// BondConv k: short b^{k+1} from b^k, g^k, x^{k+1}; the ghost slots of H from their owners.
   void compute_bond_conv(int k, ChgnetExchange<T>* exchange) {
-    const auto& m = bond_gmlp[k];
-    project_angle(m, bs[k], x[k + 1]);
-    H.assign(static_cast<std::size_t>(n_slots) * Fb, T(0));
-    for (int a0 = 0; a0 < A; a0 += kTile) {
-      const int rows = std::min(kTile, A - a0);
-      const auto act = acts(use_bond(k), a0 / kTile, m);
-      angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
-      m.compute_from_z1(rows, act, act.y, work);
-      for (int t = 0; t < rows; ++t) {
-        const int a = a0 + t;
-        T* h = H.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
-        const T* y = act.y + static_cast<std::size_t>(t) * Fb;
-        const T* wa = w_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
-        const T* wb = w_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
-        for (int j = 0; j < Fb; ++j) h[j] += y[j] * wa[j] * wb[j];
-      }
-    }
-    if (exchange) exchange->forward_slots(H.data(), Fb);
-    std::vector<T> sum(static_cast<std::size_t>(S) * Fb);
-    for (int s = 0; s < S; ++s) {
-      const T* h1 = H.data() + static_cast<std::size_t>(s) * Fb;
-      const T* h2 = H.data() + static_cast<std::size_t>(rev[s]) * Fb;
-      for (int j = 0; j < Fb; ++j) sum[static_cast<std::size_t>(s) * Fb + j] = h1[j] + h2[j];
+    const auto an = angles();
+    H.resize(static_cast<std::size_t>(n_slots) * Fb);
+    angle_blocks->compute_bond_messages(k, an, ConstMat(bs[k].data(), S, Fb), angle_features(k),
+                                        ConstMat(x[k + 1].data(), N, Fa), ConstMat(w_bg.data(), S, Fb),
+                                        Mat(H.data(), n_slots, Fb));
+    if (exchange) {
+      exchange->forward_slots(H.data(), Fb);
     }
     bs[k + 1].resize(static_cast<std::size_t>(S) * Fb);
-    bond_out[k].compute(sum.data(), S, Fb, bs[k + 1].data(), Fb);
-    for (std::size_t q = 0; q < static_cast<std::size_t>(S) * Fb; ++q) bs[k + 1][q] += bs[k][q];
+    angle_blocks->finish_bond(k, an, ConstMat(H.data(), n_slots, Fb), ConstMat(bs[k].data(), S, Fb),
+                              Mat(bs[k + 1].data(), S, Fb));
   }
 
   /// AngleUpdate k: g^{k+1} from b^{k+1}, g^k, x^{k+1}.
   void compute_angle_update(int k) {
-    const auto& m = angle_gmlp[k];
-    project_angle(m, bs[k + 1], x[k + 1]);
     g[k + 1].resize(static_cast<std::size_t>(A) * Fg);
-    for (int a0 = 0; a0 < A; a0 += kTile) {
-      const int rows = std::min(kTile, A - a0);
-      const T* gk = angle_rows(k, a0, rows);
-      const auto act = acts(use_angle(k), a0 / kTile, m);
-      angle_z1(m, gk, a0, rows, act.z1);
-      T* out = g[k + 1].data() + static_cast<std::size_t>(a0) * Fg;
-      m.compute_from_z1(rows, act, out, work);
-      for (std::size_t q = 0; q < static_cast<std::size_t>(rows) * Fg; ++q) out[q] += gk[q];
-    }
+    angle_blocks->compute_angle(k, angles(), ConstMat(bs[k + 1].data(), S, Fb), angle_features(k),
+                                ConstMat(x[k + 1].data(), N, Fa), Mat(g[k + 1].data(), A, Fg));
   }
-
-  using ConstMat = Kokkos::View<const T**, Kokkos::LayoutRight, HostExec>;
-  using Doubles = Kokkos::View<double*, HostExec>;
 
   /// Site energies and the energy (stage "compute_readout", chgnet_heads.hpp).
   void compute_readout(const ChgnetGraph<T>& gr, ChgnetResult& result) {
@@ -578,95 +450,30 @@ struct ChgnetModel<T>::Impl {
                        Doubles(g_r.data(), E));
   }
 
-  /// The adjoints of a BondConv / AngleUpdate's first layer for angles a0..: the angle rows
-  /// into gg (contiguous), the repeated segments into the accumulators G0, G1 (short edges) and
-  /// G2 (local nodes).
-  void reverse_angle_z1(const GatedMlp<T>& m, int k, int a0, int rows) {
-    m.seg[2].reverse(work.ga.data(), rows, m.width2, GX.data(), Fg, false);
-    add_angle_adjoint(k, a0, rows, GX.data());
-    scatter_rows(work.ga.data(), ang_a.data() + a0, rows, m.width2, G0);
-    scatter_rows(work.ga.data(), ang_b.data() + a0, rows, m.width2, G1);
-    scatter_rows(work.ga.data(), ang_c.data() + a0, rows, m.width2, G2);
-  }
-  void start_angle_adjoints(const GatedMlp<T>& m) {
-    G0.assign(static_cast<std::size_t>(S) * m.width2, T(0));
-    G1.assign(static_cast<std::size_t>(S) * m.width2, T(0));
-    G2.assign(static_cast<std::size_t>(NL) * m.width2, T(0));
-  }
-  void finish_angle_adjoints(const GatedMlp<T>& m, std::vector<T>& gb, std::vector<T>& gx) {
-    m.seg[0].reverse(G0.data(), S, m.width2, gb.data(), Fb, true);
-    m.seg[1].reverse(G1.data(), S, m.width2, gb.data(), Fb, true);
-    m.seg[3].reverse(G2.data(), NL, m.width2, gx.data(), Fa, true);
-  }
+  /// dE/dg^k as a view (none for k = 0: it goes into dE/dtheta).
+  Mat angle_adjoint(int k) { return k > 0 ? Mat(ggs[k].data(), A, Fg) : Mat(); }
 
   /// Reverse of BondConv k: from dE/db^{k+1} (short) to dE/db^k, dE/dg^k, dE/dx^{k+1} (local
   /// rows) and the bond-graph weights w'.
   void reverse_bond_conv(int k, ChgnetExchange<T>* exchange) {
-    const auto& m = bond_gmlp[k];
-    const auto& gnext = gbs[k + 1];
-    for (std::size_t q = 0; q < static_cast<std::size_t>(S) * Fb; ++q) gbs[k][q] += gnext[q];
-    std::vector<T> gsum(static_cast<std::size_t>(S) * Fb, T(0));
-    bond_out[k].reverse(gnext.data(), S, Fb, gsum.data(), Fb, false);
-    gH.assign(static_cast<std::size_t>(n_slots) * Fb, T(0));
-    for (int s = 0; s < S; ++s) {
-      const T* src = gsum.data() + static_cast<std::size_t>(s) * Fb;
-      T* h1 = gH.data() + static_cast<std::size_t>(s) * Fb;
-      T* h2 = gH.data() + static_cast<std::size_t>(rev[s]) * Fb;
-      for (int j = 0; j < Fb; ++j) {
-        h1[j] += src[j];
-        h2[j] += src[j];
-      }
-    }
+    const auto an = angles();
+    gH.resize(static_cast<std::size_t>(n_slots) * Fb);
+    angle_blocks->start_bond_reverse(k, an, ConstMat(gbs[k + 1].data(), S, Fb), Mat(gbs[k].data(), S, Fb),
+                                     Mat(gH.data(), n_slots, Fb));
     if (exchange) exchange->reverse_slots(gH.data(), Fb);
-    if (!keep) project_angle(m, bs[k], x[k + 1]);
-    start_angle_adjoints(m);
-    for (int a0 = 0; a0 < A; a0 += kTile) {
-      const int rows = std::min(kTile, A - a0);
-      const auto act = acts(use_bond(k), a0 / kTile, m);
-      if (!keep) {
-        angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
-        m.compute_from_z1(rows, act, act.y, work);
-      }
-      for (int t = 0; t < rows; ++t) {
-        const int a = a0 + t;
-        const T* gh = gH.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
-        const T* wa = w_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
-        const T* wb = w_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
-        T* gwa = gw_bg.data() + static_cast<std::size_t>(ang_a[a]) * Fb;
-        T* gwb = gw_bg.data() + static_cast<std::size_t>(ang_b[a]) * Fb;
-        const T* y = act.y + static_cast<std::size_t>(t) * Fb;
-        T* gy = GY.data() + static_cast<std::size_t>(t) * Fb;
-        for (int j = 0; j < Fb; ++j) {
-          gy[j] = gh[j] * wa[j] * wb[j];
-          gwa[j] += gh[j] * y[j] * wb[j];
-          gwb[j] += gh[j] * y[j] * wa[j];
-        }
-      }
-      m.reverse_to_z1(GY.data(), rows, act, work);
-      reverse_angle_z1(m, k, a0, rows);
-    }
-    finish_angle_adjoints(m, gbs[k], gxs[k + 1]);
+    angle_blocks->reverse_bond_messages(k, an, ConstMat(bs[k].data(), S, Fb), angle_features(k),
+                                        ConstMat(x[k + 1].data(), N, Fa), ConstMat(w_bg.data(), S, Fb),
+                                        ConstMat(gH.data(), n_slots, Fb), Mat(gbs[k].data(), S, Fb),
+                                        angle_adjoint(k), Doubles(g_theta.data(), A),
+                                        Mat(gxs[k + 1].data(), N, Fa), Mat(gw_bg.data(), S, Fb));
   }
 
   /// Reverse of AngleUpdate k: from dE/dg^{k+1} to dE/dg^k, dE/db^{k+1}, dE/dx^{k+1}.
   void reverse_angle_update(int k) {
-    const auto& m = angle_gmlp[k];
-    const auto& gnext = ggs[k + 1];
-    if (!keep) project_angle(m, bs[k + 1], x[k + 1]);
-    start_angle_adjoints(m);
-    for (int a0 = 0; a0 < A; a0 += kTile) {
-      const int rows = std::min(kTile, A - a0);
-      const T* gn = gnext.data() + static_cast<std::size_t>(a0) * Fg;
-      add_angle_adjoint(k, a0, rows, gn);  // the residual g^{k+1} = g^k + ...
-      const auto act = acts(use_angle(k), a0 / kTile, m);
-      if (!keep) {
-        angle_z1(m, angle_rows(k, a0, rows), a0, rows, act.z1);
-        m.compute_from_z1(rows, act, act.y, work);
-      }
-      m.reverse_to_z1(gn, rows, act, work);
-      reverse_angle_z1(m, k, a0, rows);
-    }
-    finish_angle_adjoints(m, gbs[k + 1], gxs[k + 1]);
+    angle_blocks->reverse_angle(k, angles(), ConstMat(bs[k + 1].data(), S, Fb), angle_features(k),
+                                ConstMat(x[k + 1].data(), N, Fa), ConstMat(ggs[k + 1].data(), A, Fg),
+                                Mat(gbs[k + 1].data(), S, Fb), angle_adjoint(k), Doubles(g_theta.data(), A),
+                                Mat(gxs[k + 1].data(), N, Fa));
   }
 
   /// Reverse of the embeddings and bases: dE/d(edge vectors) (stage "reverse_basis").
@@ -676,7 +483,7 @@ struct ChgnetModel<T>::Impl {
     Doubles g_short("fastmlip::chgnet::grad_r_short", S);
     embed->reverse(geo.r_short, ConstMat(gbs[0].data(), S, Fb), ConstMat(gw_bg.data(), S, Fb), g_short);
     for (int s = 0; s < S; ++s) {
-      g_r[short_edge[s]] += g_short(s);
+      g_r[geo.short_edge(s)] += g_short(s);
     }
     // Then dE/dr and dE/dtheta into dE/d(edge vectors): the geometry stage's reverse.
     using ConstDoubles = Kokkos::View<const double*, Kokkos::HostSpace>;
@@ -694,7 +501,6 @@ struct ChgnetModel<T>::Impl {
     switch (s.kind) {
       case K::Basis:
         compute_basis(gr);
-        size_tiles();
         plan_keep(gradients);
         return;
       case K::Embedding:

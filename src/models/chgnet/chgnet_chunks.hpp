@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file What CHGNet's convolution stages (chgnet_atom_conv.hpp, chgnet_angle_blocks.hpp) share:
+/// they run their rows (edges or angles) in chunks, assemble each chunk's gated-MLP input from
+/// projections gathered per row, scatter per-row results back to nodes or bonds, and may keep a
+/// chunk's activations for the reverse pass.
+///
+/// Every helper has the two paths of the dense kernels (kernels/dense_kokkos.hpp): `rows`, on
+/// host spaces, plain loops and the host's SIMD row kernels (the arithmetic ChgnetModel's host
+/// loops ran, bit for bit, and no launch per 32-row tile); `teams`, Kokkos launches, on devices
+/// (and on the host where a test asks for it). Scatters are atomic on `teams`: a device sums a
+/// row's contributions in no fixed order.
+#include <Kokkos_Core.hpp>
+#include <cstddef>
+#include <string>
+
+#include "kernels/gated_mlp_kokkos.hpp"
+#include "kernels/impl/rows_impl.hpp"
+
+namespace fastmlip::models::chgnet::impl {
+
+template <class ExecSpace>
+constexpr bool kHostSpace =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+
+/// A 2-D element-wise step f(Tag, t, j) over rows x cols: a plain loop on the `rows` path, a
+/// launch on `teams`.
+template <class Tag, class ExecSpace, class F>
+void for_each_element(bool rows_path, const char* label, int rows, int cols, const F& f) {
+  if constexpr (kHostSpace<ExecSpace>) {
+    if (rows_path) {
+      for (int t = 0; t < rows; ++t) {
+        for (int j = 0; j < cols; ++j) {
+          f(Tag(), t, j);
+        }
+      }
+      return;
+    }
+  }
+  Kokkos::parallel_for(label, Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Tag>({0, 0}, {rows, cols}),
+                       f);
+}
+
+template <class ExecSpace, class T>
+struct RowsFunctor {
+  struct TagGather {};   // rows(t, :) += table(idx(r0 + t), :)
+  struct TagScatter {};  // table(idx(r0 + t), :) += rows(t, :), atomically
+
+  Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> rows, table;
+  Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace> const_rows, const_table;
+  Kokkos::View<const int*, ExecSpace> idx;
+  int r0 = 0;
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagGather, int t, int j) const {
+    rows(t, j) += const_table(idx(r0 + t), j);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagScatter, int t, int j) const {
+    Kokkos::atomic_add(&table(idx(r0 + t), j), const_rows(t, j));
+  }
+};
+
+/// rows [n][w] += table rows idx(r0 .. r0 + n - 1).
+template <class ExecSpace, class T>
+void add_gathered(bool rows_path, const Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>& rows,
+                  const Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>& table,
+                  const Kokkos::View<const int*, ExecSpace>& idx, int r0) {
+  const int n = static_cast<int>(rows.extent(0)), w = static_cast<int>(rows.extent(1));
+  if constexpr (kHostSpace<ExecSpace>) {
+    if (rows_path) {
+      kernels::rows::add_rows(table.data(), idx.data() + r0, n, w, rows.data());
+      return;
+    }
+  }
+  RowsFunctor<ExecSpace, T> f;
+  f.rows = rows, f.const_table = table, f.idx = idx, f.r0 = r0;
+  for_each_element<typename RowsFunctor<ExecSpace, T>::TagGather, ExecSpace>(
+      false, "fastmlip::chgnet::gather", n, w, f);
+}
+
+/// table rows idx(r0 .. r0 + n - 1) += rows [n][w], in row order on `rows`.
+template <class ExecSpace, class T>
+void scatter_added(bool rows_path, const Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>& rows,
+                   const Kokkos::View<const int*, ExecSpace>& idx, int r0,
+                   const Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>& table) {
+  const int n = static_cast<int>(rows.extent(0)), w = static_cast<int>(rows.extent(1));
+  if constexpr (kHostSpace<ExecSpace>) {
+    if (rows_path) {
+      kernels::rows::scatter_rows(rows.data(), idx.data() + r0, n, w, table.data());
+      return;
+    }
+  }
+  RowsFunctor<ExecSpace, T> f;
+  f.const_rows = rows, f.table = table, f.idx = idx, f.r0 = r0;
+  for_each_element<typename RowsFunctor<ExecSpace, T>::TagScatter, ExecSpace>(
+      false, "fastmlip::chgnet::scatter", n, w, f);
+}
+
+/// One layer's activations kept from the forward to the reverse pass: the gated MLP's first-layer
+/// outputs of every row and, on `rows`, its other activations tile by tile
+/// (GatedMlpKokkos::Kept). Grown, never shrunk, while kept.
+template <class ExecSpace, class T>
+struct KeptActivations {
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using Mlp = kernels::GatedMlpKokkos<ExecSpace, T>;
+  Matrix z1;
+  typename Mlp::Kept acts;
+
+  void resize(const Mlp& m, int rows) {
+    if (z1.extent(0) < static_cast<std::size_t>(rows) ||
+        z1.extent(1) != static_cast<std::size_t>(m.width2())) {
+      z1 = Matrix(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::kept_z1")),
+                  rows, m.width2());
+    }
+    if (acts.extent(0) < m.kept_size(rows)) {
+      acts = typename Mlp::Kept(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::kept_acts")),
+          m.kept_size(rows));
+    }
+  }
+  /// Rows r0 .. r0 + n - 1 (r0 a multiple of the tile: a chunk's tiles are consecutive).
+  Matrix z1_rows(int r0, int n) const {
+    return Kokkos::subview(z1, Kokkos::make_pair(r0, r0 + n), Kokkos::ALL);
+  }
+  typename Mlp::Kept tiles(const Mlp& m, int r0, int n) const {
+    const std::size_t first = m.kept_size(static_cast<std::size_t>(r0));
+    return Kokkos::subview(acts, Kokkos::make_pair(first, first + m.kept_size(static_cast<std::size_t>(n))));
+  }
+};
+
+}  // namespace fastmlip::models::chgnet::impl
