@@ -23,6 +23,8 @@ using fastmlip::models::ChgnetExchange;
 using fastmlip::models::ChgnetGraph;
 using fastmlip::models::ChgnetModel;
 using fastmlip::models::ChgnetResult;
+// The model runs on the host: the /kk style hands it a host graph (issue 20).
+using ModelSpace = Kokkos::DefaultHostExecutionSpace;
 
 namespace {
 
@@ -42,12 +44,12 @@ class ChgnetLammpsExchange final : public PairNodeExchange<T, ChgnetExchange<T>>
 }  // namespace
 
 struct PairFastmlipChgnet::Backend {
-  std::unique_ptr<ChgnetModel<double>> model_d;
-  std::unique_ptr<ChgnetModel<float>> model_f;
+  std::unique_ptr<ChgnetModel<ModelSpace, double>> model_d;
+  std::unique_ptr<ChgnetModel<ModelSpace, float>> model_f;
   ChgnetResult result;
 
   template <class T>
-  ChgnetModel<T>& model() {
+  ChgnetModel<ModelSpace, T>& model() {
     if constexpr (std::is_same_v<T, double>) {
       return *model_d;
     } else {
@@ -86,9 +88,9 @@ void PairFastmlipChgnet::load_model(const fastmlip::io::PotentialFile& file, con
                                     const std::vector<std::string>& symbols) {
   m_backend = std::make_unique<Backend>();
   if (single_precision()) {
-    m_backend->model_f = std::make_unique<ChgnetModel<float>>(file);
+    m_backend->model_f = std::make_unique<ChgnetModel<ModelSpace, float>>(file);
   } else {
-    m_backend->model_d = std::make_unique<ChgnetModel<double>>(file);
+    m_backend->model_d = std::make_unique<ChgnetModel<ModelSpace, double>>(file);
   }
   const auto& model_problem = [&](int z) {
     return m_backend->model_d ? m_backend->model_d->species_problem(z) : m_backend->model_f->species_problem(z);
@@ -150,8 +152,9 @@ PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Graph<T>& edges
 
   ChgnetGraph<T> graph;
   static_cast<Graph<T>&>(graph) = edges;
-  graph.slot_start = m_slot_start.data();
-  graph.reverse_slot = m_reverse_slot.data();
+  graph.slot_start = Kokkos::View<const int*, Kokkos::HostSpace>(m_slot_start.data(), m_slot_start.size());
+  graph.reverse_slot =
+      Kokkos::View<const int*, Kokkos::HostSpace>(m_reverse_slot.data(), m_reverse_slot.size());
   ChgnetLammpsExchange<T> exchange(this);
   auto& result = m_backend->result;
   try {

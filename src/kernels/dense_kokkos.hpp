@@ -19,16 +19,13 @@
 
 #include "core/error.hpp"
 #include "kernels/dense.hpp"
+#include "kernels/dense_path.hpp"
 #include "kernels/impl/dense_impl.hpp"
 #include "kernels/impl/team_scratch.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/layer_norm.hpp"
 
 namespace fastmlip::kernels {
-
-/// Which implementation runs a dense kernel's entry points. automatic: rows on host spaces,
-/// teams elsewhere.
-enum class DensePath { automatic, rows, teams };
 
 namespace impl {
 

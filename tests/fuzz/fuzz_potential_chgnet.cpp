@@ -12,6 +12,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return fastmlip::fuzz::fuzz_potential(data, size, [](const fastmlip::io::PotentialFile& file) {
-    fastmlip::models::ChgnetModel<float> model(file);
+    fastmlip::models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, float> model(file);
   });
 }

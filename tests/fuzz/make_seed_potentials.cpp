@@ -81,7 +81,8 @@ io::PotentialFile shrink_chgnet(const std::string& path) {
     s.data.assign(t.data.begin(), t.data.begin() + static_cast<std::ptrdiff_t>(bytes));
     small.add(std::move(s));
   }
-  models::ChgnetModel<float> check(small);  // throws if the cut-down file is not a valid CHGNet
+  models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, float> check(
+      small);  // throws if the cut-down file is not a valid CHGNet
   return small;
 }
 

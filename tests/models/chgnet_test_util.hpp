@@ -3,10 +3,12 @@
 // Evaluates a ChgnetModel on one periodic structure and forms what chgnet reports: energy per
 // atom, forces, stress in GPa (chgnet's convention, see below), magnetic moments and site
 // energies. Shared by the CHGNet model tests.
+#include <Kokkos_Core.hpp>
 #include <array>
 #include <cmath>
 #include <vector>
 
+#include "graph/graph_mirror.hpp"
 #include "models/chgnet/chgnet_model.hpp"
 
 namespace fastmlip::test {
@@ -35,12 +37,25 @@ struct ChgnetOutputs {
 /// dE/d eps_ab = sum_e v_a dE/dv_b, so stress = -virial / V (positive under tension).
 inline constexpr double kEvPerA3ToGPa = 160.21766208;
 
-template <class T>
-ChgnetOutputs evaluate(models::ChgnetModel<T>& model, const ChgnetStructure& s) {
+/// The model on its execution space: a device model gets the host-built graph mirrored into its
+/// memory (graph::GraphMirror and copies of the slots), as a caller with a GPU would hand it.
+template <class Space, class T>
+ChgnetOutputs evaluate(models::ChgnetModel<Space, T>& model, const ChgnetStructure& s) {
   auto g = models::make_structure_graph<T>(s.positions, s.numbers, s.lattice.data(), s.pbc, model.cutoff(),
                                            model.bond_cutoff());
   models::ChgnetResult r;
-  model.compute(g.view(), nullptr, true, r);
+  using Mem = typename Space::memory_space;
+  const models::ChgnetGraph<T> host = g.view();
+  graph::GraphMirror<T, Mem> mirror;
+  typename models::ChgnetModel<Space, T>::Graph dev;
+  static_cast<graph::AtomGraph<T, Mem>&>(dev) = mirror.of(host);
+  Kokkos::View<int*, Mem> slot_start("slot_start", host.slot_start.extent(0)),
+      reverse_slot("reverse_slot", host.reverse_slot.extent(0));
+  Kokkos::deep_copy(slot_start, host.slot_start);
+  Kokkos::deep_copy(reverse_slot, host.reverse_slot);
+  dev.slot_start = slot_start;
+  dev.reverse_slot = reverse_slot;
+  model.compute(dev, nullptr, true, r);
   ChgnetOutputs o;
   const int n = s.size();
   o.energy = r.energy;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../common/memory_limit.hpp"
+#include "chgnet_fixtures.hpp"
 #include "chgnet_test_util.hpp"
 #include "core/error.hpp"
 #include "io/potential_file.hpp"
@@ -31,51 +32,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string fixture_dir() { return std::string(FASTMLIP_REFERENCE_DATA_DIR) + "/chgnet"; }
-std::string potential_path(const std::string& version) {
-  return version == "0.3.0" ? std::string(FASTMLIP_SOURCE_DIR) + "/potentials/chgnet-0.3.0.safetensors"
-                            : fixture_dir() + "/chgnet-" + version + ".safetensors";
-}
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  return json::parse(in);
-}
-
-ChgnetStructure structure_of(const json& j) {
-  ChgnetStructure s;
-  for (int a = 0; a < 3; ++a)
-    for (int b = 0; b < 3; ++b) s.lattice[3 * a + b] = j.at("lattice")[a][b].get<double>();
-  for (const auto& p : j.at("positions"))
-    for (const auto& x : p) s.positions.push_back(x.get<double>());
-  for (const auto& z : j.at("numbers")) s.numbers.push_back(z.get<int>());
-  for (int k = 0; k < 3; ++k) s.pbc[k] = j.at("pbc")[k].get<bool>();
-  return s;
-}
-
-/// The fixtures other than the layer-by-layer debug dumps.
-std::vector<std::string> fixture_names() {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(fixture_dir())) {
-    const auto stem = e.path().stem().string();
-    if (e.path().extension() == ".json" && stem.find("_debug") == std::string::npos) names.push_back(stem);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-std::string version_of(const json& j) {
-  const auto model = j.at("model").get<std::string>();  // "chgnet 0.3.0"
-  return model.substr(model.find(' ') + 1);
-}
+using namespace chgnet_fixtures;
 
 /// A fresh model per test: models hold Kokkos views, which must not outlive the test main's
 /// Kokkos::finalize (so no static cache).
 template <class T>
-std::unique_ptr<models::ChgnetModel<T>> load_model(const std::string& version) {
-  return std::make_unique<models::ChgnetModel<T>>(io::read_potential_file(potential_path(version)));
+std::unique_ptr<models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, T>> load_model(
+    const std::string& version) {
+  return std::make_unique<models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, T>>(
+      io::read_potential_file(potential_path(version)));
 }
 
 double max_abs(const std::vector<double>& v) {
@@ -278,12 +243,12 @@ TEST(ChgnetModel, LoaderAndSpeciesErrors) {
     if (name != "composition_model.fc.weight") edited.add(tensor);
   }
   edited.add<float>("composition_model.fc.weight", {1, 94}, ref);
-  const models::ChgnetModel<double> m(edited);
+  const models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> m(edited);
   EXPECT_NE(m.species_problem(26).find("Fe has no AtomRef"), std::string::npos) << m.species_problem(26);
   // A MACE file is refused with the kind it holds.
   try {
-    const models::ChgnetModel<double> bad(
-        io::read_potential_file(std::string(FASTMLIP_SOURCE_DIR) + "/potentials/cuni-mace-small.safetensors"));
+    const models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> bad(io::read_potential_file(
+        std::string(FASTMLIP_SOURCE_DIR) + "/potentials/cuni-mace-small.safetensors"));
     ADD_FAILURE() << "a MACE file was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("\"mace\""), std::string::npos) << e.what();
@@ -295,7 +260,7 @@ TEST(ChgnetModel, LoaderAndSpeciesErrors) {
     if (name != "site_wise.weight") missing.add(tensor);
   }
   try {
-    const models::ChgnetModel<double> bad(missing);
+    const models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> bad(missing);
     ADD_FAILURE() << "a file without site_wise.weight was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("site_wise.weight"), std::string::npos) << e.what();

@@ -101,7 +101,8 @@ std::vector<trainer::ChgnetStructure> some_structures() {
 }
 
 /// The core's results for one structure (chgnet_test_util's evaluate: stress in GPa).
-ChgnetOutputs core_outputs(models::ChgnetModel<double>& core, const trainer::ChgnetStructure& s) {
+ChgnetOutputs core_outputs(models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double>& core,
+                           const trainer::ChgnetStructure& s) {
   ChgnetStructure t;
   t.lattice = *s.cell;
   t.positions = s.positions;
@@ -144,7 +145,7 @@ const ChgnetForwardOptions kAll{true, true, false};
 /// for one potential.
 void check_parity(const std::string& potential, const std::vector<std::string>& only = {}) {
   const auto file = io::read_potential_file(potential);
-  models::ChgnetModel<double> core(file);
+  models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> core(file);
   ChgnetTorchModel<double> model(file);
   double worst = 0;
   for (const auto& [name, s] : fixture_structures()) {
@@ -341,7 +342,8 @@ io::PotentialFile small_random_potential(std::uint64_t seed) {
 
 /// Parity with the core on four structures (images of the atom itself, triclinic, rattled, no
 /// angles): energy, forces and magnetic moments to 1e-10 relative.
-void expect_core_parity(models::ChgnetModel<double>& core, ChgnetTorchModel<double>& model) {
+void expect_core_parity(models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double>& core,
+                        ChgnetTorchModel<double>& model) {
   for (const auto& s : some_structures()) {
     const auto ref = core_outputs(core, s);
     const auto out =
@@ -355,7 +357,7 @@ void expect_core_parity(models::ChgnetModel<double>& core, ChgnetTorchModel<doub
 
 TEST(ChgnetTorch, SmallRandomOddSizedModel) {
   const auto file = small_random_potential(11);
-  models::ChgnetModel<double> core(file);
+  models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> core(file);
   ChgnetTorchModel<double> model(file);
   expect_core_parity(core, model);
   // The force-loss gradient of every entry of every tensor against central differences.
@@ -517,7 +519,7 @@ TEST(ChgnetTorch, OneFineTuningStepChangesTheWeightsAndTheCoreReadsTheExport) {
   const auto after = model.forward(b, kAll);
   EXPECT_GT(std::abs(after.energy.item<double>() - before.energy.item<double>()), 1e-4);
   // The pair style's model on the exported file gives the fine-tuned model's results.
-  models::ChgnetModel<double> core(tuned);
+  models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> core(tuned);
   const auto ref = core_outputs(core, s);
   EXPECT_LE(std::abs(after.energy.item<double>() - ref.energy) / std::abs(ref.energy), 1e-10);
   EXPECT_LE(rel_dev(values(after.forces), ref.forces), 1e-10);
@@ -614,7 +616,7 @@ TEST(ChgnetTorch, DirectHeadsTrainWithoutSecondDerivativesAndAreSaved) {
   const auto out2 = again.forward(b, kAll);
   EXPECT_TRUE(torch::equal(out.forces, out2.forces));
   EXPECT_TRUE(torch::equal(out.virials, out2.virials));
-  models::ChgnetModel<double> core(file);
+  models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> core(file);
   EXPECT_NEAR(core_outputs(core, s).energy, out.energy.item<double>(),
               1e-10 * std::abs(out.energy.item<double>()));
   // Without direct_heads the saved heads are left alone: not parameters, saved as read.
@@ -633,7 +635,7 @@ TEST(ChgnetFresh, PassesValidationAndTheCoreAgrees) {
     io::write_potential_file(path, trainer::make_chgnet_potential(config));
     const auto file = io::read_potential_file(path);
     fs::remove(path);
-    models::ChgnetModel<double> core(file);
+    models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> core(file);
     ChgnetTorchModel<double> model(file);
     EXPECT_DOUBLE_EQ(model.cutoff(), config.atom_graph_cutoff);
     EXPECT_DOUBLE_EQ(model.bond_cutoff(), config.bond_graph_cutoff);

@@ -1065,7 +1065,7 @@ ChgnetStructure chgnet_pair(int za, int zb) {
 /// the potential file, to 1e-10 relative; returns the trainer's.
 double expect_core_energy_equals_trainer(const io::PotentialFile& pot, const ChgnetStructure& s) {
   trainer::ChgnetTorchModel<double> model(pot);
-  models::ChgnetModel<double> core(pot);
+  models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> core(pot);
   const auto out = model.forward(trainer::make_chgnet_batch({{s.positions, s.numbers, s.lattice, s.pbc}},
                                                             model.cutoff(), model.bond_cutoff()));
   const double e = out.energy[0].item<double>();
@@ -1132,7 +1132,7 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
   const ChgnetStructure s = chgnet_pair(26, 27);
   const double e_trainer = expect_core_energy_equals_trainer(pot, s);
   // Fine-tuning moved the weights: the shipped model gives another energy.
-  models::ChgnetModel<double> shipped(io::read_potential_file(kChgnet));
+  models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> shipped(io::read_potential_file(kChgnet));
   EXPECT_GT(std::abs(evaluate(shipped, s).energy - e_trainer), 1e-8);
 
   // Two ranks.
@@ -1150,7 +1150,7 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
   const trainer::ChgnetTorchModel<double> dmodel(dpot, {true});
   const trainer::ChgnetTorchModel<double> plain(pot);
   EXPECT_EQ(dmodel.named_parameters().size(), plain.named_parameters().size() + 8);
-  EXPECT_NO_THROW((models::ChgnetModel<double>(dpot)));
+  EXPECT_NO_THROW((models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double>(dpot)));
   fs::remove_all(dir);
 }
 

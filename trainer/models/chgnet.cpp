@@ -166,7 +166,7 @@ struct ChgnetTorchModel<T>::Impl {
   Impl(const io::PotentialFile& f, const ChgnetTorchOptions& o) : file(f), options(o) {
     // The core's loader checks the model kind, every hyperparameter and tensor shape, and
     // refuses the architectures it does not evaluate.
-    const models::ChgnetModel<double> core(f);
+    const models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> core(f);
     source = f.display_name();
     r_atom = core.cutoff();
     r_bond = core.bond_cutoff();

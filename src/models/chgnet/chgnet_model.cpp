@@ -55,9 +55,11 @@
 #include "core/elements.hpp"
 #include "core/error.hpp"
 #include "core/out_of_memory.hpp"
+#include "graph/impl/atom_graph_impl.hpp"  // host_value
 #include "graph/neighbor_list.hpp"
 #include "kernels/dense.hpp"
 #include "kernels/gated_mlp.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "kernels/layer_norm.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "models/chgnet/chgnet_angle_blocks.hpp"
@@ -81,24 +83,33 @@ using GatedMlp = kernels::GatedMlp<T>;
 
 }  // namespace
 
-template <class T>
-struct ChgnetModel<T>::Impl {
+/// dE/dr of each short edge's own edge (distinct edges: no two threads write one entry).
+template <class ExecSpace>
+struct AddShortGradient {
+  Kokkos::View<double*, ExecSpace> g_r;
+  Kokkos::View<const int*, ExecSpace> short_edge;
+  Kokkos::View<const double*, ExecSpace> g_short;
+  KOKKOS_INLINE_FUNCTION void operator()(int s) const { g_r(short_edge(s)) += g_short(s); }
+};
+
+template <class ExecSpace, class T>
+struct ChgnetModel<ExecSpace, T>::Impl {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "ChgnetModel: T must be float or double");
-  using Mat = Kokkos::View<T**, Kokkos::LayoutRight, HostExec>;
-  using ConstMat = Kokkos::View<const T**, Kokkos::LayoutRight, HostExec>;
-  using Doubles = Kokkos::View<double*, HostExec>;
+  using Mat = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMat = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+  using Doubles = Kokkos::View<double*, ExecSpace>;
 
   std::string source, version;
   double r_atom = 6.0, r_bond = 3.0;
   int Fa = 0, Fb = 0, Fg = 0, n_radial = 0, n_angular = 0, n_conv = 0, n_elements = 0;
   std::vector<double> atom_ref;  // [n_elements]
   bool gmlp_norm = true;
-  std::optional<chgnet::Embedding<HostExec, T>> embed;  // x^0, short b^0, w' (chgnet_embedding.hpp)
-  std::optional<chgnet::AtomConv<HostExec, T>> atom_conv;  // the AtomConvs (chgnet_atom_conv.hpp)
-  std::optional<chgnet::AngleBlocks<HostExec, T>>
-      angle_blocks;                                     // BondConvs, AngleUpdates (chgnet_angle_blocks.hpp)
-  std::optional<chgnet::Heads<HostExec, T>> heads;      // Magmom and Readout (chgnet_heads.hpp)
+  std::optional<chgnet::Embedding<ExecSpace, T>> embed;     // x^0, short b^0, w' (chgnet_embedding.hpp)
+  std::optional<chgnet::AtomConv<ExecSpace, T>> atom_conv;  // the AtomConvs (chgnet_atom_conv.hpp)
+  std::optional<chgnet::AngleBlocks<ExecSpace, T>>
+      angle_blocks;                                  // BondConvs, AngleUpdates (chgnet_angle_blocks.hpp)
+  std::optional<chgnet::Heads<ExecSpace, T>> heads;  // Magmom and Readout (chgnet_heads.hpp)
   std::vector<chgnet::Stage> stages;  // the model's blocks, in order (chgnet_stages.hpp)
 
   // ---- loading ----------------------------------------------------------------------------
@@ -153,7 +164,7 @@ struct ChgnetModel<T>::Impl {
     return GatedMlp<T>(w, segments);
   }
 
-  explicit Impl(const io::PotentialFile& f) : file(&f) {
+  Impl(const io::PotentialFile& f, kernels::DensePath path) : file(&f) {
     source = f.display_name();
     if (f.model_kind() != "chgnet") fail("model kind is \"" + f.model_kind() + "\", not \"chgnet\"");
     auto hp = [&](const std::string& key) { return "/hyperparameters/" + key; };
@@ -266,8 +277,8 @@ struct ChgnetModel<T>::Impl {
     if (readout.empty() || readout.back().out != 1) fail("the readout MLP (mlp.layers.*) must end in one output");
     embed.emplace(embedding, Fa, basis_ag,
                   bessel("bond_basis_expansion.rbf_expansion_bg.frequencies", r_bond), bond_embedding,
-                  bond_weights_bg);
-    heads.emplace(readout_norm, readout, atom_ref, site_wise);
+                  bond_weights_bg, path);
+    heads.emplace(readout_norm, readout, atom_ref, site_wise, path);
     // A long edge's bond row at layer k is b^0 plus the BondConv biases before k (none at k = 0).
     std::vector<std::vector<T>> long_bias(n_conv);
     std::vector<T> sum(Fb, T(0));
@@ -283,8 +294,8 @@ struct ChgnetModel<T>::Impl {
         long_bias[k] = sum;
       }
     }
-    atom_conv.emplace(basis_ag, bond_embedding, bond_weights_ag, atom_gmlp, atom_out, long_bias);
-    angle_blocks.emplace(fp, angle_embedding, bond_gmlp, bond_out, angle_gmlp);
+    atom_conv.emplace(basis_ag, bond_embedding, bond_weights_ag, atom_gmlp, atom_out, long_bias, path);
+    angle_blocks.emplace(fp, angle_embedding, bond_gmlp, bond_out, angle_gmlp, path);
     stages = chgnet::stage_list(n_conv);
     file = nullptr;
   }
@@ -303,55 +314,97 @@ struct ChgnetModel<T>::Impl {
   }
 
   // ---- per-call state ---------------------------------------------------------------------
-  int N = 0, NL = 0, E = 0, S = 0, A = 0, n_slots = 0;
-  chgnet::Geometry<HostExec, T> geo;  // short edges, angles, r, theta (chgnet_geometry.hpp)
-  // Stored features: x^k of every node, b^k of the short edges only (long edges' rows are b^0
-  // plus biases, recomputed with w per chunk of edges), g^k for k >= 1 (g^0 is recomputed per
-  // chunk of angles). With about 100 edges and 100 angles per atom the per-edge and per-angle
-  // rows would otherwise be most of the memory.
-  std::vector<T> w_bg;                   // [S][Fb]
-  std::vector<std::vector<T>> x, bs, g;  // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
-  std::vector<T> H;                      // [n_slots][Fb]
+  using Graph = typename ChgnetModel<ExecSpace, T>::Graph;
+  using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;
+  using DoubleBuffer = kernels::impl::GrowBuffer<double, ExecSpace>;
+  static constexpr bool kHostMemory =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 
-  void validate(const ChgnetGraph<T>& gr, const ChgnetExchange<T>* exchange) {
+  int N = 0, NL = 0, E = 0, S = 0, A = 0, n_slots = 0;
+  chgnet::Geometry<ExecSpace, T> geo;  // short edges, angles, r, theta (chgnet_geometry.hpp)
+  // Stored features, in ExecSpace's memory: x^k of every node, b^k of the short edges only (long
+  // edges' rows are b^0 plus biases, recomputed with w per chunk of edges), g^k for k >= 1 (g^0 is
+  // recomputed per chunk of angles). With about 100 edges and 100 angles per atom the per-edge and
+  // per-angle rows would otherwise be most of the memory. Each array is a window on storage kept
+  // between calls (GrowBuffer), so an MD step allocates nothing once the system stops growing.
+  std::vector<Buffer> x_buf, bs_buf, g_buf, gx_buf, gb_buf, gg_buf;
+  Buffer w_bg_buf{"fastmlip::chgnet::w_bg"}, H_buf{"fastmlip::chgnet::H"},
+      gw_bg_buf{"fastmlip::chgnet::grad_w_bg"}, gH_buf{"fastmlip::chgnet::grad_H"};
+  DoubleBuffer site_buf{"fastmlip::chgnet::site_energy"}, magmom_buf{"fastmlip::chgnet::magmom"},
+      g_r_buf{"fastmlip::chgnet::grad_r"}, g_theta_buf{"fastmlip::chgnet::grad_theta"},
+      g_short_buf{"fastmlip::chgnet::grad_r_short"}, edge_grad_buf{"fastmlip::chgnet::edge_gradient"};
+  kernels::impl::GrowBuffer<T, Kokkos::HostSpace> exchange_host{"fastmlip::chgnet::exchange_rows_host"};
+  Mat w_bg, H;
+  std::vector<Mat> x, bs, g;  // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
+
+  void size_buffers() {
+    auto labelled = [](int n, const char* label) { return std::vector<Buffer>(n, Buffer(label)); };
+    if (x_buf.empty()) {
+      x_buf = labelled(n_conv + 1, "fastmlip::chgnet::x");
+      bs_buf = labelled(n_conv, "fastmlip::chgnet::b");
+      g_buf = labelled(n_conv - 1, "fastmlip::chgnet::g");
+      gx_buf = labelled(n_conv + 1, "fastmlip::chgnet::grad_x");
+      gb_buf = labelled(n_conv, "fastmlip::chgnet::grad_b");
+      gg_buf = labelled(n_conv - 1, "fastmlip::chgnet::grad_g");
+    }
+  }
+  static Mat zeros(Buffer& buf, int rows, int cols) {
+    const Mat m = buf.get(rows, cols);
+    Kokkos::deep_copy(m, T(0));
+    return m;
+  }
+
+  void validate(const Graph& gr, const ChgnetExchange<T>* exchange) {
     auto bad = [&](const std::string& what) { throw InputError("ChgnetModel::compute: " + what); };
     graph::check_graph(gr, n_elements, "ChgnetModel::compute",
                        "the model has " + std::to_string(n_elements) + " elements");
     if (gr.n_total > gr.n_local && exchange == nullptr) bad("the graph has ghost nodes but no ChgnetExchange");
-    if (gr.slot_start == nullptr || (gr.num_edges() > 0 && gr.reverse_slot == nullptr)) {
+    if (gr.slot_start.data() == nullptr || (gr.num_edges() > 0 && gr.reverse_slot.data() == nullptr)) {
       bad("slot_start (and reverse_slot, with edges) must be given");
     }
     // The slot layout is checked by the geometry stage (compute_chgnet_geometry).
   }
 
-  using ConstInts = Kokkos::View<const int*, Kokkos::HostSpace>;
-  ConstInts slot_start_view(const ChgnetGraph<T>& gr) const {
-    return ConstInts(gr.slot_start, gr.n_total + 1);
+  /// The caller's exchange reads host memory: a device's rows go through a host copy.
+  template <class F>
+  void on_host(const Mat& rows, F&& exchange) {
+    if constexpr (kHostMemory) {
+      exchange(rows.data());
+    } else {
+      const auto host = exchange_host.get(static_cast<int>(rows.extent(0)), static_cast<int>(rows.extent(1)));
+      Kokkos::deep_copy(host, rows);
+      exchange(host.data());
+      Kokkos::deep_copy(rows, host);
+    }
+  }
+  /// A result array into the caller's host vector.
+  static void to_host(const Kokkos::View<const double*, ExecSpace>& v, std::vector<double>& out) {
+    out.resize(v.extent(0));
+    Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace>(out.data(), out.size()), v);
   }
 
   /// The geometry (stage "compute_basis"; the bases themselves are evaluated per chunk where
   /// they are used, from r and theta).
-  void compute_basis(const ChgnetGraph<T>& gr) {
+  void compute_basis(const Graph& gr) {
     N = gr.n_total;
     NL = gr.n_local;
     E = gr.num_edges();
-    n_slots = gr.slot_start[N];
-    chgnet::compute_chgnet_geometry(gr, slot_start_view(gr), ConstInts(gr.reverse_slot, E),
-                                    "ChgnetModel::compute", geo);
+    chgnet::compute_chgnet_geometry(gr, gr.slot_start, gr.reverse_slot, "ChgnetModel::compute", geo);
+    n_slots = graph::impl::host_value(gr.slot_start, N);
     S = geo.num_short;
     A = geo.num_angles;
+    size_buffers();
   }
 
   /// Embeddings (stage "compute_embedding").
-  void compute_embedding(const ChgnetGraph<T>& gr) {
-    x.assign(n_conv + 1, {});
-    bs.assign(n_conv, {});
-    g.assign(n_conv - 1, {});
-    x[0].resize(static_cast<std::size_t>(N) * Fa);
-    w_bg.resize(static_cast<std::size_t>(S) * Fb);
-    bs[0].resize(static_cast<std::size_t>(S) * Fb);
-    embed->compute(gr.species, geo.r_short, Mat(x[0].data(), N, Fa), Mat(bs[0].data(), S, Fb),
-                   Mat(w_bg.data(), S, Fb));
+  void compute_embedding(const Graph& gr) {
+    x.assign(n_conv + 1, Mat());
+    bs.assign(n_conv, Mat());
+    g.assign(n_conv - 1, Mat());
+    x[0] = x_buf[0].get(N, Fa);
+    bs[0] = bs_buf[0].get(S, Fb);
+    w_bg = w_bg_buf.get(S, Fb);
+    embed->compute(gr.species, geo.r_short, x[0], bs[0], w_bg);
   }
 
   /// Whether this step keeps the gated MLPs' activations from the forward to the reverse pass:
@@ -371,8 +424,8 @@ struct ChgnetModel<T>::Impl {
   }
 
   /// What the AtomConvs read of the graph (chgnet_atom_conv.hpp).
-  typename chgnet::AtomConv<HostExec, T>::Edges atom_edges(const ChgnetGraph<T>& gr) const {
-    typename chgnet::AtomConv<HostExec, T>::Edges e;
+  typename chgnet::AtomConv<ExecSpace, T>::Edges atom_edges(const Graph& gr) const {
+    typename chgnet::AtomConv<ExecSpace, T>::Edges e;
     e.n_local = NL, e.n_total = N;
     e.center = gr.center, e.neighbor = gr.neighbor, e.center_start = gr.center_start;
     e.edge_slot = geo.edge_slot, e.r = geo.r;
@@ -380,123 +433,108 @@ struct ChgnetModel<T>::Impl {
   }
 
   /// AtomConv k: x^{k+1} from x^k (ghost rows of x^k current).
-  void compute_atom_conv(int k, const ChgnetGraph<T>& gr) {
-    x[k + 1].resize(static_cast<std::size_t>(N) * Fa);
-    atom_conv->compute(k, atom_edges(gr), ConstMat(x[k].data(), N, Fa), ConstMat(bs[k].data(), S, Fb),
-                       Mat(x[k + 1].data(), N, Fa));
+  void compute_atom_conv(int k, const Graph& gr) {
+    x[k + 1] = x_buf[k + 1].get(N, Fa);
+    atom_conv->compute(k, atom_edges(gr), x[k], bs[k], x[k + 1]);
   }
 
   /// What BondConv and AngleUpdate read of the geometry (chgnet_angle_blocks.hpp).
-  typename chgnet::AngleBlocks<HostExec, T>::Angles angles() const {
-    typename chgnet::AngleBlocks<HostExec, T>::Angles an;
+  typename chgnet::AngleBlocks<ExecSpace, T>::Angles angles() const {
+    typename chgnet::AngleBlocks<ExecSpace, T>::Angles an;
     an.n_local = NL, an.num_slots = n_slots;
     an.angle_a = geo.angle_a, an.angle_b = geo.angle_b, an.angle_c = geo.angle_c;
     an.short_reverse = geo.short_reverse, an.theta = geo.theta;
     return an;
   }
-  /// g^k as a view (none for k = 0: recomputed from theta).
-  ConstMat angle_features(int k) const { return k > 0 ? ConstMat(g[k].data(), A, Fg) : ConstMat(); }
+  /// g^k (none for k = 0: recomputed from theta).
+  ConstMat angle_features(int k) const { return k > 0 ? ConstMat(g[k]) : ConstMat(); }
 
   /// BondConv k: short b^{k+1} from b^k, g^k, x^{k+1}; the ghost slots of H from their owners.
   void compute_bond_conv(int k, ChgnetExchange<T>* exchange) {
     const auto an = angles();
-    H.resize(static_cast<std::size_t>(n_slots) * Fb);
-    angle_blocks->compute_bond_messages(k, an, ConstMat(bs[k].data(), S, Fb), angle_features(k),
-                                        ConstMat(x[k + 1].data(), N, Fa), ConstMat(w_bg.data(), S, Fb),
-                                        Mat(H.data(), n_slots, Fb));
+    H = H_buf.get(n_slots, Fb);
+    angle_blocks->compute_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, H);
     if (exchange) {
-      exchange->forward_slots(H.data(), Fb);
+      on_host(H, [&](T* rows) { exchange->forward_slots(rows, Fb); });
     }
-    bs[k + 1].resize(static_cast<std::size_t>(S) * Fb);
-    angle_blocks->finish_bond(k, an, ConstMat(H.data(), n_slots, Fb), ConstMat(bs[k].data(), S, Fb),
-                              Mat(bs[k + 1].data(), S, Fb));
+    bs[k + 1] = bs_buf[k + 1].get(S, Fb);
+    angle_blocks->finish_bond(k, an, H, bs[k], bs[k + 1]);
   }
 
   /// AngleUpdate k: g^{k+1} from b^{k+1}, g^k, x^{k+1}.
   void compute_angle_update(int k) {
-    g[k + 1].resize(static_cast<std::size_t>(A) * Fg);
-    angle_blocks->compute_angle(k, angles(), ConstMat(bs[k + 1].data(), S, Fb), angle_features(k),
-                                ConstMat(x[k + 1].data(), N, Fa), Mat(g[k + 1].data(), A, Fg));
+    g[k + 1] = g_buf[k + 1].get(A, Fg);
+    angle_blocks->compute_angle(k, angles(), bs[k + 1], angle_features(k), x[k + 1], g[k + 1]);
   }
 
   /// Site energies and the energy (stage "compute_readout", chgnet_heads.hpp).
-  void compute_readout(const ChgnetGraph<T>& gr, ChgnetResult& result) {
-    result.site_energy.assign(NL, 0.0);
-    heads->compute(ConstMat(x[n_conv].data(), NL, Fa), Kokkos::subview(gr.species, Kokkos::make_pair(0, NL)),
-                   Doubles(result.site_energy.data(), NL));
+  void compute_readout(const Graph& gr, ChgnetResult& result) {
+    const Doubles site = site_buf.vector(NL);
+    heads->compute(Kokkos::subview(x[n_conv], Kokkos::make_pair(0, NL), Kokkos::ALL),
+                   Kokkos::subview(gr.species, Kokkos::make_pair(0, NL)), site);
+    to_host(site, result.site_energy);
     result.energy = 0;
     for (int i = 0; i < NL; ++i) {
       result.energy += result.site_energy[i];
     }
   }
 
-  /// dE/dx^{n_conv} (local rows) from the readout.
-  void reverse_readout(std::vector<T>& gx) {
-    gx.assign(static_cast<std::size_t>(N) * Fa, T(0));
-    heads->reverse(Mat(gx.data(), NL, Fa));
-  }
-
   // ---- reverse ----------------------------------------------------------------------------
-  std::vector<std::vector<T>> gxs, gbs, ggs;  // adjoints of x^k, short b^k, g^k
-  std::vector<T> gw_bg, gH;
-  std::vector<double> g_r, g_theta;  // dE/dr (edges), dE/dtheta (angles)
+  std::vector<Mat> gxs, gbs, ggs;  // adjoints of x^k, short b^k, g^k
+  Mat gw_bg, gH;
+  Doubles g_r, g_theta;  // dE/dr (edges), dE/dtheta (angles)
+
+  /// dE/dx^{n_conv} (local rows; ghost rows zero) from the readout.
+  void reverse_readout() {
+    gxs[n_conv] = zeros(gx_buf[n_conv], N, Fa);
+    heads->reverse(Kokkos::subview(gxs[n_conv], Kokkos::make_pair(0, NL), Kokkos::ALL));
+  }
 
   /// Reverse of AtomConv k: from dE/dx^{k+1} (local rows complete) to dE/dx^k (local and
   /// ghost rows; not for k = 0, whose x^0 depends on the species only), dE/db^k and dE/dr.
-  void reverse_atom_conv(int k, const ChgnetGraph<T>& gr) {
-    const Mat gx = k > 0 ? Mat(gxs[k].data(), N, Fa) : Mat();
-    atom_conv->reverse(k, atom_edges(gr), ConstMat(x[k].data(), N, Fa), ConstMat(bs[k].data(), S, Fb),
-                       ConstMat(gxs[k + 1].data(), N, Fa), gx, Mat(gbs[k].data(), S, Fb),
-                       Doubles(g_r.data(), E));
+  void reverse_atom_conv(int k, const Graph& gr) {
+    atom_conv->reverse(k, atom_edges(gr), x[k], bs[k], gxs[k + 1], k > 0 ? gxs[k] : Mat(), gbs[k], g_r);
   }
-
-  /// dE/dg^k as a view (none for k = 0: it goes into dE/dtheta).
-  Mat angle_adjoint(int k) { return k > 0 ? Mat(ggs[k].data(), A, Fg) : Mat(); }
 
   /// Reverse of BondConv k: from dE/db^{k+1} (short) to dE/db^k, dE/dg^k, dE/dx^{k+1} (local
   /// rows) and the bond-graph weights w'.
   void reverse_bond_conv(int k, ChgnetExchange<T>* exchange) {
     const auto an = angles();
-    gH.resize(static_cast<std::size_t>(n_slots) * Fb);
-    angle_blocks->start_bond_reverse(k, an, ConstMat(gbs[k + 1].data(), S, Fb), Mat(gbs[k].data(), S, Fb),
-                                     Mat(gH.data(), n_slots, Fb));
-    if (exchange) exchange->reverse_slots(gH.data(), Fb);
-    angle_blocks->reverse_bond_messages(k, an, ConstMat(bs[k].data(), S, Fb), angle_features(k),
-                                        ConstMat(x[k + 1].data(), N, Fa), ConstMat(w_bg.data(), S, Fb),
-                                        ConstMat(gH.data(), n_slots, Fb), Mat(gbs[k].data(), S, Fb),
-                                        angle_adjoint(k), Doubles(g_theta.data(), A),
-                                        Mat(gxs[k + 1].data(), N, Fa), Mat(gw_bg.data(), S, Fb));
+    gH = gH_buf.get(n_slots, Fb);
+    angle_blocks->start_bond_reverse(k, an, gbs[k + 1], gbs[k], gH);
+    if (exchange) {
+      on_host(gH, [&](T* rows) { exchange->reverse_slots(rows, Fb); });
+    }
+    angle_blocks->reverse_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, gH, gbs[k],
+                                        k > 0 ? ggs[k] : Mat(), g_theta, gxs[k + 1], gw_bg);
   }
 
   /// Reverse of AngleUpdate k: from dE/dg^{k+1} to dE/dg^k, dE/db^{k+1}, dE/dx^{k+1}.
   void reverse_angle_update(int k) {
-    angle_blocks->reverse_angle(k, angles(), ConstMat(bs[k + 1].data(), S, Fb), angle_features(k),
-                                ConstMat(x[k + 1].data(), N, Fa), ConstMat(ggs[k + 1].data(), A, Fg),
-                                Mat(gbs[k + 1].data(), S, Fb), angle_adjoint(k), Doubles(g_theta.data(), A),
-                                Mat(gxs[k + 1].data(), N, Fa));
+    angle_blocks->reverse_angle(k, angles(), bs[k + 1], angle_features(k), x[k + 1], ggs[k + 1], gbs[k + 1],
+                                k > 0 ? ggs[k] : Mat(), g_theta, gxs[k + 1]);
   }
 
   /// Reverse of the embeddings and bases: dE/d(edge vectors) (stage "reverse_basis").
-  void reverse_basis(const ChgnetGraph<T>& gr, ChgnetResult& result) {
+  void reverse_basis(const Graph& gr, ChgnetResult& result) {
     // The short edges: b^0's adjoint (the long edges' went in with each AtomConv) through the
     // 6 A basis, and the bond-graph weights' through the 3 A basis.
-    Doubles g_short("fastmlip::chgnet::grad_r_short", S);
-    embed->reverse(geo.r_short, ConstMat(gbs[0].data(), S, Fb), ConstMat(gw_bg.data(), S, Fb), g_short);
-    for (int s = 0; s < S; ++s) {
-      g_r[geo.short_edge(s)] += g_short(s);
-    }
+    const Doubles g_short = g_short_buf.vector(S);
+    embed->reverse(geo.r_short, gbs[0], gw_bg, g_short);
+    AddShortGradient<ExecSpace> f{g_r, geo.short_edge, g_short};
+    Kokkos::parallel_for("fastmlip::chgnet::grad_r_short_edges", Kokkos::RangePolicy<ExecSpace>(0, S), f);
     // Then dE/dr and dE/dtheta into dE/d(edge vectors): the geometry stage's reverse.
-    using ConstDoubles = Kokkos::View<const double*, Kokkos::HostSpace>;
-    result.edge_gradient.assign(static_cast<std::size_t>(E) * 3, 0.0);
+    const auto grad = edge_grad_buf.vector(static_cast<std::size_t>(E) * 3);
     chgnet::reverse_chgnet_geometry(
-        gr, slot_start_view(gr), geo, ConstDoubles(g_r.data(), E), ConstDoubles(g_theta.data(), A),
-        Kokkos::View<double* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(result.edge_gradient.data(), E));
+        gr, gr.slot_start, geo, g_r, g_theta,
+        Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace>(grad.data(), E));
+    to_host(grad, result.edge_gradient);
   }
 
   // ---- driver: the stage list (chgnet_stages.hpp), forward, then backwards ----------------
 
-  void compute_stage(const chgnet::Stage& s, const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange,
-                     bool gradients, ChgnetResult& result) {
+  void compute_stage(const chgnet::Stage& s, const Graph& gr, ChgnetExchange<T>* exchange, bool gradients,
+                     ChgnetResult& result) {
     using K = chgnet::StageKind;
     switch (s.kind) {
       case K::Basis:
@@ -508,31 +546,37 @@ struct ChgnetModel<T>::Impl {
       case K::AtomConv:
         return compute_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
-        if (exchange) exchange->forward(x[s.layer].data(), Fa);
+        if (exchange) {
+          on_host(x[s.layer], [&](T* rows) { exchange->forward(rows, Fa); });
+        }
         return;
       case K::BondConv:
         return compute_bond_conv(s.layer, exchange);
       case K::AngleUpdate:
         return compute_angle_update(s.layer);
-      case K::Magmom:
-        result.magmom.assign(NL, 0.0);
-        heads->magmom(ConstMat(x[s.layer].data(), NL, Fa), Doubles(result.magmom.data(), NL));
+      case K::Magmom: {
+        const Doubles m = magmom_buf.vector(NL);
+        heads->magmom(Kokkos::subview(x[s.layer], Kokkos::make_pair(0, NL), Kokkos::ALL), m);
+        to_host(m, result.magmom);
         return;
+      }
       case K::Readout:
         return compute_readout(gr, result);
     }
   }
 
-  void reverse_stage(const chgnet::Stage& s, const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange,
+  void reverse_stage(const chgnet::Stage& s, const Graph& gr, ChgnetExchange<T>* exchange,
                      ChgnetResult& result) {
     using K = chgnet::StageKind;
     switch (s.kind) {
       case K::Readout:
-        return reverse_readout(gxs[n_conv]);
+        return reverse_readout();
       case K::AtomConv:
         return reverse_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
-        if (exchange) exchange->reverse(gxs[s.layer].data(), Fa);
+        if (exchange) {
+          on_host(gxs[s.layer], [&](T* rows) { exchange->reverse(rows, Fa); });
+        }
         return;
       case K::BondConv:
         return reverse_bond_conv(s.layer, exchange);
@@ -546,22 +590,29 @@ struct ChgnetModel<T>::Impl {
     }
   }
 
-  void compute(const ChgnetGraph<T>& gr, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result) {
+  void compute(const Graph& gr, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result) {
     validate(gr, exchange);
     for (const chgnet::Stage& s : stages) compute_stage(s, gr, exchange, gradients, result);
     result.edge_gradient.clear();
     if (!gradients) return;
 
     const int K = n_conv - 1;
-    gxs.assign(n_conv + 1, {});
-    for (int k = 1; k < n_conv; ++k) gxs[k].assign(static_cast<std::size_t>(N) * Fa, T(0));
-    gbs.assign(n_conv, std::vector<T>(static_cast<std::size_t>(S) * Fb, T(0)));
-    // dE/dg^k for k >= 1 (g^0's goes into g_an directly).
-    ggs.assign(K, {});
-    for (int k = 1; k < K; ++k) ggs[k].assign(static_cast<std::size_t>(A) * Fg, T(0));
-    g_r.assign(E, 0.0);
-    g_theta.assign(A, 0.0);
-    gw_bg.assign(static_cast<std::size_t>(S) * Fb, T(0));
+    gxs.assign(n_conv + 1, Mat());
+    for (int k = 1; k < n_conv; ++k) {
+      gxs[k] = zeros(gx_buf[k], N, Fa);
+    }
+    gbs.assign(n_conv, Mat());
+    for (int k = 0; k < n_conv; ++k) {
+      gbs[k] = zeros(gb_buf[k], S, Fb);
+    }
+    // dE/dg^k for k >= 1 (g^0's goes into dE/dtheta directly).
+    ggs.assign(K, Mat());
+    for (int k = 1; k < K; ++k) {
+      ggs[k] = zeros(gg_buf[k], A, Fg);
+    }
+    g_r = g_r_buf.zeros(E);
+    g_theta = g_theta_buf.zeros(A);
+    gw_bg = zeros(gw_bg_buf, S, Fb);
     for (auto s = stages.rbegin(); s != stages.rend(); ++s) reverse_stage(*s, gr, exchange, result);
   }
 };
@@ -572,8 +623,8 @@ ChgnetGraph<T> ChgnetStructureGraph<T>::view() const {
   static_cast<graph::AtomGraph<T>&>(g) =
       graph::host_graph(n_atoms, n_atoms, species.data(), static_cast<int>(center.size()), center.data(),
                         neighbor.data(), center_start.data(), vectors.data());
-  g.slot_start = slot_start.data();
-  g.reverse_slot = reverse_slot.data();
+  g.slot_start = Kokkos::View<const int*, Kokkos::HostSpace>(slot_start.data(), slot_start.size());
+  g.reverse_slot = Kokkos::View<const int*, Kokkos::HostSpace>(reverse_slot.data(), reverse_slot.size());
   return g;
 }
 
@@ -624,60 +675,68 @@ ChgnetStructureGraph<T> make_structure_graph(const std::vector<double>& position
   return g;
 }
 
-template <class T>
-ChgnetModel<T>::ChgnetModel(const io::PotentialFile& file) : m_impl(std::make_unique<Impl>(file)) {}
-template <class T>
-ChgnetModel<T>::~ChgnetModel() = default;
-template <class T>
-ChgnetModel<T>::ChgnetModel(ChgnetModel&&) noexcept = default;
-template <class T>
-ChgnetModel<T>& ChgnetModel<T>::operator=(ChgnetModel&&) noexcept = default;
-template <class T>
-double ChgnetModel<T>::cutoff() const {
+template <class ExecSpace, class T>
+ChgnetModel<ExecSpace, T>::ChgnetModel(const io::PotentialFile& file, kernels::DensePath path)
+    : m_impl(std::make_unique<Impl>(file, path)) {}
+template <class ExecSpace, class T>
+ChgnetModel<ExecSpace, T>::~ChgnetModel() = default;
+template <class ExecSpace, class T>
+ChgnetModel<ExecSpace, T>::ChgnetModel(ChgnetModel&&) noexcept = default;
+template <class ExecSpace, class T>
+ChgnetModel<ExecSpace, T>& ChgnetModel<ExecSpace, T>::operator=(ChgnetModel&&) noexcept = default;
+template <class ExecSpace, class T>
+double ChgnetModel<ExecSpace, T>::cutoff() const {
   return m_impl->r_atom;
 }
-template <class T>
-double ChgnetModel<T>::bond_cutoff() const {
+template <class ExecSpace, class T>
+double ChgnetModel<ExecSpace, T>::bond_cutoff() const {
   return m_impl->r_bond;
 }
-template <class T>
-int ChgnetModel<T>::num_elements() const {
+template <class ExecSpace, class T>
+int ChgnetModel<ExecSpace, T>::num_elements() const {
   return m_impl->n_elements;
 }
-template <class T>
-std::string ChgnetModel<T>::species_problem(int z) const {
+template <class ExecSpace, class T>
+std::string ChgnetModel<ExecSpace, T>::species_problem(int z) const {
   return m_impl->species_problem(z);
 }
-template <class T>
-int ChgnetModel<T>::atom_width() const {
+template <class ExecSpace, class T>
+int ChgnetModel<ExecSpace, T>::atom_width() const {
   return m_impl->Fa;
 }
-template <class T>
-int ChgnetModel<T>::bond_width() const {
+template <class ExecSpace, class T>
+int ChgnetModel<ExecSpace, T>::bond_width() const {
   return m_impl->Fb;
 }
-template <class T>
-void ChgnetModel<T>::set_activation_budget(double bytes) {
+template <class ExecSpace, class T>
+void ChgnetModel<ExecSpace, T>::set_activation_budget(double bytes) {
   m_impl->keep_bytes = bytes;
 }
-template <class T>
-const std::string& ChgnetModel<T>::version() const {
+template <class ExecSpace, class T>
+const std::string& ChgnetModel<ExecSpace, T>::version() const {
   return m_impl->version;
 }
-template <class T>
-void ChgnetModel<T>::compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange, bool gradients,
-                             ChgnetResult& result) {
-  translate_out_of_memory(
-      [&] { m_impl->compute(graph, exchange, gradients, result); },
-      [&] {
-        return MemoryContext{
-            m_impl->source, Kokkos::HostSpace::name(), std::is_same_v<T, float>, graph.n_local,
-            graph.n_total,  graph.num_edges()};
-      });
+template <class ExecSpace, class T>
+void ChgnetModel<ExecSpace, T>::compute(const Graph& graph, ChgnetExchange<T>* exchange, bool gradients,
+                                        ChgnetResult& result) {
+  translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients, result); },
+                          [&] {
+                            return MemoryContext{m_impl->source,
+                                                 ExecSpace::memory_space::name(),
+                                                 std::is_same_v<T, float>,
+                                                 graph.n_local,
+                                                 graph.n_total,
+                                                 graph.num_edges()};
+                          });
 }
 
-template class ChgnetModel<float>;
-template class ChgnetModel<double>;
+template class ChgnetModel<HostExec, float>;
+template class ChgnetModel<HostExec, double>;
+#if defined(KOKKOS_ENABLE_CUDA)
+// The same stages compiled by Kokkos for CUDA: CHGNet's device path (issues 18 and 20).
+template class ChgnetModel<Kokkos::Cuda, float>;
+template class ChgnetModel<Kokkos::Cuda, double>;
+#endif
 template struct ChgnetStructureGraph<float>;
 template struct ChgnetStructureGraph<double>;
 template ChgnetStructureGraph<float> make_structure_graph<float>(const std::vector<double>&, const std::vector<int>&,

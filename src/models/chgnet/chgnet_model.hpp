@@ -32,13 +32,14 @@
 
 #include "graph/atom_graph.hpp"
 #include "io/potential_file.hpp"
+#include "kernels/dense_path.hpp"
 #include "models/feature_exchange.hpp"
 
 namespace fastmlip::models {
 
 /// The caller's communication for CHGNet: node rows (atom features, as FeatureExchange) and
-/// slot rows (the half bond updates H of short edges). Call order of one compute() with
-/// n_conv = 4 (the stage list, chgnet_stages.hpp): after each of AtomConvs 0..2, forward(x^k)
+/// slot rows (the half bond updates H of short edges); host memory, as FeatureExchange. Call order of one
+/// compute() with n_conv = 4 (the stage list, chgnet_stages.hpp): after each of AtomConvs 0..2, forward(x^k)
 /// and then forward_slots in the following BondConv; with gradients, afterwards the mirror
 /// image with reverse / reverse_slots. The sequence depends only on the model and `gradients`,
 /// never on the graph.
@@ -52,18 +53,18 @@ class ChgnetExchange : public FeatureExchange<T> {
   virtual void reverse_slots(T* slots, int width) = 0;
 };
 
-/// The graph CHGNet evaluates: the one contract of graph/atom_graph.hpp (host memory; edge
+/// The graph CHGNet evaluates: the one contract of graph/atom_graph.hpp (in MemorySpace; edge
 /// vectors r_neighbor (+ image shift) - r_center; species = atomic number - 1), plus the bond
 /// slots of its short edges.
-template <class T>
-struct ChgnetGraph : graph::AtomGraph<T, Kokkos::HostSpace> {
+template <class T, class MemorySpace = Kokkos::HostSpace>
+struct ChgnetGraph : graph::AtomGraph<T, MemorySpace> {
   /// [n_total + 1] CSR of slot rows by node. A local node has one slot per short edge, in
   /// edge order; a ghost as many as its owner has.
-  const int* slot_start = nullptr;
+  Kokkos::View<const int*, MemorySpace> slot_start;
   /// [num_edges] slot of the reverse edge (neighbor -> center) for a short edge (shorter than
   /// the bond-graph cutoff), -1 for the others. This is what marks an edge short: the caller
   /// decides it once, in double precision, so the model and the caller's slot layout agree.
-  const int* reverse_slot = nullptr;
+  Kokkos::View<const int*, MemorySpace> reverse_slot;
 };
 
 /// Results; sized by compute().
@@ -95,14 +96,21 @@ ChgnetStructureGraph<T> make_structure_graph(const std::vector<double>& position
                                              double bond_cutoff);
 
 /// A CHGNet potential ready to evaluate, in compute precision T (float: the checkpoint's own;
-/// double on request).
-template <class T>
+/// double on request), its stages on ExecSpace (chgnet_stages.hpp; the pair styles: the host).
+template <class ExecSpace, class T>
 class ChgnetModel {
  public:
+  /// The graph in ExecSpace's memory.
+  using Graph = ChgnetGraph<T, typename ExecSpace::memory_space>;
+
   /// Builds the model from a potential file (model kind "chgnet"); throws InputError naming the
   /// file and the tensor or hyperparameter on any inconsistency, UnsupportedError for a
   /// configuration this build does not evaluate (another activation, normalisation or readout).
-  explicit ChgnetModel(const io::PotentialFile& file);
+  /// `path`: which implementation runs the stages' dense kernels (kernels/dense_path.hpp):
+  /// automatic is the host's SIMD kernels on the host and Kokkos teams on a device; teams on
+  /// the host is how the CPU tests run what a GPU runs.
+  explicit ChgnetModel(const io::PotentialFile& file,
+                       kernels::DensePath path = kernels::DensePath::automatic);
   ~ChgnetModel();
   ChgnetModel(ChgnetModel&&) noexcept;
   ChgnetModel& operator=(ChgnetModel&&) noexcept;
@@ -127,7 +135,9 @@ class ChgnetModel {
   /// InputError for a species out of range, an edge whose centre is not local or out of order,
   /// a zero-length edge, or a slot layout that does not match the short edges. `exchange`
   /// may be null only when graph.n_total == graph.n_local. Work buffers are kept between calls.
-  void compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result);
+  /// On a device, the rows exchanged are staged through host memory and the results copied to
+  /// the host.
+  void compute(const Graph& graph, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result);
 
  private:
   struct Impl;

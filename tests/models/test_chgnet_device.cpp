@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// What a GPU runs of CHGNet, against the host model the pair styles run, on every committed parity
+// fixture (chgnet 0.3.0 and 0.2.0, float32 and float64), with and without the activations kept
+// for the reverse pass, and against the chgnet package:
+// - on the host, the model with its stages on the `teams` path (the Kokkos functors a device
+//   runs: chunks of 8192 rows, atomic scatters), so that CI checks the device path's logic;
+// - on Kokkos' default execution space where it is a device (the GPU in a Kokkos-CUDA build: the
+//   kokkos-cuda preset, scripts/gpu-check.sh), the graph built on the host and mirrored into the
+//   device's memory (chgnet_test_util.hpp's evaluate). Skipped without a device backend.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "chgnet_fixtures.hpp"
+#include "chgnet_test_util.hpp"
+#include "io/potential_file.hpp"
+#include "kernels/dense_path.hpp"
+
+namespace fastmlip::test {
+namespace {
+
+using namespace chgnet_fixtures;
+using Host = Kokkos::DefaultHostExecutionSpace;
+using Device = Kokkos::DefaultExecutionSpace;
+constexpr bool kHasDevice = !std::is_same_v<Device, Host>;
+
+// max_i |a_i - b_i| / max(1, max_i |b_i|)
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0, s = 1;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    d = std::max(d, std::abs(a[i] - b[i]));
+    s = std::max(s, std::abs(b[i]));
+  }
+  return d / s;
+}
+
+template <class Space, class T>
+void check_against_host(kernels::DensePath path) {
+  const bool dbl = std::is_same_v<T, double>;
+  // The device sums some scatters atomically, in no fixed order: round-off apart, the same model.
+  const double tol = dbl ? 1e-11 : 2e-4, chgnet_tol = dbl ? 1e-9 : 2e-3;
+  const char* dtype = dbl ? "float64" : "float32";
+  for (const auto& name : fixture_names()) {
+    const json j = read_json(fixture_dir() + "/" + name + ".json");
+    const auto file = io::read_potential_file(potential_path(version_of(j)));
+    const auto s = structure_of(j);
+    models::ChgnetModel<Host, T> host(file);
+    const auto want = evaluate(host, s);
+    for (const double budget : {512.0 * 1024 * 1024, 0.0}) {
+      models::ChgnetModel<Space, T> device(file, path);
+      device.set_activation_budget(budget);
+      const auto got = evaluate(device, s);
+      const std::string at =
+          name + " " + dtype + (budget > 0 ? ", kept" : ", recomputed") + " on " + Space::name();
+      EXPECT_LE(std::abs(got.energy - want.energy), tol * std::max(1.0, std::abs(want.energy))) << at;
+      EXPECT_LE(rel_diff(got.forces, want.forces), tol) << at << ": forces";
+      EXPECT_LE(rel_diff(std::vector<double>(got.stress.begin(), got.stress.end()),
+                         std::vector<double>(want.stress.begin(), want.stress.end())),
+                tol)
+          << at << ": stress";
+      EXPECT_LE(rel_diff(got.magmoms, want.magmoms), tol) << at << ": magmoms";
+      EXPECT_LE(rel_diff(got.site_energies, want.site_energies), tol) << at << ": site energies";
+      // And against chgnet itself, as test_chgnet_model.cpp checks the host model.
+      const double ref = j.at(dtype).at("energy_per_atom").get<double>();
+      EXPECT_NEAR(got.energy_per_atom, ref, chgnet_tol * std::max(1.0, std::abs(ref)))
+          << at << ": against chgnet";
+    }
+  }
+}
+
+TEST(ChgnetDevice, TheTeamsPathOnTheHostMatchesTheHostModelAndChgnet) {
+  check_against_host<Host, double>(kernels::DensePath::teams);
+  check_against_host<Host, float>(kernels::DensePath::teams);
+}
+
+TEST(ChgnetDevice, EveryFixtureOnTheDeviceMatchesTheHostModelAndChgnet) {
+  if (!kHasDevice) {
+    GTEST_SKIP() << "Kokkos has no device backend here (default execution space " << Device::name()
+                 << "); the teams path is checked on the host";
+  }
+  check_against_host<Device, double>(kernels::DensePath::automatic);
+  check_against_host<Device, float>(kernels::DensePath::automatic);
+}
+
+}  // namespace
+}  // namespace fastmlip::test
