@@ -68,6 +68,19 @@ kernels::GatedMlpWeights<T> random_gated_mlp_weights(int in, int hidden, int out
   return t;
 }
 
+/// The same weights in precision T.
+template <class T>
+kernels::GatedMlpWeights<T> cast_weights(const kernels::GatedMlpWeights<double>& w) {
+  kernels::GatedMlpWeights<T> t;
+  t.in = w.in, t.hidden = w.hidden, t.out = w.out, t.norm = w.norm;
+  const auto src = w.parts();
+  auto dst = t.parts();
+  for (std::size_t q = 0; q < src.size(); ++q) {
+    *dst[q] = cast<T>(*src[q]);
+  }
+  return t;
+}
+
 struct GatedMlpShape {
   int in, hidden, out;
   bool norm;

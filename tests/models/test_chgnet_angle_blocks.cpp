@@ -96,14 +96,7 @@ struct Weights {
   }
   template <class T>
   static kernels::GatedMlp<T> gated(const kernels::GatedMlpWeights<double>& w) {
-    kernels::GatedMlpWeights<T> t;
-    t.in = w.in, t.hidden = w.hidden, t.out = w.out, t.norm = w.norm;
-    auto src = w.parts();
-    auto dst = t.parts();
-    for (std::size_t q = 0; q < src.size(); ++q) {
-      *dst[q] = test::cast<T>(*src[q]);
-    }
-    return kernels::GatedMlp<T>(t, {kFb, kFb, kFg, kFa});
+    return kernels::GatedMlp<T>(test::cast_weights<T>(w), {kFb, kFb, kFg, kFa});
   }
   template <class T>
   chgnet::AngleBlocks<Space, T> stage(kernels::DensePath path) const {

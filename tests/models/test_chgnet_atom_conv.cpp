@@ -81,23 +81,12 @@ struct Weights {
     }
   }
   template <class T>
-  static kernels::GatedMlpWeights<T> cast(const kernels::GatedMlpWeights<double>& w) {
-    kernels::GatedMlpWeights<T> t;
-    t.in = w.in, t.hidden = w.hidden, t.out = w.out, t.norm = w.norm;
-    auto src = w.parts();
-    auto dst = t.parts();
-    for (std::size_t q = 0; q < src.size(); ++q) {
-      *dst[q] = test::cast<T>(*src[q]);
-    }
-    return t;
-  }
-  template <class T>
   chgnet::AtomConv<Space, T> stage(kernels::DensePath path) const {
     std::vector<kernels::GatedMlp<T>> m;
     std::vector<kernels::Dense<T>> o;
     std::vector<std::vector<T>> lb;
     for (int k = 0; k < 2; ++k) {
-      m.emplace_back(cast<T>(gmlp[k]), std::vector<int>{kFa, kFb, kFa});
+      m.emplace_back(test::cast_weights<T>(gmlp[k]), std::vector<int>{kFa, kFb, kFa});
       const auto ow = test::cast<T>(out_w[k]), ob = test::cast<T>(out_b[k]);
       o.emplace_back(kFa, kFa, ow.data(), ob.data());
       lb.push_back(test::cast<T>(long_bias[k]));

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "../models/chgnet_fixtures.hpp"
 #include "../models/chgnet_test_util.hpp"
 #include "io/potential_file.hpp"
 #include "models/chgnet.hpp"
@@ -51,37 +52,15 @@ const std::string kPotential = std::string(FASTMLIP_SOURCE_DIR) + "/potentials/c
 /// The structures of the fixtures (not the layer-by-layer debug dumps), by name.
 std::vector<std::pair<std::string, trainer::ChgnetStructure>> fixture_structures() {
   std::vector<std::pair<std::string, trainer::ChgnetStructure>> out;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(kFixtures)) {
-    const auto stem = e.path().stem().string();
-    if (e.path().extension() == ".json" && stem.find("_debug") == std::string::npos) {
-      files.push_back(e.path());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    std::ifstream in(f);
-    const auto j = nlohmann::json::parse(in);
+  for (const auto& name : chgnet_fixtures::fixture_names()) {
+    const auto c =
+        chgnet_fixtures::structure_of(chgnet_fixtures::read_json(kFixtures + "/" + name + ".json"));
     trainer::ChgnetStructure s;
-    std::array<double, 9> cell{};
-    for (int a = 0; a < 3; ++a) {
-      for (int b = 0; b < 3; ++b) {
-        cell[3 * a + b] = j.at("lattice")[a][b].get<double>();
-      }
-    }
-    s.cell = cell;
-    for (const auto& p : j.at("positions")) {
-      for (const auto& x : p) {
-        s.positions.push_back(x.get<double>());
-      }
-    }
-    for (const auto& z : j.at("numbers")) {
-      s.atomic_numbers.push_back(z.get<int>());
-    }
-    for (int k = 0; k < 3; ++k) {
-      s.pbc[k] = j.at("pbc")[k].get<bool>();
-    }
-    out.emplace_back(f.stem().string(), s);
+    s.cell = c.lattice;
+    s.positions = c.positions;
+    s.atomic_numbers = c.numbers;
+    s.pbc = c.pbc;
+    out.emplace_back(name, s);
   }
   return out;
 }

@@ -89,7 +89,9 @@ struct AngleBlocksFunctor {
 }  // namespace impl
 
 template <class ExecSpace, class T>
-class AngleBlocks {
+class AngleBlocks : public impl::ChunkedStage<ExecSpace, T> {
+  using Base = impl::ChunkedStage<ExecSpace, T>;
+  using Base::m_chunk, Base::m_keep, Base::m_rows_path;
   using Functor = impl::AngleBlocksFunctor<ExecSpace, T>;
   using Mlp = kernels::GatedMlpKokkos<ExecSpace, T>;
   using Kept = impl::KeptActivations<ExecSpace, T>;
@@ -100,9 +102,6 @@ class AngleBlocks {
   using ConstInts = Kokkos::View<const int*, ExecSpace>;
   using ConstReals = Kokkos::View<const T*, ExecSpace>;
   using Doubles = Kokkos::View<double*, ExecSpace>;
-
-  /// Rows per chunk on the `teams` path.
-  static constexpr int kDeviceChunk = 8192;
 
   /// What the blocks read of the geometry (chgnet_geometry.hpp).
   struct Angles {
@@ -123,7 +122,7 @@ class AngleBlocks {
               const std::vector<kernels::Dense<T>>& bond_out,
               const std::vector<kernels::GatedMlp<T>>& angle_gmlp,
               kernels::DensePath path = kernels::DensePath::automatic)
-      : m_fourier(fourier), m_embed(angle_embedding, path) {
+      : Base("chgnet::AngleBlocks", path), m_fourier(fourier), m_embed(angle_embedding, path) {
     m_fg = angle_embedding.out;
     if (bond_gmlp.size() != bond_out.size() ||
         angle_gmlp.size() + 1 != std::max<std::size_t>(bond_gmlp.size(), 1)) {
@@ -162,22 +161,12 @@ class AngleBlocks {
     for (std::size_t k = 0; k < m_angle.size(); ++k) {
       check_mlp(m_angle[k], "angle_update", k, m_fg);
     }
-    m_rows_path = m_embed.path() == kernels::DensePath::rows;
-    m_chunk = m_rows_path ? kernels::GatedMlp<T>::kTile : kDeviceChunk;
     m_kept_bond.resize(m_bond.size());
     m_kept_angle.resize(m_angle.size());
   }
 
   int bond_layers() const { return static_cast<int>(m_bond.size()); }
   int angle_layers() const { return static_cast<int>(m_angle.size()); }
-  /// Rows per chunk, a positive multiple of the gated MLP's tile (as AtomConv::set_chunk).
-  void set_chunk(int rows) {
-    if (rows <= 0 || rows % kernels::GatedMlp<T>::kTile != 0) {
-      throw InputError("chgnet::AngleBlocks::set_chunk: " + std::to_string(rows) +
-                       " rows is not a positive multiple of " + std::to_string(kernels::GatedMlp<T>::kTile));
-    }
-    m_chunk = rows;
-  }
   /// Whether the forward keeps each layer's activations for the reverse (as AtomConv::keep).
   void keep(bool on) {
     m_keep = on;
@@ -210,7 +199,7 @@ class AngleBlocks {
       m.compute_from_z1(z1, y, m_keep ? m_kept_bond[k].tiles(m, a0, rows) : typename Mlp::Kept());
       Functor f = base(an, a0);
       f.w = w, f.out = y;
-      each<typename Functor::TagMessage>("fastmlip::chgnet::bond_conv_message", rows, m_fb, f);
+      this->template each<typename Functor::TagMessage>("fastmlip::chgnet::bond_conv_message", rows, m_fb, f);
       impl::scatter_added<ExecSpace, T>(m_rows_path, y, an.angle_a, a0, H);
     }
   }
@@ -222,10 +211,10 @@ class AngleBlocks {
     const Matrix sum = m_sum.get(S, m_fb);
     Functor f = base(an, 0);
     f.in = H, f.out = sum;
-    each<typename Functor::TagPairSum>("fastmlip::chgnet::bond_conv_pair_sum", S, m_fb, f);
+    this->template each<typename Functor::TagPairSum>("fastmlip::chgnet::bond_conv_pair_sum", S, m_fb, f);
     m_out[k].compute(sum, b_next);
     f.in = b, f.out = b_next;
-    each<typename Functor::TagAdd>("fastmlip::chgnet::bond_conv_residual", S, m_fb, f);
+    this->template each<typename Functor::TagAdd>("fastmlip::chgnet::bond_conv_residual", S, m_fb, f);
   }
 
   /// The reverse's first half: gb [S][Fb] += gb_next (the residual) and gH [num_slots][Fb] =
@@ -236,15 +225,15 @@ class AngleBlocks {
     const int S = an.num_short();
     Functor f = base(an, 0);
     f.in = gb_next, f.out = gb;
-    each<typename Functor::TagAdd>("fastmlip::chgnet::bond_conv_residual_grad", S, m_fb, f);
+    this->template each<typename Functor::TagAdd>("fastmlip::chgnet::bond_conv_residual_grad", S, m_fb, f);
     const Matrix gsum = m_sum.get(S, m_fb);
     m_out[k].reverse(gb_next, gsum);
     Kokkos::deep_copy(gH, T(0));
     // A slot's row gets at most two terms, its own and its reverse bond's: the order of two
     // additions to zero does not change the sum, so two race-free passes give the host loop's bits.
     f.in = gsum, f.out = gH;
-    each<typename Functor::TagSelf>("fastmlip::chgnet::bond_conv_grad_self", S, m_fb, f);
-    each<typename Functor::TagReverse>("fastmlip::chgnet::bond_conv_grad_reverse", S, m_fb, f);
+    this->template each<typename Functor::TagSelf>("fastmlip::chgnet::bond_conv_grad_self", S, m_fb, f);
+    this->template each<typename Functor::TagReverse>("fastmlip::chgnet::bond_conv_grad_reverse", S, m_fb, f);
   }
 
   /// The reverse's second half, from gH (ghost adjoints added to their owners): adds dE/db^k
@@ -268,10 +257,12 @@ class AngleBlocks {
       const Matrix gy = m_gy.get(rows, m_fb), y = m_y.get(rows, m_fb), ga = m_ga.get(rows, m.width2());
       Functor f = base(an, a0);
       f.gh = gH, f.w = w, f.out = gy;
-      each<typename Functor::TagMessageGrad>("fastmlip::chgnet::bond_conv_grad_y", rows, m_fb, f);
+      this->template each<typename Functor::TagMessageGrad>("fastmlip::chgnet::bond_conv_grad_y", rows, m_fb,
+                                                            f);
       m.reverse_to_z1(z1, gy, ga, y, m_keep ? m_kept_bond[k].tiles(m, a0, rows) : typename Mlp::Kept());
       f.in = y, f.out = gw;
-      each<typename Functor::TagWeightGrad>("fastmlip::chgnet::bond_conv_grad_w", rows, m_fb, f);
+      this->template each<typename Functor::TagWeightGrad>("fastmlip::chgnet::bond_conv_grad_w", rows, m_fb,
+                                                           f);
       reverse_first_layer(m, k, an, ga, a0, gg, g_theta);
     }
     finish_adjoints(m, an, gb, gx);
@@ -299,7 +290,7 @@ class AngleBlocks {
       m.compute_from_z1(z1, out, m_keep ? m_kept_angle[k].tiles(m, a0, rows) : typename Mlp::Kept());
       Functor f = base(an, a0);
       f.in = gk, f.out = out;
-      each<typename Functor::TagAdd>("fastmlip::chgnet::angle_update_residual", rows, m_fg, f);
+      this->template each<typename Functor::TagAdd>("fastmlip::chgnet::angle_update_residual", rows, m_fg, f);
     }
   }
 
@@ -352,11 +343,6 @@ class AngleBlocks {
     f.ang_a = an.angle_a, f.ang_b = an.angle_b, f.reverse = an.short_reverse;
     return f;
   }
-  template <class Tag>
-  void each(const char* label, int rows, int cols, const Functor& f) const {
-    impl::for_each_element<Tag, ExecSpace>(m_rows_path, label, rows, cols, f);
-  }
-
   /// The repeated segments' projections: p0 = b W_a, p1 = b W_b (short edges), p2 = x W_c
   /// (local nodes).
   void project(const Mlp& m, const Angles& an, const ConstMatrix& b, const ConstMatrix& x) {
@@ -406,7 +392,7 @@ class AngleBlocks {
     Functor f = base(an, a0);
     if (k > 0) {
       f.in = tile, f.out = Kokkos::subview(gg, Kokkos::make_pair(a0, a0 + rows), Kokkos::ALL);
-      each<typename Functor::TagAdd>("fastmlip::chgnet::angle_grad", rows, m_fg, f);
+      this->template each<typename Functor::TagAdd>("fastmlip::chgnet::angle_grad", rows, m_fg, f);
       return;
     }
     const Matrix gbasis = m_basis.get(rows, m_fourier.width());
@@ -447,8 +433,7 @@ class AngleBlocks {
   kernels::DenseKokkos<ExecSpace, T> m_embed;
   std::vector<Mlp> m_bond, m_angle;
   std::vector<kernels::DenseKokkos<ExecSpace, T>> m_out;
-  int m_fa = 0, m_fb = 0, m_fg = 0, m_chunk = kDeviceChunk;
-  bool m_rows_path = false, m_keep = false;
+  int m_fa = 0, m_fb = 0, m_fg = 0;
   std::vector<Kept> m_kept_bond, m_kept_angle;
   // Per-step working storage, grown, never shrunk.
   using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;

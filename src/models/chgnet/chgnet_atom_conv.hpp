@@ -101,9 +101,11 @@ struct AtomConvFunctor {
 }  // namespace impl
 
 template <class ExecSpace, class T>
-class AtomConv {
+class AtomConv : public impl::ChunkedStage<ExecSpace, T> {
+  using Base = impl::ChunkedStage<ExecSpace, T>;
   using Functor = impl::AtomConvFunctor<ExecSpace, T>;
   using Mlp = kernels::GatedMlpKokkos<ExecSpace, T>;
+  using Base::m_chunk, Base::m_keep, Base::m_rows_path;
 
  public:
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -111,9 +113,6 @@ class AtomConv {
   using ConstInts = Kokkos::View<const int*, ExecSpace>;
   using ConstReals = Kokkos::View<const T*, ExecSpace>;
   using Doubles = Kokkos::View<double*, ExecSpace>;
-
-  /// Rows per chunk on the `teams` path: enough rows for a device, a few MB of scratch.
-  static constexpr int kDeviceChunk = 8192;
 
   /// What the convolutions read of the graph: edges sorted by centre (a local node), the short
   /// edges' slots (-1: long) and every edge's length.
@@ -134,7 +133,10 @@ class AtomConv {
            const kernels::Dense<T>& bond_weights, const std::vector<kernels::GatedMlp<T>>& gmlp,
            const std::vector<kernels::Dense<T>>& out, const std::vector<std::vector<T>>& long_bias,
            kernels::DensePath path = kernels::DensePath::automatic)
-      : m_rbf(basis), m_bond(bond_embedding, path), m_weights(bond_weights, path) {
+      : Base("chgnet::AtomConv", path),
+        m_rbf(basis),
+        m_bond(bond_embedding, path),
+        m_weights(bond_weights, path) {
     if (gmlp.size() != out.size() || gmlp.size() != long_bias.size()) {
       throw InputError("chgnet::AtomConv: " + std::to_string(gmlp.size()) + " gated MLPs, " +
                        std::to_string(out.size()) + " output linears and " +
@@ -163,23 +165,10 @@ class AtomConv {
           any ? kernels::impl::upload<ExecSpace>(long_bias[k], "fastmlip::chgnet::long_bias")
               : Kokkos::View<const T*, ExecSpace>());
     }
-    m_rows_path = m_bond.path() == kernels::DensePath::rows;
-    m_chunk = m_rows_path ? kernels::GatedMlp<T>::kTile : kDeviceChunk;
     m_kept.resize(m_gmlp.size());
   }
 
   int layers() const { return static_cast<int>(m_gmlp.size()); }
-  int chunk() const { return m_chunk; }
-  /// Rows per chunk, a positive multiple of the gated MLP's tile (kept activations are laid
-  /// out tile by tile): tests use small chunks on `teams` to cross chunk boundaries.
-  void set_chunk(int rows) {
-    if (rows <= 0 || rows % kernels::GatedMlp<T>::kTile != 0) {
-      throw InputError("chgnet::AtomConv::set_chunk: " + std::to_string(rows) +
-                       " rows is not a positive multiple of " + std::to_string(kernels::GatedMlp<T>::kTile));
-    }
-    m_chunk = rows;
-  }
-
   /// Whether compute() keeps each layer's activations for reverse() (the caller's memory plan);
   /// false frees what was kept. Results are the same bits either way.
   void keep(bool on) {
@@ -212,7 +201,7 @@ class AtomConv {
       m.compute_from_z1(z1, y, m_keep ? m_kept[k].tiles(m, e0, rows) : typename Mlp::Kept());
       Functor f = base(g, e0);
       f.in = w, f.out = y;
-      each<typename Functor::TagWeigh>("fastmlip::chgnet::atom_conv_weigh", rows, m_fa, f);
+      this->template each<typename Functor::TagWeigh>("fastmlip::chgnet::atom_conv_weigh", rows, m_fa, f);
       centre_sum(g, e0, y, agg);
     }
     Kokkos::deep_copy(x_next, T(0));
@@ -221,7 +210,7 @@ class AtomConv {
     m_out[k].compute(agg, head);
     Functor f;
     f.in = Kokkos::subview(x, local, Kokkos::ALL), f.out = head;
-    each<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
+    this->template each<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
   }
 
   /// The reverse of compute(k): adds dE/dx^k into gx [n_total][Fa] (skipped when gx is empty:
@@ -240,7 +229,7 @@ class AtomConv {
     if (need_x) {
       Functor f;
       f.in = Kokkos::subview(gx_next, local, Kokkos::ALL), f.out = Kokkos::subview(gx, local, Kokkos::ALL);
-      each<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
+      this->template each<typename Functor::TagResidual>("fastmlip::chgnet::atom_conv_residual", NL, m_fa, f);
       g_centre = m_g_centre.get(NL, W2);
       g_neighbor = m_g_neighbor.get(N, W2);
       Kokkos::deep_copy(g_centre, T(0));
@@ -264,16 +253,19 @@ class AtomConv {
                    gw = m_gw.get(rows, m_fa);
       Functor f = base(g, e0);
       f.p0 = gagg, f.in = w, f.out = gy;
-      each<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_y", rows, m_fa, f);
+      this->template each<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_y", rows,
+                                                              m_fa, f);
       m.reverse_to_z1(z1, gy, ga, y, m_keep ? m_kept[k].tiles(m, e0, rows) : typename Mlp::Kept());
       f.in = y, f.out = gw;
-      each<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_w", rows, m_fa, f);
+      this->template each<typename Functor::TagScaleGathered>("fastmlip::chgnet::atom_conv_grad_w", rows,
+                                                              m_fa, f);
       // Short edges' bond adjoints go to b^k; long edges' (b^0 plus biases) to the basis, with
       // the weights'.
       const Matrix gbond = m_bond_rows.get(rows, m_fb);
       m.reverse_segment(1, ga, gbond, false);
       f.out = gbond, f.out2 = gb;
-      each<typename Functor::TagShortAdjoint>("fastmlip::chgnet::atom_conv_short_adjoint", rows, m_fb, f);
+      this->template each<typename Functor::TagShortAdjoint>("fastmlip::chgnet::atom_conv_short_adjoint",
+                                                             rows, m_fb, f);
       const Matrix gbasis = m_basis.get(rows, m_rbf.num_basis());
       m_bond.reverse(gbond, gbasis, false);
       m_weights.reverse(gw, gbasis, true);
@@ -312,11 +304,6 @@ class AtomConv {
     return f;
   }
 
-  template <class Tag>
-  void each(const char* label, int rows, int cols, const Functor& f) const {
-    impl::for_each_element<Tag, ExecSpace>(m_rows_path, label, rows, cols, f);
-  }
-
   /// The centre's and neighbour's projections of x^k: p0 = x W_c (local rows), p1 = x W_n (all).
   void project(const Mlp& m, const Edges& g, const ConstMatrix& x) {
     m_p0 = m_proj0.get(g.n_local, m.width2());
@@ -336,7 +323,8 @@ class AtomConv {
     m_weights.compute(basis, w);
     Functor f = base(g, e0);
     f.in = b, f.out = m_xb, f.long_bias = m_long_bias[k], f.long_bias_on = m_long_bias[k].data() != nullptr;
-    each<typename Functor::TagBondRows>("fastmlip::chgnet::atom_conv_bond_rows", rows, m_fb, f);
+    this->template each<typename Functor::TagBondRows>("fastmlip::chgnet::atom_conv_bond_rows", rows, m_fb,
+                                                       f);
     return w;
   }
 
@@ -365,16 +353,15 @@ class AtomConv {
     Kokkos::deep_copy(Kokkos::View<int, Kokkos::HostSpace>(&i1), Kokkos::subview(last, 0));
     Functor f = base(g, e0);
     f.i0 = i0, f.in = src, f.out = acc;
-    each<typename Functor::TagCentreSum>("fastmlip::chgnet::atom_conv_centre_sum", i1 - i0 + 1,
-                                         static_cast<int>(src.extent(1)), f);
+    this->template each<typename Functor::TagCentreSum>("fastmlip::chgnet::atom_conv_centre_sum", i1 - i0 + 1,
+                                                        static_cast<int>(src.extent(1)), f);
   }
   kernels::RadialBasisKokkos<ExecSpace, T> m_rbf;
   kernels::DenseKokkos<ExecSpace, T> m_bond, m_weights;
   std::vector<Mlp> m_gmlp;
   std::vector<kernels::DenseKokkos<ExecSpace, T>> m_out;
   std::vector<Kokkos::View<const T*, ExecSpace>> m_long_bias;
-  int m_fa = 0, m_fb = 0, m_chunk = kDeviceChunk;
-  bool m_rows_path = false, m_keep = false;
+  int m_fa = 0, m_fb = 0;
   std::vector<impl::KeptActivations<ExecSpace, T>> m_kept;
   // Per-step working storage, grown, never shrunk.
   using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;

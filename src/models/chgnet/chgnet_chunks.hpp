@@ -14,6 +14,9 @@
 #include <cstddef>
 #include <string>
 
+#include "core/error.hpp"
+#include "kernels/dense_kokkos.hpp"
+#include "kernels/gated_mlp.hpp"
 #include "kernels/gated_mlp_kokkos.hpp"
 #include "kernels/impl/rows_impl.hpp"
 
@@ -125,6 +128,44 @@ struct KeptActivations {
     const std::size_t first = m.kept_size(static_cast<std::size_t>(r0));
     return Kokkos::subview(acts, Kokkos::make_pair(first, first + m.kept_size(static_cast<std::size_t>(n))));
   }
+};
+
+/// What a chunked convolution stage holds besides its weights: the path its kernels take, its
+/// rows per chunk (the gated MLP's 32-row tile on `rows`, kDeviceChunk on `teams`) and whether
+/// its forward keeps activations for its reverse.
+template <class ExecSpace, class T>
+class ChunkedStage {
+ public:
+  /// Rows per chunk on the `teams` path: enough rows for a device, a few MB of scratch.
+  static constexpr int kDeviceChunk = 8192;
+
+  int chunk() const { return m_chunk; }
+  /// Rows per chunk, a positive multiple of the gated MLP's tile (kept activations are laid out
+  /// tile by tile): tests use small chunks on `teams` to cross chunk boundaries.
+  void set_chunk(int rows) {
+    if (rows <= 0 || rows % kernels::GatedMlp<T>::kTile != 0) {
+      throw InputError(std::string(m_name) + "::set_chunk: " + std::to_string(rows) +
+                       " rows is not a positive multiple of " + std::to_string(kernels::GatedMlp<T>::kTile));
+    }
+    m_chunk = rows;
+  }
+
+ protected:
+  ChunkedStage(const char* name, kernels::DensePath path)
+      : m_name(name),
+        m_rows_path(kernels::impl::resolve_path<ExecSpace>(path, name) == kernels::DensePath::rows),
+        m_chunk(m_rows_path ? kernels::GatedMlp<T>::kTile : kDeviceChunk) {}
+
+  /// A 2-D element-wise step of the stage's functor F (for_each_element).
+  template <class Tag, class F>
+  void each(const char* label, int rows, int cols, const F& f) const {
+    for_each_element<Tag, ExecSpace>(m_rows_path, label, rows, cols, f);
+  }
+
+  const char* m_name;
+  bool m_rows_path;
+  int m_chunk;
+  bool m_keep = false;
 };
 
 }  // namespace fastmlip::models::chgnet::impl
