@@ -41,6 +41,12 @@ class GrowBuffer {
     Kokkos::deep_copy(v, V(0));
     return v;
   }
+  /// As get(rows, cols), every value zero.
+  Matrix zeros(int rows, int cols) {
+    Matrix m = get(rows, cols);
+    Kokkos::deep_copy(m, V(0));
+    return m;
+  }
 
  private:
   V* reserve(std::size_t n) {

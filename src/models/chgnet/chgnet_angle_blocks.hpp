@@ -97,11 +97,8 @@ class AngleBlocks : public impl::ChunkedStage<ExecSpace, T> {
   using Kept = impl::KeptActivations<ExecSpace, T>;
 
  public:
-  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
-  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
-  using ConstInts = Kokkos::View<const int*, ExecSpace>;
-  using ConstReals = Kokkos::View<const T*, ExecSpace>;
-  using Doubles = Kokkos::View<double*, ExecSpace>;
+  using typename Base::Matrix, typename Base::ConstMatrix, typename Base::ConstInts,
+      typename Base::ConstReals, typename Base::Doubles;
 
   /// What the blocks read of the geometry (chgnet_geometry.hpp).
   struct Angles {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "graph/impl/atom_graph_impl.hpp"  // host_value
 #include "kernels/dense.hpp"
 #include "kernels/dense_kokkos.hpp"
 #include "kernels/gated_mlp.hpp"
@@ -108,11 +109,8 @@ class AtomConv : public impl::ChunkedStage<ExecSpace, T> {
   using Base::m_chunk, Base::m_keep, Base::m_rows_path;
 
  public:
-  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
-  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
-  using ConstInts = Kokkos::View<const int*, ExecSpace>;
-  using ConstReals = Kokkos::View<const T*, ExecSpace>;
-  using Doubles = Kokkos::View<double*, ExecSpace>;
+  using typename Base::Matrix, typename Base::ConstMatrix, typename Base::ConstInts,
+      typename Base::ConstReals, typename Base::Doubles;
 
   /// What the convolutions read of the graph: edges sorted by centre (a local node), the short
   /// edges' slots (-1: long) and every edge's length.
@@ -346,11 +344,8 @@ class AtomConv : public impl::ChunkedStage<ExecSpace, T> {
       return;
     }
     // The chunk's centres are a contiguous range (edges are sorted by centre).
-    int i0 = 0, i1 = 0;
-    const auto first = Kokkos::subview(g.center, Kokkos::make_pair(e0, e0 + 1));
-    const auto last = Kokkos::subview(g.center, Kokkos::make_pair(e0 + rows - 1, e0 + rows));
-    Kokkos::deep_copy(Kokkos::View<int, Kokkos::HostSpace>(&i0), Kokkos::subview(first, 0));
-    Kokkos::deep_copy(Kokkos::View<int, Kokkos::HostSpace>(&i1), Kokkos::subview(last, 0));
+    const int i0 = graph::impl::host_value(g.center, e0),
+              i1 = graph::impl::host_value(g.center, e0 + rows - 1);
     Functor f = base(g, e0);
     f.i0 = i0, f.in = src, f.out = acc;
     this->template each<typename Functor::TagCentreSum>("fastmlip::chgnet::atom_conv_centre_sum", i1 - i0 + 1,

@@ -136,6 +136,13 @@ struct KeptActivations {
 template <class ExecSpace, class T>
 class ChunkedStage {
  public:
+  /// The views the stages take (derived stages name them with `using typename Base::...`).
+  using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+  using ConstInts = Kokkos::View<const int*, ExecSpace>;
+  using ConstReals = Kokkos::View<const T*, ExecSpace>;
+  using Doubles = Kokkos::View<double*, ExecSpace>;
+
   /// Rows per chunk on the `teams` path: enough rows for a device, a few MB of scratch.
   static constexpr int kDeviceChunk = 8192;
 

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "kernels/dense.hpp"
 #include "kernels/dense_kokkos.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 
@@ -91,8 +92,7 @@ class Embedding {
                const Doubles& grad_r) const {
     const auto S = r_short.extent(0);
     const Matrix g_basis = basis_rows(S);
-    Kokkos::View<T*, ExecSpace> from_ag("fastmlip::chgnet::grad_r_short_ag", S),
-        from_bg("fastmlip::chgnet::grad_r_short_bg", S);
+    const auto from_ag = m_from_ag.vector(S), from_bg = m_from_bg.vector(S);
     m_bond.reverse(g_b0, g_basis);
     m_rbf_ag.reverse(r_short, g_basis, from_ag);
     m_weights.reverse(g_w, g_basis);
@@ -106,15 +106,15 @@ class Embedding {
   }
 
  private:
-  Matrix basis_rows(std::size_t rows) const {
-    return Matrix(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::basis_short")), rows,
-        m_bond.in());
-  }
+  Matrix basis_rows(std::size_t rows) const { return m_basis.get(static_cast<int>(rows), m_bond.in()); }
 
   Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace> m_table;
   kernels::RadialBasisKokkos<ExecSpace, T> m_rbf_ag, m_rbf_bg;
   kernels::DenseKokkos<ExecSpace, T> m_bond, m_weights;
+  // Per-step working storage, kept between steps (GrowBuffer).
+  using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;
+  mutable Buffer m_basis{"fastmlip::chgnet::basis_short"}, m_from_ag{"fastmlip::chgnet::grad_r_short_ag"},
+      m_from_bg{"fastmlip::chgnet::grad_r_short_bg"};
 };
 
 }  // namespace fastmlip::models::chgnet

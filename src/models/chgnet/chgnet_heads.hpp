@@ -19,6 +19,7 @@
 
 #include "kernels/dense.hpp"
 #include "kernels/dense_kokkos.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/rows_impl.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/layer_norm.hpp"
@@ -76,12 +77,12 @@ class Heads {
     for (const auto& d : readout) {
       m_readout.emplace_back(d, path);
     }
+    m_z_buf.assign(m_readout.size(), Buffer("fastmlip::chgnet::readout_z"));
   }
 
   /// m [rows] = |site_wise(x)| of x [rows][Fa].
   void magmom(const ConstMatrix& x, const Doubles& m) const {
-    Matrix y(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::magmom_raw")),
-             x.extent(0), 1);
+    const Matrix y = m_raw.get(static_cast<int>(x.extent(0)), 1);
     m_site_wise.compute(x, y);
     Functor f;
     f.z = y;
@@ -94,26 +95,24 @@ class Heads {
   /// reverse().
   void compute(const ConstMatrix& x, const ConstInts& species, const Doubles& site_energy) {
     const int rows = static_cast<int>(x.extent(0)), dim = static_cast<int>(x.extent(1));
-    const auto alloc = [](const char* label) {
-      return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
-    };
-    m_h = Matrix(alloc("fastmlip::chgnet::readout_in"), rows, dim);
+    m_h = m_h_buf.get(rows, dim);
     Kokkos::deep_copy(m_h, x);
     if (m_norm) {
-      m_yhat = Matrix(alloc("fastmlip::chgnet::readout_yhat"), rows, dim);
-      m_inv = typename kernels::LayerNormKokkos<ExecSpace, T>::Vector(alloc("fastmlip::chgnet::readout_inv"),
-                                                                      rows);
+      m_yhat = m_yhat_buf.get(rows, dim);
+      m_inv = m_inv_buf.vector(rows);
       m_norm->compute(m_h, m_yhat, m_inv);
     }
-    m_z.clear();
+    m_z.resize(m_readout.size());
     Matrix act = m_h;
     for (std::size_t l = 0; l < m_readout.size(); ++l) {
-      m_z.emplace_back(alloc("fastmlip::chgnet::readout_z"), rows, m_readout[l].out());
+      m_z[l] = m_z_buf[l].get(rows, m_readout[l].out());
       m_readout[l].compute(act, m_z[l]);
       if (l + 1 == m_readout.size()) {
         break;
       }
-      act = Matrix(alloc("fastmlip::chgnet::readout_act"), rows, m_readout[l].out());
+      // Layer l's input is not read again (reverse() needs only the pre-activations), so the
+      // activations of every layer share one buffer.
+      act = m_act_buf.get(rows, m_readout[l].out());
       silu(m_z[l], act);
     }
     Functor f;
@@ -128,14 +127,14 @@ class Heads {
   /// gx [rows][Fa] = dE/dx for E the sum of compute()'s site energies (overwritten).
   void reverse(const Matrix& gx) const {
     const int rows = static_cast<int>(gx.extent(0));
-    Matrix g(Kokkos::view_alloc(std::string("fastmlip::chgnet::readout_grad")), rows, 1);
+    Matrix g = m_grad_buf[0].get(rows, 1);
     Kokkos::deep_copy(g, T(1));
     for (std::size_t l = m_readout.size(); l-- > 0;) {
       if (l + 1 < m_readout.size()) {
         silu_reverse(m_z[l], g);
       }
-      Matrix gprev =
-          l == 0 ? gx : Matrix(std::string("fastmlip::chgnet::readout_grad"), rows, m_readout[l].in());
+      // Two buffers in turn: layer l's input adjoint must not overwrite its output adjoint.
+      const Matrix gprev = l == 0 ? gx : m_grad_buf[(m_readout.size() - l) % 2].get(rows, m_readout[l].in());
       m_readout[l].reverse(g, gprev);
       g = gprev;
     }
@@ -187,10 +186,17 @@ class Heads {
   Kokkos::View<const double*, ExecSpace> m_atom_ref;
   bool m_teams = false;
   // What compute() keeps for reverse(): the LayerNorm's input and yhat, 1/sigma, each linear's
-  // pre-activation.
+  // pre-activation; windows on storage kept between steps (GrowBuffer), as the other stages'.
+  using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;
   Matrix m_h, m_yhat;
-  typename kernels::LayerNormKokkos<ExecSpace, T>::Vector m_inv;
+  typename Buffer::Vector m_inv;
   std::vector<Matrix> m_z;
+  Buffer m_h_buf{"fastmlip::chgnet::readout_in"}, m_yhat_buf{"fastmlip::chgnet::readout_yhat"},
+      m_inv_buf{"fastmlip::chgnet::readout_inv"}, m_act_buf{"fastmlip::chgnet::readout_act"};
+  std::vector<Buffer> m_z_buf;
+  mutable Buffer m_raw{"fastmlip::chgnet::magmom_raw"};
+  mutable Buffer m_grad_buf[2] = {Buffer("fastmlip::chgnet::readout_grad"),
+                                  Buffer("fastmlip::chgnet::readout_grad")};
 };
 
 }  // namespace fastmlip::models::chgnet

@@ -35,11 +35,13 @@
 // (kept per layer when the step's fit in set_activation_budget, i.e. small cells) or recomputed
 // from its gathered input, and differentiated in the same chunk.
 //
-// Every block is a stage on a Kokkos execution space (run here on the host, over views of this
-// file's std::vector storage): the geometry (chgnet_geometry.hpp), the stored embeddings
-// (chgnet_embedding.hpp), the AtomConvs (chgnet_atom_conv.hpp), BondConv and AngleUpdate
-// (chgnet_angle_blocks.hpp) and the Magmom and Readout heads (chgnet_heads.hpp). What remains
-// host-only is this driver: its storage, the exchange calls and the result (issue 18).
+// Every block is a stage on ExecSpace (chgnet_stages.hpp lists them in order): the geometry
+// (chgnet_geometry.hpp), the stored embeddings (chgnet_embedding.hpp), the AtomConvs
+// (chgnet_atom_conv.hpp), BondConv and AngleUpdate (chgnet_angle_blocks.hpp) and the Magmom and
+// Readout heads (chgnet_heads.hpp). This driver holds their storage, in ExecSpace's memory, and
+// runs them forward, then backwards. Host memory is touched only at the edges of a call: the
+// caller's exchange gets host rows (exchange_on_host.hpp) and the results are copied to the
+// caller's host vectors.
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -68,6 +70,7 @@
 #include "models/chgnet/chgnet_geometry.hpp"
 #include "models/chgnet/chgnet_heads.hpp"
 #include "models/chgnet/chgnet_stages.hpp"
+#include "models/exchange_on_host.hpp"
 
 namespace fastmlip::models {
 
@@ -317,9 +320,6 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   using Graph = typename ChgnetModel<ExecSpace, T>::Graph;
   using Buffer = kernels::impl::GrowBuffer<T, ExecSpace>;
   using DoubleBuffer = kernels::impl::GrowBuffer<double, ExecSpace>;
-  static constexpr bool kHostMemory =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
-
   int N = 0, NL = 0, E = 0, S = 0, A = 0, n_slots = 0;
   chgnet::Geometry<ExecSpace, T> geo;  // short edges, angles, r, theta (chgnet_geometry.hpp)
   // Stored features, in ExecSpace's memory: x^k of every node, b^k of the short edges only (long
@@ -348,11 +348,6 @@ struct ChgnetModel<ExecSpace, T>::Impl {
       gg_buf = labelled(n_conv - 1, "fastmlip::chgnet::grad_g");
     }
   }
-  static Mat zeros(Buffer& buf, int rows, int cols) {
-    const Mat m = buf.get(rows, cols);
-    Kokkos::deep_copy(m, T(0));
-    return m;
-  }
 
   void validate(const Graph& gr, const ChgnetExchange<T>* exchange) {
     auto bad = [&](const std::string& what) { throw InputError("ChgnetModel::compute: " + what); };
@@ -365,18 +360,6 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     // The slot layout is checked by the geometry stage (compute_chgnet_geometry).
   }
 
-  /// The caller's exchange reads host memory: a device's rows go through a host copy.
-  template <class F>
-  void on_host(const Mat& rows, F&& exchange) {
-    if constexpr (kHostMemory) {
-      exchange(rows.data());
-    } else {
-      const auto host = exchange_host.get(static_cast<int>(rows.extent(0)), static_cast<int>(rows.extent(1)));
-      Kokkos::deep_copy(host, rows);
-      exchange(host.data());
-      Kokkos::deep_copy(rows, host);
-    }
-  }
   /// A result array into the caller's host vector.
   static void to_host(const Kokkos::View<const double*, ExecSpace>& v, std::vector<double>& out) {
     out.resize(v.extent(0));
@@ -455,7 +438,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     H = H_buf.get(n_slots, Fb);
     angle_blocks->compute_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, H);
     if (exchange) {
-      on_host(H, [&](T* rows) { exchange->forward_slots(rows, Fb); });
+      exchange_on_host(H, exchange_host, [&](T* rows) { exchange->forward_slots(rows, Fb); });
     }
     bs[k + 1] = bs_buf[k + 1].get(S, Fb);
     angle_blocks->finish_bond(k, an, H, bs[k], bs[k + 1]);
@@ -486,7 +469,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
 
   /// dE/dx^{n_conv} (local rows; ghost rows zero) from the readout.
   void reverse_readout() {
-    gxs[n_conv] = zeros(gx_buf[n_conv], N, Fa);
+    gxs[n_conv] = gx_buf[n_conv].zeros(N, Fa);
     heads->reverse(Kokkos::subview(gxs[n_conv], Kokkos::make_pair(0, NL), Kokkos::ALL));
   }
 
@@ -503,7 +486,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     gH = gH_buf.get(n_slots, Fb);
     angle_blocks->start_bond_reverse(k, an, gbs[k + 1], gbs[k], gH);
     if (exchange) {
-      on_host(gH, [&](T* rows) { exchange->reverse_slots(rows, Fb); });
+      exchange_on_host(gH, exchange_host, [&](T* rows) { exchange->reverse_slots(rows, Fb); });
     }
     angle_blocks->reverse_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, gH, gbs[k],
                                         k > 0 ? ggs[k] : Mat(), g_theta, gxs[k + 1], gw_bg);
@@ -547,7 +530,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
         return compute_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
         if (exchange) {
-          on_host(x[s.layer], [&](T* rows) { exchange->forward(rows, Fa); });
+          exchange_on_host(x[s.layer], exchange_host, [&](T* rows) { exchange->forward(rows, Fa); });
         }
         return;
       case K::BondConv:
@@ -575,7 +558,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
         return reverse_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
         if (exchange) {
-          on_host(gxs[s.layer], [&](T* rows) { exchange->reverse(rows, Fa); });
+          exchange_on_host(gxs[s.layer], exchange_host, [&](T* rows) { exchange->reverse(rows, Fa); });
         }
         return;
       case K::BondConv:
@@ -599,20 +582,20 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     const int K = n_conv - 1;
     gxs.assign(n_conv + 1, Mat());
     for (int k = 1; k < n_conv; ++k) {
-      gxs[k] = zeros(gx_buf[k], N, Fa);
+      gxs[k] = gx_buf[k].zeros(N, Fa);
     }
     gbs.assign(n_conv, Mat());
     for (int k = 0; k < n_conv; ++k) {
-      gbs[k] = zeros(gb_buf[k], S, Fb);
+      gbs[k] = gb_buf[k].zeros(S, Fb);
     }
     // dE/dg^k for k >= 1 (g^0's goes into dE/dtheta directly).
     ggs.assign(K, Mat());
     for (int k = 1; k < K; ++k) {
-      ggs[k] = zeros(gg_buf[k], A, Fg);
+      ggs[k] = gg_buf[k].zeros(A, Fg);
     }
     g_r = g_r_buf.zeros(E);
     g_theta = g_theta_buf.zeros(A);
-    gw_bg = zeros(gw_bg_buf, S, Fb);
+    gw_bg = gw_bg_buf.zeros(S, Fb);
     for (auto s = stages.rbegin(); s != stages.rend(); ++s) reverse_stage(*s, gr, exchange, result);
   }
 };

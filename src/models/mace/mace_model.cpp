@@ -51,6 +51,7 @@
 #include "kernels/spherical_harmonics_kokkos.hpp"
 #include "kernels/symmetric_contraction_kokkos.hpp"
 #include "math/spherical_harmonics.hpp"
+#include "models/exchange_on_host.hpp"
 #include "models/mace/impl/mace_glue_impl.hpp"
 #include "models/mace/mace_spec.hpp"
 #include "models/mace/mace_stages.hpp"
@@ -65,8 +66,6 @@ struct MaceModel<ExecSpace, T>::Impl {
   // Host memory is touched only at the edges of a call: the caller's FeatureExchange gets host
   // rows (staged through a host copy where ExecSpace's memory is not the host's), and the
   // results are copied out into MaceResult's host vectors at the end.
-  static constexpr bool kHostMemory =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "MaceModel: T must be float or double");
 
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -621,25 +620,16 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
   }
 
-  /// The caller's communication (LAMMPS' comm) works on node rows in host memory: it gets the
-  /// rows themselves where ExecSpace's memory is the host's, else a host copy, copied back.
+  /// The caller's communication (LAMMPS' comm) on node rows: host memory (exchange_on_host).
   void exchange_rows(FeatureExchange<T>& exchange, const Matrix& rows, bool forward) {
     const int width = static_cast<int>(rows.extent(1));
-    const auto run = [&](T* data) {
+    exchange_on_host(rows, exchange_rows_host, [&](T* data) {
       if (forward) {
         exchange.forward(data, width);
       } else {
         exchange.reverse(data, width);
       }
-    };
-    if constexpr (kHostMemory) {
-      run(rows.data());
-    } else {
-      const auto host = exchange_rows_host.get(static_cast<int>(rows.extent(0)), width);
-      Kokkos::deep_copy(host, rows);
-      run(host.data());
-      Kokkos::deep_copy(rows, host);
-    }
+    });
   }
 
   // ---- forward stages ------------------------------------------------------------------------
