@@ -6,9 +6,11 @@
 #include <Kokkos_Core.hpp>
 #include <array>
 #include <cmath>
+#include <map>
 #include <vector>
 
 #include "graph/graph_mirror.hpp"
+#include "graph/neighbor_list.hpp"
 #include "models/chgnet/chgnet_model.hpp"
 
 namespace fastmlip::test {
@@ -37,15 +39,13 @@ struct ChgnetOutputs {
 /// dE/d eps_ab = sum_e v_a dE/dv_b, so stress = -virial / V (positive under tension).
 inline constexpr double kEvPerA3ToGPa = 160.21766208;
 
-/// The model on its execution space: a device model gets the host-built graph mirrored into its
-/// memory (graph::GraphMirror and copies of the slots), as a caller with a GPU would hand it.
+/// The model on its execution space, on a host-built graph: a device model gets the graph
+/// mirrored into its memory (graph::GraphMirror and copies of the slots), as a caller with a GPU
+/// would hand it.
 template <class Space, class T>
-ChgnetOutputs evaluate(models::ChgnetModel<Space, T>& model, const ChgnetStructure& s) {
-  auto g = models::make_structure_graph<T>(s.positions, s.numbers, s.lattice.data(), s.pbc, model.cutoff(),
-                                           model.bond_cutoff());
-  models::ChgnetResult r;
+models::ChgnetResult compute_on(models::ChgnetModel<Space, T>& model, const models::ChgnetGraph<T>& host,
+                                models::ChgnetExchange<T>* exchange = nullptr) {
   using Mem = typename Space::memory_space;
-  const models::ChgnetGraph<T> host = g.view();
   graph::GraphMirror<T, Mem> mirror;
   typename models::ChgnetModel<Space, T>::Graph dev;
   static_cast<graph::AtomGraph<T, Mem>&>(dev) = mirror.of(host);
@@ -55,7 +55,17 @@ ChgnetOutputs evaluate(models::ChgnetModel<Space, T>& model, const ChgnetStructu
   Kokkos::deep_copy(reverse_slot, host.reverse_slot);
   dev.slot_start = slot_start;
   dev.reverse_slot = reverse_slot;
-  model.compute(dev, nullptr, true, r);
+  models::ChgnetResult r;
+  model.compute(dev, exchange, true, r);
+  return r;
+}
+
+/// The model on one periodic structure, images folded into the edge vectors (chgnet's graph).
+template <class Space, class T>
+ChgnetOutputs evaluate(models::ChgnetModel<Space, T>& model, const ChgnetStructure& s) {
+  auto g = models::make_structure_graph<T>(s.positions, s.numbers, s.lattice.data(), s.pbc, model.cutoff(),
+                                           model.bond_cutoff());
+  const models::ChgnetResult r = compute_on(model, g.view());
   ChgnetOutputs o;
   const int n = s.size();
   o.energy = r.energy;
@@ -90,5 +100,103 @@ ChgnetOutputs evaluate(models::ChgnetModel<Space, T>& model, const ChgnetStructu
   for (double t : terms) o.force_terms = std::max(o.force_terms, t);
   return o;
 }
+
+/// The same structure's graph as one LAMMPS rank holds it: every periodic image (j, S != 0) an
+/// edge reaches is a ghost node of its own, owned by j, with as many slots as j in j's order.
+/// Edges, their order and their vectors are make_structure_graph's, so the edge gradients of
+/// both graphs compare entry by entry.
+template <class T>
+struct ChgnetGhostGraph {
+  models::ChgnetStructureGraph<T> arrays;  // species, neighbor, slot_start, reverse_slot over n_total nodes
+  int n_local = 0, n_total = 0;
+  std::vector<int> owner;  // [n_total - n_local]
+
+  models::ChgnetGraph<T> view() const {
+    const auto& a = arrays;
+    models::ChgnetGraph<T> g;
+    static_cast<graph::AtomGraph<T>&>(g) =
+        graph::host_graph(n_local, n_total, a.species.data(), static_cast<int>(a.center.size()),
+                          a.center.data(), a.neighbor.data(), a.center_start.data(), a.vectors.data());
+    g.slot_start = Kokkos::View<const int*, Kokkos::HostSpace>(a.slot_start.data(), a.slot_start.size());
+    g.reverse_slot =
+        Kokkos::View<const int*, Kokkos::HostSpace>(a.reverse_slot.data(), a.reverse_slot.size());
+    return g;
+  }
+};
+
+template <class T>
+ChgnetGhostGraph<T> ghost_graph(const ChgnetStructure& s, double cutoff, double bond_cutoff) {
+  ChgnetGhostGraph<T> out;
+  auto& a = out.arrays;
+  a = models::make_structure_graph<T>(s.positions, s.numbers, s.lattice.data(), s.pbc, cutoff, bond_cutoff);
+  // The image shifts of the same edges (make_structure_graph's neighbour list, in its order).
+  graph::NeighborListOptions opt;
+  opt.cutoff = cutoff;
+  const auto nl =
+      graph::build_neighbor_list(s.positions.data(), s.numbers.size(), s.lattice.data(), s.pbc, opt);
+  out.n_local = out.n_total = a.n_atoms;
+  std::map<std::array<int, 4>, int> ghosts;  // (owner, shift) -> node
+  const std::vector<int> local_slots = a.slot_start;
+  for (std::size_t e = 0; e < a.center.size(); ++e) {
+    const int* S = &nl.shifts[3 * e];
+    if (S[0] == 0 && S[1] == 0 && S[2] == 0) {
+      continue;
+    }
+    const int j = a.neighbor[e];
+    auto it = ghosts.find({j, S[0], S[1], S[2]});
+    if (it == ghosts.end()) {
+      it = ghosts.emplace(std::array<int, 4>{j, S[0], S[1], S[2]}, out.n_total++).first;
+      out.owner.push_back(j);
+      a.species.push_back(a.species[j]);
+      a.slot_start.push_back(a.slot_start.back() + local_slots[j + 1] - local_slots[j]);
+    }
+    const int ghost = it->second;
+    a.neighbor[e] = ghost;
+    // The reverse edge (j -> i, -S) is j's short edge; its row is the ghost's copy of it.
+    if (a.reverse_slot[e] >= 0) {
+      a.reverse_slot[e] = a.slot_start[ghost] + (a.reverse_slot[e] - local_slots[j]);
+    }
+  }
+  return out;
+}
+
+/// LAMMPS' forward and reverse communication on one rank: ghost rows and slot rows are copies of
+/// their owners' (forward); their adjoints are added to the owners' and zeroed (reverse).
+template <class T>
+class ChgnetCopyExchange : public models::ChgnetExchange<T> {
+ public:
+  template <class U>
+  explicit ChgnetCopyExchange(const ChgnetGhostGraph<U>& g)
+      : m_n_local(g.n_local), m_owner(g.owner), m_slot_start(g.arrays.slot_start) {}
+
+  void forward(T* rows, int width) override { copy(rows, width, 1, false); }
+  void reverse(T* rows, int width) override { copy(rows, width, 1, true); }
+  void forward_slots(T* slots, int width) override { copy(slots, width, 0, false); }
+  void reverse_slots(T* slots, int width) override { copy(slots, width, 0, true); }
+
+ private:
+  /// rows_per_node 1: node rows; 0: each node's slot rows (slot_start).
+  void copy(T* rows, int width, int rows_per_node, bool add) const {
+    for (std::size_t g = 0; g < m_owner.size(); ++g) {
+      const int ghost = m_n_local + static_cast<int>(g), owner = m_owner[g];
+      const int n = rows_per_node ? 1 : m_slot_start[ghost + 1] - m_slot_start[ghost];
+      const std::size_t from = rows_per_node ? owner : m_slot_start[owner];
+      const std::size_t to = rows_per_node ? ghost : m_slot_start[ghost];
+      for (std::size_t q = 0; q < static_cast<std::size_t>(n) * width; ++q) {
+        T& mine = rows[from * width + q];
+        T& theirs = rows[to * width + q];
+        if (add) {
+          mine += theirs;
+          theirs = T(0);
+        } else {
+          theirs = mine;
+        }
+      }
+    }
+  }
+
+  int m_n_local;
+  std::vector<int> m_owner, m_slot_start;
+};
 
 }  // namespace fastmlip::test

@@ -7,6 +7,8 @@
 // - on Kokkos' default execution space where it is a device (the GPU in a Kokkos-CUDA build: the
 //   kokkos-cuda preset, scripts/gpu-check.sh), the graph built on the host and mirrored into the
 //   device's memory (chgnet_test_util.hpp's evaluate). Skipped without a device backend.
+// Both with periodic images folded into the edge vectors and, as a LAMMPS rank holds them, as
+// ghost nodes fed through the exchange (ChgnetCopyExchange).
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
@@ -73,6 +75,37 @@ void check_against_host(kernels::DensePath path) {
   }
 }
 
+/// As a LAMMPS rank evaluates it: periodic images as ghost nodes whose atom rows and slot rows
+/// come through the caller's exchange (on a device: staged through host memory), against the
+/// host model on the folded graph. The edges are the same, in the same order.
+template <class Space, class T>
+void check_ghosts_against_folded(kernels::DensePath path) {
+  const bool dbl = std::is_same_v<T, double>;
+  const double tol = dbl ? 1e-11 : 2e-4;
+  // A cell smaller than the cutoff (atoms are their own neighbours' images), a triclinic v0.2.0
+  // cell (no LayerNorms) and a rattled one.
+  for (const std::string name : {"small_cell", "licoo2_triclinic_v020", "limno2_rattled"}) {
+    const json j = read_json(fixture_dir() + "/" + name + ".json");
+    const auto file = io::read_potential_file(potential_path(version_of(j)));
+    const auto s = structure_of(j);
+    models::ChgnetModel<Host, T> host(file);
+    const auto folded = models::make_structure_graph<T>(s.positions, s.numbers, s.lattice.data(), s.pbc,
+                                                        host.cutoff(), host.bond_cutoff());
+    const auto want = compute_on(host, folded.view());
+    const auto ghosts = ghost_graph<T>(s, host.cutoff(), host.bond_cutoff());
+    ASSERT_GT(ghosts.n_total, ghosts.n_local) << name << ": the test needs ghost nodes";
+    models::ChgnetModel<Space, T> model(file, path);
+    ChgnetCopyExchange<T> exchange(ghosts);
+    const auto got = compute_on(model, ghosts.view(), &exchange);
+    const std::string at = name + (dbl ? " float64" : " float32") + " on " + Space::name();
+    EXPECT_LE(std::abs(got.energy - want.energy), tol * std::max(1.0, std::abs(want.energy))) << at;
+    EXPECT_LE(rel_diff(got.site_energy, want.site_energy), tol) << at << ": site energies";
+    EXPECT_LE(rel_diff(got.magmom, want.magmom), tol) << at << ": magmoms";
+    ASSERT_EQ(got.edge_gradient.size(), want.edge_gradient.size()) << at;
+    EXPECT_LE(rel_diff(got.edge_gradient, want.edge_gradient), tol) << at << ": dE/d(edge vectors)";
+  }
+}
+
 TEST(ChgnetDevice, TheTeamsPathOnTheHostMatchesTheHostModelAndChgnet) {
   check_against_host<Host, double>(kernels::DensePath::teams);
   check_against_host<Host, float>(kernels::DensePath::teams);
@@ -85,6 +118,22 @@ TEST(ChgnetDevice, EveryFixtureOnTheDeviceMatchesTheHostModelAndChgnet) {
   }
   check_against_host<Device, double>(kernels::DensePath::automatic);
   check_against_host<Device, float>(kernels::DensePath::automatic);
+}
+
+TEST(ChgnetDevice, GhostNodesThroughTheExchangeMatchFoldedImagesOnBothHostPaths) {
+  for (const auto path : {kernels::DensePath::rows, kernels::DensePath::teams}) {
+    check_ghosts_against_folded<Host, double>(path);
+    check_ghosts_against_folded<Host, float>(path);
+  }
+}
+
+TEST(ChgnetDevice, GhostNodesThroughTheExchangeMatchFoldedImagesOnTheDevice) {
+  if (!kHasDevice) {
+    GTEST_SKIP() << "Kokkos has no device backend here (default execution space " << Device::name()
+                 << "); the exchange's host staging runs only where the rows are in device memory";
+  }
+  check_ghosts_against_folded<Device, double>(kernels::DensePath::automatic);
+  check_ghosts_against_folded<Device, float>(kernels::DensePath::automatic);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@
 #include "../models/chgnet_test_util.hpp"
 #include "io/potential_file.hpp"
 #include "models/chgnet.hpp"
+#include "models/chgnet/chgnet_geometry.hpp"
 
 namespace fastmlip::test {
 namespace {
@@ -192,6 +193,52 @@ trainer::ChgnetStructure small_cell() {
   s.cell = std::array<double, 9>{10.0, 0, 0, 0.3, 10.1, 0, 0, 0.2, 9.9};
   s.pbc = {true, true, true};
   return s;
+}
+
+/// The trainer's batch enumerates short edges and angles on its own (on the prefetch thread,
+/// without Kokkos); it must be the core geometry stage's enumeration, in the same order, offset
+/// per structure, or the trainer would train another model than the pair style runs.
+TEST(ChgnetTorch, BatchHasTheCoreGeometrysShortEdgesAndAngles) {
+  ChgnetTorchModel<double> model(io::read_potential_file(kPotential));
+  auto all = some_structures();
+  all.push_back(small_cell());
+  const auto b = trainer::make_chgnet_batch(all, model.cutoff(), model.bond_cutoff());
+  const auto ints = [](const torch::Tensor& t) {
+    const auto c = t.contiguous();
+    return std::vector<std::int64_t>(c.data_ptr<std::int64_t>(), c.data_ptr<std::int64_t>() + c.numel());
+  };
+  const auto short_edge = ints(b.short_edge), short_reverse = ints(b.short_reverse),
+             angle_a = ints(b.angle_a), angle_b = ints(b.angle_b), angle_c = ints(b.angle_center);
+  std::int64_t node0 = 0, edge0 = 0, short0 = 0, angle0 = 0;
+  for (std::size_t gi = 0; gi < all.size(); ++gi) {
+    const auto& s = all[gi];
+    const auto g =
+        models::make_structure_graph<double>(s.positions, s.atomic_numbers, s.cell ? s.cell->data() : nullptr,
+                                             s.pbc, model.cutoff(), model.bond_cutoff());
+    using Host = Kokkos::DefaultHostExecutionSpace;
+    const auto view = g.view();
+    models::chgnet::Geometry<Host, double> geo;
+    models::chgnet::compute_chgnet_geometry<Host, double>(view, view.slot_start, view.reverse_slot, "test",
+                                                          geo);
+    ASSERT_LE(short0 + geo.num_short, static_cast<std::int64_t>(short_edge.size())) << gi;
+    ASSERT_LE(angle0 + geo.num_angles, static_cast<std::int64_t>(angle_a.size())) << gi;
+    for (int q = 0; q < geo.num_short; ++q) {
+      ASSERT_EQ(short_edge[short0 + q], edge0 + geo.short_edge(q)) << gi << " short " << q;
+      ASSERT_EQ(short_reverse[short0 + q], short0 + geo.short_reverse(q)) << gi << " short " << q;
+    }
+    for (int q = 0; q < geo.num_angles; ++q) {
+      ASSERT_EQ(angle_a[angle0 + q], short0 + geo.angle_a(q)) << gi << " angle " << q;
+      ASSERT_EQ(angle_b[angle0 + q], short0 + geo.angle_b(q)) << gi << " angle " << q;
+      ASSERT_EQ(angle_c[angle0 + q], node0 + geo.angle_c(q)) << gi << " angle " << q;
+    }
+    node0 += g.n_atoms;
+    edge0 += static_cast<std::int64_t>(g.center.size());
+    short0 += geo.num_short;
+    angle0 += geo.num_angles;
+  }
+  EXPECT_EQ(short0, static_cast<std::int64_t>(short_edge.size()));
+  EXPECT_EQ(angle0, static_cast<std::int64_t>(angle_a.size()));
+  EXPECT_GT(angle0, 0);
 }
 
 /// A loss of every output the trainer trains on: linear in forces, virial and magmoms with
