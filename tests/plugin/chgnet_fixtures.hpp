@@ -119,7 +119,7 @@ inline void check_fixture(const std::string& name, const std::string& dtype, dou
     lmp.commands("units metal\natom_style atomic\natom_modify map array\nbox tilt large\n");
     lmp.command("read_data " + data);
   }
-  lmp.command("pair_style fastmlip/chgnet precision " + dtype);
+  lmp.command("pair_style " + with_device("fastmlip/chgnet precision " + dtype));
   lmp.command("pair_coeff * * " + kPotential + " " + st.elements);
   EXPECT_EQ(lmp.pair_style(), style) << name;
   lmp.commands(

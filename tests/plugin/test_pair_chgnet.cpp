@@ -117,6 +117,23 @@ TEST(PairChgnetBadInput, SpeciesUnitsNewtonKeywordsAndCloseAtoms) {
   }
 }
 
+// `device`, as fastmlip/mace's: `device cuda` is refused at pair_style by a plugin whose Kokkos
+// has no GPU backend, naming how to get one; on a GPU machine (FASTMLIP_PAIR_DEVICE=cuda, a
+// lammps-wheel-cuda plugin) it runs the model there, and the parity tests above judge it.
+TEST(PairChgnetBadInput, DeviceKeyword) {
+  const std::string base = "units metal\natom_style atomic\n";
+  EXPECT_NO_THROW(run_two_atoms(base, "fastmlip/chgnet device host", kPotential + " Li O", "run 0"));
+  expect_lammps_error([&] { run_two_atoms(base, "fastmlip/chgnet device gpu", kPotential + " Li O", ""); },
+                      {"device must be host or cuda, not 'gpu'"}, "unknown device");
+  if (pair_device() == "cuda") {
+    EXPECT_NO_THROW(run_two_atoms(base, "fastmlip/chgnet device cuda", kPotential + " Li O", "run 0"));
+  } else {
+    expect_lammps_error([&] { run_two_atoms(base, "fastmlip/chgnet device cuda", kPotential + " Li O", ""); },
+                        {"'device cuda' needs a plugin built with a GPU Kokkos", "lammps-wheel-cuda preset"},
+                        "device cuda without a GPU Kokkos");
+  }
+}
+
 // The moments reach a dump and, through compute reduce, thermo.
 TEST(PairChgnetMagmom, DumpAndThermo) {
   const json j = read_json(kData + "/limno2.json");
