@@ -19,6 +19,7 @@
 #include "io/potential_file.hpp"
 #include "kernels/impl/grow_buffer.hpp"
 #include "lammps_compat.h"
+#include "model_placement.h"
 #include "models/chgnet/chgnet_model.hpp"
 #include "update.h"
 #include "utils.h"
@@ -30,17 +31,6 @@ using fastmlip::models::ChgnetModel;
 using fastmlip::models::ChgnetResult;
 
 namespace {
-
-// `device host` (the default): the model runs on the host, in Kokkos' default host execution
-// space, on the graph PairFastmlipBase builds (the /kk style hands it a host copy too). `device
-// cuda`: on the GPU, in Kokkos' default execution space, which is a GPU's only in a plugin built
-// against a Kokkos with CUDA (the lammps-wheel-cuda preset). The graph and its slots are copied
-// there each step; the model stages the per-layer atom and slot exchanges through host rows, so
-// LAMMPS' communication and the tally stay as they are (as fastmlip/mace's `device cuda`).
-using ModelSpace = Kokkos::DefaultHostExecutionSpace;
-constexpr bool kHaveGpu =
-    !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
-using DeviceSpace = std::conditional_t<kHaveGpu, Kokkos::DefaultExecutionSpace, ModelSpace>;
 
 /// The model's exchanges, through the pair style's LAMMPS communication: node rows as every
 /// style moves them, slot rows as this one does.
@@ -55,7 +45,8 @@ class ChgnetLammpsExchange final : public PairNodeExchange<T, ChgnetExchange<T>>
   PairFastmlipChgnet* m_chgnet;
 };
 
-/// One precision's model where it runs, with the step's graph and slots in its memory.
+/// One precision's model where it runs (model_placement.h), with the step's graph and slots in
+/// its memory.
 template <class Space, class T>
 struct Placed {
   using Memory = typename Space::memory_space;
@@ -88,39 +79,12 @@ struct Placed {
 
 }  // namespace
 
-struct PairFastmlipChgnet::Backend {
-  Placed<ModelSpace, double> host_d;
-  Placed<ModelSpace, float> host_f;
-  Placed<DeviceSpace, double> device_d;
-  Placed<DeviceSpace, float> device_f;
+struct PairFastmlipChgnet::Backend : fastmlip::plugin::Placements<Placed> {
   ChgnetResult result;
 
-  /// f(model) on the one model loaded.
-  template <class F>
-  decltype(auto) visit(F&& f) const {
-    if (host_d.model) {
-      return f(*host_d.model);
-    }
-    if (host_f.model) {
-      return f(*host_f.model);
-    }
-    if (device_d.model) {
-      return f(*device_d.model);
-    }
-    return f(*device_f.model);
-  }
   template <class T>
   void compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange) {
-    auto run = [&](auto& placed) {
-      if (placed.model) {
-        placed.model->compute(placed.place(graph), exchange, true, result);
-      }
-    };
-    if constexpr (std::is_same_v<T, double>) {
-      run(host_d), run(device_d);
-    } else {
-      run(host_f), run(device_f);
-    }
+    with_loaded<T>([&](auto& placed) { placed.model->compute(placed.place(graph), exchange, true, result); });
   }
 };
 
@@ -146,15 +110,9 @@ void PairFastmlipChgnet::settings(int narg, char** arg) {
       }
       m_precision = value;
     } else if (key == "device") {
-      if (value != "host" && value != "cuda") {
-        error->all(FLERR, "pair_style fastmlip/chgnet: device must be host or cuda, not '{}'", value);
-      }
-      if (value == "cuda" && !kHaveGpu) {
-        error->all(FLERR,
-                   "pair_style fastmlip/chgnet: 'device cuda' needs a plugin built with a GPU Kokkos "
-                   "(this one's Kokkos runs on {} only); build it with the lammps-wheel-cuda preset "
-                   "(docs/building.md), or use 'device host' or the /kk style of a KOKKOS LAMMPS",
-                   Kokkos::DefaultExecutionSpace::name());
+      const std::string problem = fastmlip::plugin::device_problem("fastmlip/chgnet", value);
+      if (!problem.empty()) {
+        error->all(FLERR, problem);
       }
       m_device = value;
     } else {
@@ -167,15 +125,10 @@ void PairFastmlipChgnet::settings(int narg, char** arg) {
 void PairFastmlipChgnet::load_model(const fastmlip::io::PotentialFile& file, const std::string& path,
                                     const std::vector<std::string>& symbols) {
   m_backend = std::make_unique<Backend>();
-  auto place = [&](auto& placed) {
+  m_backend->load(m_device, single_precision(), [&](auto& placed) {
     using Model = typename std::decay_t<decltype(placed.model)>::element_type;
     placed.model = std::make_unique<Model>(file);
-  };
-  if (m_device == "cuda") {
-    single_precision() ? place(m_backend->device_f) : place(m_backend->device_d);
-  } else {
-    single_precision() ? place(m_backend->host_f) : place(m_backend->host_d);
-  }
+  });
   if (comm->me == 0 && m_device == "cuda") {
     utils::logmesg(lmp, "fastmlip/chgnet: model on {} ({})\n", Kokkos::DefaultExecutionSpace::name(),
                    m_precision);

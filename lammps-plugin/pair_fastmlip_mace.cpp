@@ -13,6 +13,7 @@
 #include "error.h"
 #include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
+#include "model_placement.h"
 #include "models/mace/mace_model.hpp"
 #include "utils.h"
 
@@ -22,18 +23,7 @@ using fastmlip::models::MaceOptions;
 using fastmlip::models::MaceResult;
 
 namespace {
-// `device host` (the default): the model runs on the host, in Kokkos' default host execution
-// space, on the graph PairFastmlipBase builds. `device cuda`: on the GPU, in Kokkos' default
-// execution space, which is a GPU's only in a plugin built against a Kokkos with CUDA (the
-// lammps-wheel-cuda preset); the graph is copied there each step (graph::GraphMirror) and the
-// per-layer node exchange is staged through host rows by the model, so LAMMPS' communication
-// and tally stay as they are.
-using ModelSpace = Kokkos::DefaultHostExecutionSpace;
-constexpr bool kHaveGpu =
-    !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
-using DeviceSpace = std::conditional_t<kHaveGpu, Kokkos::DefaultExecutionSpace, ModelSpace>;
-
-// One precision's model where it runs, with the graph's copy in its memory.
+// One precision's model where it runs (model_placement.h), with the graph's copy in its memory.
 template <class Space, class T>
 struct Placed {
   std::unique_ptr<MaceModel<Space, T>> model;
@@ -41,28 +31,10 @@ struct Placed {
 };
 }  // namespace
 
-struct PairFastmlipMace::Backend {
-  Placed<ModelSpace, double> host_d;
-  Placed<ModelSpace, float> host_f;
-  Placed<DeviceSpace, double> device_d;
-  Placed<DeviceSpace, float> device_f;
+struct PairFastmlipMace::Backend : fastmlip::plugin::Placements<Placed> {
   MaceResult<double> result_d;
   MaceResult<float> result_f;
 
-  /// f(model) on the one model loaded.
-  template <class F>
-  decltype(auto) visit(F&& f) const {
-    if (host_d.model) {
-      return f(*host_d.model);
-    }
-    if (host_f.model) {
-      return f(*host_f.model);
-    }
-    if (device_d.model) {
-      return f(*device_d.model);
-    }
-    return f(*device_f.model);
-  }
   template <class T>
   MaceResult<T>& result() {
     if constexpr (std::is_same_v<T, double>) {
@@ -74,16 +46,8 @@ struct PairFastmlipMace::Backend {
   template <class T>
   void compute(const fastmlip::graph::AtomGraph<T, Kokkos::HostSpace>& graph,
                fastmlip::models::FeatureExchange<T>* exchange) {
-    auto run = [&](auto& placed) {
-      if (placed.model) {
-        placed.model->compute(placed.mirror.of(graph), exchange, true, result<T>());
-      }
-    };
-    if constexpr (std::is_same_v<T, double>) {
-      run(host_d), run(device_d);
-    } else {
-      run(host_f), run(device_f);
-    }
+    with_loaded<T>(
+        [&](auto& placed) { placed.model->compute(placed.mirror.of(graph), exchange, true, result<T>()); });
   }
 };
 
@@ -126,15 +90,9 @@ void PairFastmlipMace::settings(int narg, char** arg) {
       }
       (key == "charge" ? m_total_charge : m_total_spin) = v;
     } else if (key == "device") {
-      if (value != "host" && value != "cuda") {
-        error->all(FLERR, "pair_style fastmlip/mace: device must be host or cuda, not '{}'", value);
-      }
-      if (value == "cuda" && !kHaveGpu) {
-        error->all(FLERR,
-                   "pair_style fastmlip/mace: 'device cuda' needs a plugin built with a GPU Kokkos "
-                   "(this one's Kokkos runs on {} only); build it with the lammps-wheel-cuda preset "
-                   "(docs/building.md), or use 'device host' or the /kk style of a KOKKOS LAMMPS",
-                   Kokkos::DefaultExecutionSpace::name());
+      const std::string problem = fastmlip::plugin::device_problem("fastmlip/mace", value);
+      if (!problem.empty()) {
+        error->all(FLERR, problem);
       }
       m_device = value;
     } else if (key == "radial") {
@@ -174,16 +132,10 @@ void PairFastmlipMace::load_model(const fastmlip::io::PotentialFile& file, const
   options.total_charge = m_total_charge;
   options.total_spin = m_total_spin;
   m_backend = std::make_unique<Backend>();
-  auto place = [&](auto& placed) {
+  m_backend->load(m_device, single_precision(), [&](auto& placed) {
     using Model = typename std::decay_t<decltype(placed.model)>::element_type;
     placed.model = std::make_unique<Model>(file, options);
-  };
-  const bool f32 = m_precision == "float32";
-  if (m_device == "cuda") {
-    f32 ? place(m_backend->device_f) : place(m_backend->device_d);
-  } else {
-    f32 ? place(m_backend->host_f) : place(m_backend->host_d);
-  }
+  });
   if (comm->me == 0 && m_device == "cuda") {
     utils::logmesg(lmp, "fastmlip/mace: model on {} ({}), kernels: {}\n",
                    Kokkos::DefaultExecutionSpace::name(), m_precision,
