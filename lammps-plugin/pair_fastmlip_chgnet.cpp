@@ -15,9 +15,7 @@
 #include "core/elements.hpp"
 #include "core/error.hpp"
 #include "error.h"
-#include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
-#include "kernels/impl/grow_buffer.hpp"
 #include "lammps_compat.h"
 #include "model_placement.h"
 #include "models/chgnet/chgnet_model.hpp"
@@ -45,36 +43,12 @@ class ChgnetLammpsExchange final : public PairNodeExchange<T, ChgnetExchange<T>>
   PairFastmlipChgnet* m_chgnet;
 };
 
-/// One precision's model where it runs (model_placement.h), with the step's graph and slots in
-/// its memory.
+/// One precision's model where it runs (model_placement.h), with the graph's copy (slots
+/// included) in its memory.
 template <class Space, class T>
 struct Placed {
-  using Memory = typename Space::memory_space;
   std::unique_ptr<ChgnetModel<Space, T>> model;
-  fastmlip::graph::GraphMirror<T, Memory> mirror;
-  fastmlip::kernels::impl::GrowBuffer<int, Space> slot_start{"fastmlip::chgnet::slot_start"},
-      reverse_slot{"fastmlip::chgnet::reverse_slot"};
-
-  /// The host graph where the model runs: itself on the host, else a copy (kept between steps).
-  typename ChgnetModel<Space, T>::Graph place(const ChgnetGraph<T>& host) {
-    typename ChgnetModel<Space, T>::Graph g;
-    static_cast<fastmlip::graph::AtomGraph<T, Memory>&>(g) = mirror.of(host);
-    g.slot_start = copy(slot_start, host.slot_start);
-    g.reverse_slot = copy(reverse_slot, host.reverse_slot);
-    return g;
-  }
-
- private:
-  static Kokkos::View<const int*, Memory> copy(fastmlip::kernels::impl::GrowBuffer<int, Space>& buf,
-                                               const Kokkos::View<const int*, Kokkos::HostSpace>& from) {
-    if constexpr (std::is_same_v<Memory, Kokkos::HostSpace>) {
-      return from;
-    } else {
-      const auto to = buf.vector(from.extent(0));
-      Kokkos::deep_copy(to, from);
-      return to;
-    }
-  }
+  fastmlip::models::ChgnetGraphMirror<T, typename Space::memory_space> mirror;
 };
 
 }  // namespace
@@ -84,7 +58,8 @@ struct PairFastmlipChgnet::Backend : fastmlip::plugin::Placements<Placed> {
 
   template <class T>
   void compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange) {
-    with_loaded<T>([&](auto& placed) { placed.model->compute(placed.place(graph), exchange, true, result); });
+    with_loaded<T>(
+        [&](auto& placed) { placed.model->compute(placed.mirror.of(graph), exchange, true, result); });
   }
 };
 

@@ -42,15 +42,8 @@ class GraphMirror {
     }
   }
 
-  /// Bytes held by the copies.
-  double bytes() const {
-    return static_cast<double>(m_species.span() + m_center.span() + m_neighbor.span() +
-                               m_center_start.span()) *
-               sizeof(int) +
-           static_cast<double>(m_vectors.span()) * sizeof(T);
-  }
-
- private:
+  /// An int array into `buf` (grown, never shrunk) in To's memory: what of() does with the
+  /// graph's own arrays, for the arrays a model adds to the contract (CHGNet's slots).
   template <class Src>
   static Kokkos::View<const int*, To> copy(Kokkos::View<int*, To>& buf, const Src& src, const char* label) {
     const std::size_t n = src.extent(0);
@@ -60,6 +53,15 @@ class GraphMirror {
     return part;
   }
 
+  /// Bytes held by the copies.
+  double bytes() const {
+    return static_cast<double>(m_species.span() + m_center.span() + m_neighbor.span() +
+                               m_center_start.span()) *
+               sizeof(int) +
+           static_cast<double>(m_vectors.span()) * sizeof(T);
+  }
+
+ private:
   Kokkos::View<int*, To> m_species, m_center, m_neighbor, m_center_start;
   Kokkos::View<T* [3], Kokkos::LayoutRight, To> m_vectors;
 };

@@ -9,7 +9,6 @@
 #include <map>
 #include <vector>
 
-#include "graph/graph_mirror.hpp"
 #include "graph/neighbor_list.hpp"
 #include "models/chgnet/chgnet_model.hpp"
 
@@ -40,23 +39,13 @@ struct ChgnetOutputs {
 inline constexpr double kEvPerA3ToGPa = 160.21766208;
 
 /// The model on its execution space, on a host-built graph: a device model gets the graph
-/// mirrored into its memory (graph::GraphMirror and copies of the slots), as a caller with a GPU
-/// would hand it.
+/// mirrored into its memory (models::ChgnetGraphMirror), as a caller with a GPU would hand it.
 template <class Space, class T>
 models::ChgnetResult compute_on(models::ChgnetModel<Space, T>& model, const models::ChgnetGraph<T>& host,
                                 models::ChgnetExchange<T>* exchange = nullptr) {
-  using Mem = typename Space::memory_space;
-  graph::GraphMirror<T, Mem> mirror;
-  typename models::ChgnetModel<Space, T>::Graph dev;
-  static_cast<graph::AtomGraph<T, Mem>&>(dev) = mirror.of(host);
-  Kokkos::View<int*, Mem> slot_start("slot_start", host.slot_start.extent(0)),
-      reverse_slot("reverse_slot", host.reverse_slot.extent(0));
-  Kokkos::deep_copy(slot_start, host.slot_start);
-  Kokkos::deep_copy(reverse_slot, host.reverse_slot);
-  dev.slot_start = slot_start;
-  dev.reverse_slot = reverse_slot;
+  models::ChgnetGraphMirror<T, typename Space::memory_space> mirror;
   models::ChgnetResult r;
-  model.compute(dev, exchange, true, r);
+  model.compute(mirror.of(host), exchange, true, r);
   return r;
 }
 
@@ -169,19 +158,19 @@ class ChgnetCopyExchange : public models::ChgnetExchange<T> {
   explicit ChgnetCopyExchange(const ChgnetGhostGraph<U>& g)
       : m_n_local(g.n_local), m_owner(g.owner), m_slot_start(g.arrays.slot_start) {}
 
-  void forward(T* rows, int width) override { copy(rows, width, 1, false); }
-  void reverse(T* rows, int width) override { copy(rows, width, 1, true); }
-  void forward_slots(T* slots, int width) override { copy(slots, width, 0, false); }
-  void reverse_slots(T* slots, int width) override { copy(slots, width, 0, true); }
+  void forward(T* rows, int width) override { copy(rows, width, false, false); }
+  void reverse(T* rows, int width) override { copy(rows, width, false, true); }
+  void forward_slots(T* slots, int width) override { copy(slots, width, true, false); }
+  void reverse_slots(T* slots, int width) override { copy(slots, width, true, true); }
 
  private:
-  /// rows_per_node 1: node rows; 0: each node's slot rows (slot_start).
-  void copy(T* rows, int width, int rows_per_node, bool add) const {
+  /// slots: each node's slot rows (slot_start), else one row per node.
+  void copy(T* rows, int width, bool slots, bool add) const {
     for (std::size_t g = 0; g < m_owner.size(); ++g) {
       const int ghost = m_n_local + static_cast<int>(g), owner = m_owner[g];
-      const int n = rows_per_node ? 1 : m_slot_start[ghost + 1] - m_slot_start[ghost];
-      const std::size_t from = rows_per_node ? owner : m_slot_start[owner];
-      const std::size_t to = rows_per_node ? ghost : m_slot_start[ghost];
+      const int n = slots ? m_slot_start[ghost + 1] - m_slot_start[ghost] : 1;
+      const std::size_t from = slots ? m_slot_start[owner] : owner;
+      const std::size_t to = slots ? m_slot_start[ghost] : ghost;
       for (std::size_t q = 0; q < static_cast<std::size_t>(n) * width; ++q) {
         T& mine = rows[from * width + q];
         T& theirs = rows[to * width + q];

@@ -28,9 +28,11 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "graph/atom_graph.hpp"
+#include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
 #include "kernels/dense_path.hpp"
 #include "models/feature_exchange.hpp"
@@ -65,6 +67,32 @@ struct ChgnetGraph : graph::AtomGraph<T, MemorySpace> {
   /// the bond-graph cutoff), -1 for the others. This is what marks an edge short: the caller
   /// decides it once, in double precision, so the model and the caller's slot layout agree.
   Kokkos::View<const int*, MemorySpace> reverse_slot;
+};
+
+/// A ChgnetGraph moved to another memory space: graph::GraphMirror's copy of the atom graph plus
+/// copies of the slots, kept between calls. Where `To` can read the graph's memory it is
+/// returned as it is, nothing copied. A host caller of a device model (`device cuda`, the device
+/// tests) hands the model its graph through one.
+template <class T, class To>
+class ChgnetGraphMirror {
+ public:
+  template <class From>
+  ChgnetGraph<T, To> of(const ChgnetGraph<T, From>& g) {
+    if constexpr (std::is_same_v<From, To>) {
+      return g;
+    } else {
+      using Atoms = graph::GraphMirror<T, To>;
+      ChgnetGraph<T, To> m;
+      static_cast<graph::AtomGraph<T, To>&>(m) = m_atoms.of(g);
+      m.slot_start = Atoms::copy(m_slot_start, g.slot_start, "fastmlip::chgnet::mirror_slot_start");
+      m.reverse_slot = Atoms::copy(m_reverse_slot, g.reverse_slot, "fastmlip::chgnet::mirror_reverse_slot");
+      return m;
+    }
+  }
+
+ private:
+  graph::GraphMirror<T, To> m_atoms;
+  Kokkos::View<int*, To> m_slot_start, m_reverse_slot;
 };
 
 /// Results; sized by compute().
