@@ -17,6 +17,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -133,8 +134,11 @@ io::PotentialFile potential(const std::string& model) {
                                  ".safetensors");
 }
 
+// edge_chunk: MaceOptions::edge_chunk (0: automatic; INT_MAX: every layer's radial weights for
+// all edges at once, as before chunking, for the comparison).
 template <class T>
-void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, kernels::Backend backend) {
+void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, kernels::Backend backend,
+                  int edge_chunk) {
   const auto pot = potential(model);
   const models::MaceModel<Exec, double> probe(pot, {});
   const HostGraph h = fcc_cuni(cells, probe);
@@ -146,6 +150,7 @@ void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, 
   const auto g = mirror.of(host);
   models::MaceOptions opt;
   opt.backend = backend;
+  opt.edge_chunk = edge_chunk;
   models::MaceModel<Exec, T> m(pot, opt);
   models::MaceResult<T> r;
   m.compute(g, nullptr, true, r);  // warm-up: buffers grow to this graph once
@@ -168,9 +173,18 @@ void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, 
 // Each case on the Kokkos path (the default backend) and, where CUDA runs, on the hand-written
 // CUDA kernels behind the same entry points (names ending in /cuda_kernels).
 const bool registered = [] {
-  std::vector<std::pair<kernels::Backend, std::string>> backends = {{kernels::Backend::kokkos, ""}};
+  struct Variant {
+    kernels::Backend backend;
+    int edge_chunk;
+    std::string tag;
+  };
+  std::vector<Variant> backends = {{kernels::Backend::kokkos, 0, ""}};
 #if defined(KOKKOS_ENABLE_CUDA)
-  backends.emplace_back(kernels::Backend::cuda, "/cuda_kernels");
+  backends.push_back({kernels::Backend::cuda, 0, "/cuda_kernels"});
+#else
+  // On the host, also without edge chunks (MaceOptions::edge_chunk): its time and memory
+  // against the chunked default (benchmarks/README.md, peak RSS per case).
+  backends.push_back({kernels::Backend::kokkos, std::numeric_limits<int>::max(), "/unchunked"});
 #endif
   // 97556 atoms only where a GPU runs the model: on a host core one step takes minutes.
   std::vector<int> sizes = {6, 14};
@@ -179,14 +193,14 @@ const bool registered = [] {
 #endif
   for (const char* model : {"mp_small", "mp_medium", "mp_large"}) {
     for (const int cells : sizes) {
-      for (const auto& [backend, tag] : backends) {
+      for (const auto& [backend, edge_chunk, tag] : backends) {
         const std::string suffix = std::string(model) + "/" + std::to_string(4 * cells * cells * cells) + tag;
         benchmark::RegisterBenchmark(("BM_MaceModel/float/" + suffix).c_str(), BM_MaceModel<float>, model,
-                                     cells, backend)
+                                     cells, backend, edge_chunk)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("BM_MaceModel/double/" + suffix).c_str(), BM_MaceModel<double>, model,
-                                     cells, backend)
+                                     cells, backend, edge_chunk)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
       }

@@ -154,7 +154,94 @@ class ChannelwiseTPKokkos {
     backward(f, g, x, Y, grad_out, grad_x, grad_Y);
   }
 
+  /// The same sums as compute() and reverse() with weights per edge, run one chunk of edges at
+  /// a time (EdgeIndex::chunk: the edges of a range of receivers), so that a caller never holds
+  /// the per-edge arrays, the weights above all ([edges x weight_numel]), for more than one
+  /// chunk. Forward: begin_chunks(x), then compute_chunk() for each chunk, which writes the
+  /// rows of out of the chunk's receivers [first, last) only. Reverse: begin_reverse_chunks(x,
+  /// grad_out), reverse_chunk() for each chunk (its rows of grad_Y and grad_w), then
+  /// end_reverse_chunks(grad_x). Each receiver's edges lie in one chunk and each sender's are
+  /// summed chunk after chunk, so with the chunks in edge order the results are compute()'s
+  /// and reverse()'s bit for bit. The Kokkos path only (the CUDA kernels take whole indices).
+  /// The calls of one pass share this object's buffers: no other call of it in between.
+  void begin_chunks(ConstMatrix x) const {
+    impl::check_shape("ChannelwiseTPKokkos", "begin_chunks", "x", x, x.extent(0), m_tp.dim1());
+    Matrix xT = m_xT.get(static_cast<int>(x.extent(0)), m_tp.dim1());
+    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
+    m_outT.get(static_cast<int>(x.extent(0)), m_tp.dim_out());
+  }
+  void compute_chunk(const EdgeIndex<ExecSpace>& chunk, int first, int last, ConstMatrix Y, ConstMatrix w,
+                     Matrix out) const {
+    const int N = chunk.num_nodes;
+    impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "w", w, chunk.num_edges, m_tp.weight_numel);
+    impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "Y", Y, chunk.num_edges, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "out", out, N, m_tp.dim_out());
+    check_chunk("compute_chunk", N, first, last);
+    auto f = m_f;
+    f.m_graph = chunk;
+    f.m_Y = Y;
+    f.m_w = w;
+    f.m_xT = m_xT.get(N, m_tp.dim1());
+    f.m_outT = m_outT.get(N, m_tp.dim_out());
+    Kokkos::parallel_for(
+        "fastmlip::channelwise_tp::forward_chunk",
+        Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(work_items(first), work_items(last)), f);
+    Transpose t{m_entries_out, f.m_outT, out};
+    Kokkos::parallel_for("fastmlip::channelwise_tp::out_chunk_from_ir_mul",
+                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagFromIrMul>(first, last), t);
+  }
+  void begin_reverse_chunks(ConstMatrix x, ConstMatrix grad_out) const {
+    const int N = static_cast<int>(x.extent(0));
+    impl::check_shape("ChannelwiseTPKokkos", "begin_reverse_chunks", "x", x, N, m_tp.dim1());
+    impl::check_shape("ChannelwiseTPKokkos", "begin_reverse_chunks", "grad_out", grad_out, N, m_tp.dim_out());
+    Matrix xT = m_xT.get(N, m_tp.dim1());
+    Matrix gT = m_outT.get(N, m_tp.dim_out());
+    Kokkos::deep_copy(m_gxT.get(N, m_tp.dim1()), T(0));
+    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
+    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::grad_out_to_ir_mul", m_entries_out,
+                                              grad_out, gT);
+  }
+  void reverse_chunk(const EdgeIndex<ExecSpace>& chunk, ConstMatrix Y, ConstMatrix w, Matrix grad_Y,
+                     Matrix grad_w) const {
+    const int N = chunk.num_nodes, E = chunk.num_edges;
+    impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "w", w, E, m_tp.weight_numel);
+    impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "grad_w", grad_w, E, m_tp.weight_numel);
+    impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "Y", Y, E, m_tp.dim2());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "grad_Y", grad_Y, E, m_tp.dim2());
+    auto f = m_f;
+    f.m_graph = chunk;
+    f.m_Y = Y;
+    f.m_w = w;
+    f.m_grad_Y = grad_Y;
+    f.m_grad_w = grad_w;
+    f.m_xT = m_xT.get(N, m_tp.dim1());
+    f.m_gT = m_outT.get(N, m_tp.dim_out());
+    f.m_grad_xT = m_gxT.get(N, m_tp.dim1());
+    if constexpr (Lanes > 1) {  // the lanes add their shares into these
+      Kokkos::deep_copy(grad_Y, T(0));
+    }
+    Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_sender_chunk",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseSender>(0, work_items(N)),
+                         f);
+    Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_edge_chunk",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseEdge>(0, work_items(E)),
+                         f);
+  }
+  void end_reverse_chunks(Matrix grad_x) const {
+    const int N = static_cast<int>(grad_x.extent(0));
+    impl::check_shape("ChannelwiseTPKokkos", "end_reverse_chunks", "grad_x", grad_x, N, m_tp.dim1());
+    transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::grad_x_from_ir_mul", m_entries1,
+                                                m_gxT.get(N, m_tp.dim1()), grad_x);
+  }
+
  private:
+  void check_chunk(const char* fn, int N, int first, int last) const {
+    if (first < 0 || last < first || last > N) {
+      throw InputError(std::string("ChannelwiseTPKokkos::") + fn + ": receivers [" + std::to_string(first) +
+                       ", " + std::to_string(last) + ") outside the index's " + std::to_string(N) + " nodes");
+    }
+  }
+
   // The hand-written kernels behind Backend::cuda (kernels/cuda/channelwise_tp_cuda.hpp), where
   // this build has them for ExecSpace and T; shared, as the class is copied by value.
 #if defined(FASTMLIP_HAVE_CUDA)

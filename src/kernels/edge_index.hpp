@@ -67,6 +67,39 @@ struct EdgeIndex {
     return out;
   }
 
+  /// The edges of receivers [first, last) of `whole`, as an index of their own (a chunk): the
+  /// same nodes, edge k of the chunk being edge edge_begin + k of `whole`, where [edge_begin,
+  /// edge_end) = [whole.receiver_ptr(first), whole.receiver_ptr(last)), which the caller passes
+  /// (it chose the chunks by them). Receivers outside the chunk have no edges in it. The
+  /// kernels then run on the chunk's rows of the per-edge arrays only; a node's edges over the
+  /// chunks, in chunk order, are its edges in the whole index in the same order, so sums over
+  /// them add the same terms in the same order. Its arrays in `storage`, the sender and
+  /// receiver views `whole`'s.
+  static EdgeIndex chunk(const EdgeIndex& whole, int edge_begin, int edge_end,
+                         EdgeIndexStorage<ExecSpace>& storage) {
+    if (edge_begin < 0 || edge_end < edge_begin || edge_end > whole.num_edges) {
+      throw InputError("EdgeIndex::chunk: edges [" + std::to_string(edge_begin) + ", " +
+                       std::to_string(edge_end) + ") outside the index's " + std::to_string(whole.num_edges));
+    }
+    EdgeIndex out;
+    out.num_nodes = whole.num_nodes;
+    out.num_edges = edge_end - edge_begin;
+    const Kokkos::pair<int, int> rows(edge_begin, edge_end);
+    out.sender = Kokkos::subview(whole.sender, rows);
+    out.receiver = Kokkos::subview(whole.receiver, rows);
+    Transpose f;
+    f.m_center_start = whole.receiver_ptr;
+    f.m_edge_begin = edge_begin;
+    f.m_edge_end = edge_end;
+    f.m_receiver_ptr = storage.receiver_ptr.vector(out.num_nodes + 1);
+    Kokkos::parallel_for(
+        "fastmlip::edge_index::chunk_receiver_ptr",
+        Kokkos::RangePolicy<ExecSpace, typename Transpose::TagChunkPtr>(0, out.num_nodes + 1), f);
+    out.receiver_ptr = f.m_receiver_ptr;
+    out.transpose(out.sender, storage);
+    return out;
+  }
+
   /// From host arrays. Edges must be sorted by receiver (the neighbour-list order); throws
   /// InputError naming the first edge out of order or an index out of range.
   static EdgeIndex build(int num_nodes, const std::vector<int>& sender, const std::vector<int>& receiver) {

@@ -413,5 +413,91 @@ TYPED_TEST(ChannelwiseTPLanes, SplitTheChannelsAsOneThreadDoes) {
   check_lanes<TypeParam, 32>();
 }
 
+// The chunked passes (EdgeIndex::chunk, compute_chunk / reverse_chunk) against compute() and
+// reverse() on the whole index: the same sums in the same order, so the same bits, for chunks
+// of one receiver, of a few, of none of the edges, and for the whole as one chunk.
+template <class T, int Lanes>
+void check_chunks() {
+  using M = Kokkos::View<T**, Kokkos::LayoutRight, Exec>;
+  const auto tp =
+      ChannelwiseTP::mace(Irreps::parse("3x0e+3x1o+3x2e"), Irreps::spherical_harmonics(3), mace_target(3, 3));
+  const ChannelwiseTPKokkos<Exec, T, Lanes> k(tp);
+  for (int N : {1, 7, 40}) {
+    const auto rg = random_graph(N, 6 * N + 1, 5 * N + Lanes);
+    const int E = static_cast<int>(rg.sender.size());
+    const auto g = EdgeIndex<Exec>::build(N, rg.sender, rg.receiver);
+    test::Uniform u(N + 17);
+    auto fill = [&](M m) {
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        m.data()[i] = static_cast<T>(u(-1, 1));
+      }
+      return m;
+    };
+    const M x = fill(M("x", N, tp.dim1())), Y = fill(M("Y", E, tp.dim2())),
+            w = fill(M("w", E, tp.weight_numel)), go = fill(M("go", N, tp.dim_out()));
+    M out("out", N, tp.dim_out()), gx("gx", N, tp.dim1()), gY("gY", E, tp.dim2()),
+        gw("gw", E, tp.weight_numel);
+    k.compute(g, x, Y, w, out);
+    k.reverse(g, x, Y, w, go, gx, gY, gw);
+    std::vector<int> ptr(N + 1, 0);  // receiver offsets, on the host
+    for (int r : rg.receiver) {
+      ++ptr[r + 1];
+    }
+    for (int n = 0; n < N; ++n) {
+      ptr[n + 1] += ptr[n];
+    }
+    for (const int per_chunk : {1, 3, N}) {  // receivers per chunk
+      const std::string at = " (" + std::to_string(Lanes) + " lanes, " + std::to_string(N) + " nodes, " +
+                             std::to_string(per_chunk) + " receivers a chunk)";
+      M cout("cout", N, tp.dim_out()), cgx("cgx", N, tp.dim1());
+      M cgY("cgY", E, tp.dim2()), cgw("cgw", E, tp.weight_numel);
+      Kokkos::deep_copy(cout, T(777));
+      Kokkos::deep_copy(cgY, T(777));
+      Kokkos::deep_copy(cgw, T(777));
+      EdgeIndexStorage<Exec> storage;
+      k.begin_chunks(x);
+      for (int first = 0; first < N; first += per_chunk) {
+        const int last = std::min(N, first + per_chunk);
+        const Kokkos::pair<int, int> rows(ptr[first], ptr[last]);
+        const auto chunk = EdgeIndex<Exec>::chunk(g, ptr[first], ptr[last], storage);
+        ASSERT_EQ(chunk.num_edges, ptr[last] - ptr[first]) << at;
+        k.compute_chunk(chunk, first, last, Kokkos::subview(Y, rows, Kokkos::ALL),
+                        Kokkos::subview(w, rows, Kokkos::ALL), cout);
+      }
+      k.begin_reverse_chunks(x, go);
+      for (int first = 0; first < N; first += per_chunk) {
+        const int last = std::min(N, first + per_chunk);
+        const Kokkos::pair<int, int> rows(ptr[first], ptr[last]);
+        const auto chunk = EdgeIndex<Exec>::chunk(g, ptr[first], ptr[last], storage);
+        k.reverse_chunk(chunk, Kokkos::subview(Y, rows, Kokkos::ALL), Kokkos::subview(w, rows, Kokkos::ALL),
+                        M(&cgY(ptr[first], 0), ptr[last] - ptr[first], tp.dim2()),
+                        M(&cgw(ptr[first], 0), ptr[last] - ptr[first], tp.weight_numel));
+      }
+      k.end_reverse_chunks(cgx);
+      auto same = [&](const M& a, const M& b, const char* what) {
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          ASSERT_EQ(a.data()[i], b.data()[i]) << what << " " << i << at;
+        }
+      };
+      same(out, cout, "out");
+      same(gx, cgx, "grad_x");
+      same(gY, cgY, "grad_Y");
+      same(gw, cgw, "grad_w");
+    }
+  }
+  // A chunk outside the index is refused, naming the edges.
+  const auto g = EdgeIndex<Exec>::build(2, {0, 1}, {0, 1});
+  EdgeIndexStorage<Exec> storage;
+  EXPECT_THROW(EdgeIndex<Exec>::chunk(g, 1, 3, storage), InputError);
+  EXPECT_THROW(k.compute_chunk(EdgeIndex<Exec>::chunk(g, 0, 1, storage), 0, 3, M("Y", 1, tp.dim2()),
+                               M("w", 1, tp.weight_numel), M("o", 2, tp.dim_out())),
+               InputError);
+}
+
+TYPED_TEST(ChannelwiseTPLanes, ChunksOfReceiversGiveTheWholeIndexsBits) {
+  check_chunks<TypeParam, 1>();
+  check_chunks<TypeParam, 3>();
+}
+
 }  // namespace
 }  // namespace fastmlip::kernels

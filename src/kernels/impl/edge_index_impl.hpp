@@ -18,14 +18,20 @@ struct EdgeTransposeFunctor {
   struct TagScan {};         // sender_ptr: counts to offsets
   struct TagFill {};         // sender_edges: each edge somewhere in its sender's range
   struct TagSort {};         // each sender's range in ascending edge order
+  struct TagChunkPtr {};     // a chunk's receiver_ptr: the whole index's, clamped to its edges
 
   Kokkos::View<const int*, ExecSpace> m_sender;
   Kokkos::View<const int*, ExecSpace> m_center_start;
   Kokkos::View<int*, ExecSpace> m_receiver_ptr, m_sender_ptr, m_cursor, m_sender_edges;
   int m_num_local = 0, m_num_edges = 0;
+  int m_edge_begin = 0, m_edge_end = 0;  // TagChunkPtr: the chunk's edges in the whole index
 
   KOKKOS_INLINE_FUNCTION void operator()(TagReceiverPtr, int n) const {
     m_receiver_ptr(n) = n <= m_num_local ? m_center_start(n) : m_num_edges;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagChunkPtr, int n) const {
+    const int e = m_center_start(n);
+    m_receiver_ptr(n) = (e < m_edge_begin ? m_edge_begin : e > m_edge_end ? m_edge_end : e) - m_edge_begin;
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagCount, int e) const {
     Kokkos::atomic_increment(&m_sender_ptr(m_sender(e) + 1));

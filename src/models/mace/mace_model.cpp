@@ -283,6 +283,17 @@ struct MaceModel<ExecSpace, T>::Impl {
   kernels::EdgeIndex<ExecSpace> graph_index;  // the graph's own views, plus the transpose by sender
   // graph_index's own arrays, reused from step to step.
   kernels::EdgeIndexStorage<ExecSpace> graph_index_storage;
+  // The exact radial MLP and TP in chunks of edges (MaceOptions::edge_chunk): a chunk is the
+  // edges [begin, end) of receivers [first, last); the chunks cover every node. The host copy
+  // of the CSR offsets they are cut by is this step's once made (center_start_host_ready).
+  struct EdgeChunk {
+    int first, last, begin, end;
+  };
+  int edge_chunk = 0;  // MaceOptions::edge_chunk
+  std::vector<int> center_start_host;
+  bool center_start_host_ready = false;
+  std::vector<EdgeChunk> edge_chunks_of_layer;
+  kernels::EdgeIndexStorage<ExecSpace> chunk_index_storage;  // each chunk's index, in turn
   // The host copy of the rows the caller's communication exchanges, where ExecSpace's memory is
   // not the host's (exchange_rows).
   kernels::impl::GrowBuffer<T, Kokkos::HostSpace> exchange_rows_host{"fastmlip::mace::exchange_rows_host"};
@@ -352,6 +363,11 @@ struct MaceModel<ExecSpace, T>::Impl {
         sh_width(sh_dim(spec.max_ell)),
         tabulated(options.radial_spacing != 0.0) {
     const int n_layers = spec.num_interactions;
+    edge_chunk = options.edge_chunk;
+    if (options.edge_chunk < 0) {
+      throw InputError(spec.source + ": edge_chunk must be 0 (automatic) or a number of edges, got " +
+                       std::to_string(options.edge_chunk));
+    }
     if (!(options.radial_spacing >= 0.0) || !std::isfinite(options.radial_spacing) ||
         (options.radial_spacing > 0.0 && options.radial_spacing < 1e-5)) {
       throw InputError(spec.source + ": the radial table spacing must be 0 (exact radial MLP) or at least 1e-5 A, got " +
@@ -638,10 +654,10 @@ struct MaceModel<ExecSpace, T>::Impl {
   /// radial MLP output and Density term instead. Tables hold R(r) f_p(r) themselves.
   bool separate_cutoff() const { return !spec.radial_basis.apply_cutoff && !tabulated; }
   /// rows(e, :) *= f_p(r_e).
-  void scale_by_cutoff(const Matrix& rows) {
+  void scale_by_cutoff(const Matrix& rows, const EdgeChunk& chunk) {
     Glue c;
     c.m_out = rows;
-    c.m_fc = fc_edge;
+    c.m_fc = edge_rows(fc_edge, chunk);
     launch<typename Glue::TagScaleRows>("fastmlip::mace::cutoff_scale", static_cast<int>(rows.extent(0)), c);
   }
 
@@ -713,31 +729,99 @@ struct MaceModel<ExecSpace, T>::Impl {
     if (Ly.table) {
       // The TP evaluates R(r) from the table edge by edge: no [edges x weight_numel] array.
       Ly.tp.compute(graph_index, ht, Y, *Ly.table, r, A);
-    } else {
-      Matrix R = b_R.get(num_edges, Ly.tp.descriptor().weight_numel);
-      radial_mlp(Ly, R);
+      return;
+    }
+    const int wn = Ly.tp.descriptor().weight_numel;
+    const auto& chunks = edge_chunks(Ly);
+    if (chunks.size() == 1) {
+      Matrix R = b_R.get(num_edges, wn);
+      radial_mlp(Ly, R, chunks[0]);
       if (separate_cutoff()) {
-        scale_by_cutoff(R);
+        scale_by_cutoff(R, chunks[0]);
       }
       Ly.tp.compute(graph_index, ht, Y, R, A);
+      return;
+    }
+    // R for one chunk of edges at a time, each consumed by the TP before the next.
+    Ly.tp.begin_chunks(ht);
+    for (const EdgeChunk& c : chunks) {
+      Matrix R = b_R.get(c.end - c.begin, wn);
+      radial_mlp(Ly, R, c);
+      if (separate_cutoff()) {
+        scale_by_cutoff(R, c);
+      }
+      Ly.tp.compute_chunk(
+          kernels::EdgeIndex<ExecSpace>::chunk(graph_index, c.begin, c.end, chunk_index_storage), c.first,
+          c.last, edge_rows(Y, c), R, A);
     }
   }
 
-  /// The first-layer species terms of a non-linear block's MLP, per edge, into b_pre.
-  Matrix pair_terms(const Matrix& source, const Matrix& target) {
+  /// Layer Ly's exact radial MLP and TP in chunks of edges (MaceOptions::edge_chunk): one chunk
+  /// of every edge where they fit in one, or where the TP runs its CUDA kernels.
+  const std::vector<EdgeChunk>& edge_chunks(const Layer& Ly) {
+    const int wn = Ly.tp.descriptor().weight_numel;
+    const std::size_t per_chunk =
+        edge_chunk > 0
+            ? static_cast<std::size_t>(edge_chunk)
+            : std::max<std::size_t>(1, MaceOptions::kEdgeChunkBytes / (sizeof(T) * std::max(1, wn)));
+    edge_chunks_of_layer.clear();
+    if (static_cast<std::size_t>(num_edges) <= per_chunk || Ly.tp.backend() != kernels::Backend::kokkos) {
+      edge_chunks_of_layer.push_back({0, n_total, 0, num_edges});
+      return edge_chunks_of_layer;
+    }
+    if (!center_start_host_ready) {
+      center_start_host.resize(n_local + 1);
+      Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                            center_start_host.data(), center_start_host.size()),
+                        center_start);
+      center_start_host_ready = true;
+    }
+    // Whole receivers, as many as fit (at least one, however many edges it has).
+    int first = 0;
+    while (first < n_local) {
+      int last = first + 1;
+      while (last < n_local &&
+             static_cast<std::size_t>(center_start_host[last + 1] - center_start_host[first]) <= per_chunk) {
+        ++last;
+      }
+      edge_chunks_of_layer.push_back({first, last, center_start_host[first], center_start_host[last]});
+      first = last;
+    }
+    edge_chunks_of_layer.back().last = n_total;  // the ghosts (no edges) with the last chunk
+    return edge_chunks_of_layer;
+  }
+  /// Rows [c.begin, c.end) of an edge array.
+  static Matrix edge_rows(const Matrix& m, const EdgeChunk& c) {
+    const std::size_t cols = m.extent(1);
+    return Matrix(m.data() + static_cast<std::size_t>(c.begin) * cols, c.end - c.begin, cols);
+  }
+  static Vector edge_rows(const Vector& v, const EdgeChunk& c) {
+    return Vector(v.data() + c.begin, c.end - c.begin);
+  }
+
+  /// The first-layer species terms of a non-linear block's MLP, per edge of chunk c, into b_pre.
+  Matrix pair_terms(const Matrix& source, const Matrix& target, const EdgeChunk& c) {
     Glue f = zbl_glue();
-    f.m_out = b_pre.get(num_edges, static_cast<int>(source.extent(1)));
+    const Kokkos::pair<int, int> rows(c.begin, c.end);
+    f.m_center = Kokkos::subview(graph_index.receiver, rows);
+    f.m_neighbor = Kokkos::subview(graph_index.sender, rows);
+    f.m_out = b_pre.get(c.end - c.begin, static_cast<int>(source.extent(1)));
     f.m_pair_source = source;
     f.m_pair_target = target;
-    launch<typename Glue::TagPairTerm>("fastmlip::mace::pair_terms", num_edges, f);
+    launch<typename Glue::TagPairTerm>("fastmlip::mace::pair_terms", c.end - c.begin, f);
     return f.m_out;
   }
-  /// R = the layer's radial MLP of B (the non-linear block's: of B and the edge's species).
-  void radial_mlp(Layer& Ly, const Matrix& R) {
+  Matrix pair_terms(const Matrix& source, const Matrix& target) {
+    return pair_terms(source, target, EdgeChunk{0, n_total, 0, num_edges});
+  }
+  /// R = the layer's radial MLP of B (the non-linear block's: of B and the edge's species), for
+  /// the edges of chunk c.
+  void radial_mlp(Layer& Ly, const Matrix& R, const EdgeChunk& c) {
+    const Matrix Bc = edge_rows(B, c);
     if (Ly.nl_radial) {
-      Ly.nl_radial->compute(B, pair_terms(Ly.P_radial_source, Ly.P_radial_target), R, nl_workspace);
+      Ly.nl_radial->compute(Bc, pair_terms(Ly.P_radial_source, Ly.P_radial_target, c), R, nl_workspace);
     } else {
-      Ly.mlp->compute(B, R);
+      Ly.mlp->compute(Bc, R);
     }
   }
   /// A Density block's tabulated edge terms tanh(d_e^2), into b_dedge.
@@ -1007,29 +1091,48 @@ struct MaceModel<ExecSpace, T>::Impl {
       add("fastmlip::mace::radial_adjoint", gr.data(), grt.data(), static_cast<std::size_t>(E));
     } else {
       // The radial MLP output is recomputed rather than kept per layer: it is the largest
-      // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes).
-      Matrix R = b_R.get(E, wn), gR = g_R.get(E, wn);
-      radial_mlp(Ly, R);
-      if (separate_cutoff()) {
-        // The TP saw R f_p(r); R itself is kept for dE/d f_p = gR . R.
-        Matrix Rs = b_Rs.get(E, wn);
-        Kokkos::deep_copy(ExecSpace(), Rs, R);
-        scale_by_cutoff(Rs);
-        Ly.tp.reverse(graph_index, value(s.in), Y, Rs, gA, gh, gYt, gR);
-        Glue c;
-        c.m_out = gR;
-        c.m_z = R;
-        c.m_fc = fc_edge;
-        c.m_gcut = gcut_edge;
-        launch<typename Glue::TagScaleRowsReverse>("fastmlip::mace::cutoff_reverse", E, c);
-      } else {
-        Ly.tp.reverse(graph_index, value(s.in), Y, R, gA, gh, gYt, gR);
-      }
+      // activation (edges x weight_numel, ~1300 values per edge at MACE-MP shapes), and it
+      // exists for one chunk of edges at a time (edge_chunks).
+      const auto& chunks = edge_chunks(Ly);
+      const bool whole = chunks.size() == 1;
       Matrix gBt = g_Bt.get(E, radial_basis.num_basis()), gB = g_B.get(E, radial_basis.num_basis());
-      if (Ly.nl_radial) {
-        Ly.nl_radial->reverse(gR, gBt, nl_workspace);  // through the activations of radial_mlp() above
-      } else {
-        Ly.mlp->reverse(B, gR, gBt);
+      if (!whole) {
+        Ly.tp.begin_reverse_chunks(value(s.in), gA);
+      }
+      for (const EdgeChunk& c : chunks) {
+        const int Ec = c.end - c.begin;
+        Matrix R = b_R.get(Ec, wn), gR = g_R.get(Ec, wn);
+        radial_mlp(Ly, R, c);
+        // The TP's weights: R, or R f_p(r), with R itself kept for dE/d f_p = gR . R.
+        Matrix Rs = R;
+        if (separate_cutoff()) {
+          Rs = b_Rs.get(Ec, wn);
+          Kokkos::deep_copy(ExecSpace(), Rs, R);
+          scale_by_cutoff(Rs, c);
+        }
+        if (whole) {
+          Ly.tp.reverse(graph_index, value(s.in), Y, Rs, gA, gh, gYt, gR);
+        } else {
+          Ly.tp.reverse_chunk(
+              kernels::EdgeIndex<ExecSpace>::chunk(graph_index, c.begin, c.end, chunk_index_storage),
+              edge_rows(Y, c), Rs, edge_rows(gYt, c), gR);
+        }
+        if (separate_cutoff()) {
+          Glue f;
+          f.m_out = gR;
+          f.m_z = R;
+          f.m_fc = edge_rows(fc_edge, c);
+          f.m_gcut = edge_rows(gcut_edge, c);
+          launch<typename Glue::TagScaleRowsReverse>("fastmlip::mace::cutoff_reverse", Ec, f);
+        }
+        if (Ly.nl_radial) {
+          Ly.nl_radial->reverse(gR, edge_rows(gBt, c), nl_workspace);  // through radial_mlp()'s activations
+        } else {
+          Ly.mlp->reverse(edge_rows(B, c), gR, edge_rows(gBt, c));
+        }
+      }
+      if (!whole) {
+        Ly.tp.end_reverse_chunks(gh);
       }
       add("fastmlip::mace::basis_adjoint", gB.data(), gBt.data(),
           static_cast<std::size_t>(E) * radial_basis.num_basis());
@@ -1215,6 +1318,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
     Kokkos::deep_copy(pair_energy, 0.0);
     center_start = g.center_start;
+    center_start_host_ready = false;
     vectors = g.vectors;
 
     for (const mace::Stage& s : plan.stages) {

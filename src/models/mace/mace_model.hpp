@@ -15,6 +15,7 @@
 /// n_total = n_local and no exchange.
 ///
 /// The file layout, hyperparameters and what the converter writes: docs/mace-potential.md.
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,15 @@ struct MaceOptions {
   /// false: leave the embeddings out (no values needed, nothing folded). For the trainer, whose
   /// structures each have their own charge and spin and which trains the embedding's weights.
   bool graph_embedding = true;
+  /// Edges per chunk of the exact radial MLP and its TP; 0 (the default): as many as make
+  /// kEdgeChunkBytes of radial weights. Each layer's weights R, [edges x weight_numel] (~1300
+  /// values an edge at MACE-MP's medium shape), and their adjoint then exist for one chunk of
+  /// whole receivers at a time instead of the whole graph, so that memory per atom does not
+  /// grow with them. The forces are those of the unchunked model to round-off (the TP's sums
+  /// keep their order; the radial MLP's matrix products may round differently on fewer rows).
+  /// Where the TP runs its CUDA kernels (backend), layers are not chunked.
+  int edge_chunk = 0;
+  static constexpr std::size_t kEdgeChunkBytes = std::size_t(256) << 20;
 };
 
 /// What a layer's radial table is and how well it reproduces the exact radial function,
