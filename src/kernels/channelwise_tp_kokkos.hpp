@@ -92,14 +92,18 @@ class ChannelwiseTPKokkos {
 
   const ChannelwiseTP& descriptor() const noexcept { return m_tp; }
 
-  /// out(n, :) = sum over edges into n of TP(x(sender), Y(e), w(e)).
+  /// out(n, :) = sum over edges into n of TP(x(sender), Y(e), w(e)), for the index's receivers
+  /// (out has num_receivers rows, x num_nodes).
   void compute(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix w, Matrix out) const {
     impl::check_shape("ChannelwiseTPKokkos", "compute", "w", w, g.num_edges, m_tp.weight_numel);
 #if defined(FASTMLIP_HAVE_CUDA)
     if constexpr (impl::kCudaBackend<ExecSpace, T>) {
       if (m_cuda && impl::dense(x) && impl::dense(Y) && impl::dense(w) && impl::dense(out)) {
         check_forward(g, x, Y, out);
-        m_cuda->compute(device_index(g), x.data(), Y.data(), w.data(), out.data(), ExecSpace().cuda_stream());
+        // The forward kernel runs over nodes 0..num_nodes-1 as receivers: the receivers only.
+        auto receivers = device_index(g);
+        receivers.num_nodes = g.num_receivers;
+        m_cuda->compute(receivers, x.data(), Y.data(), w.data(), out.data(), ExecSpace().cuda_stream());
         return;
       }
     }
@@ -168,21 +172,20 @@ class ChannelwiseTPKokkos {
     impl::check_shape("ChannelwiseTPKokkos", "begin_chunks", "x", x, x.extent(0), m_tp.dim1());
     Matrix xT = m_xT.get(static_cast<int>(x.extent(0)), m_tp.dim1());
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
-    m_outT.get(static_cast<int>(x.extent(0)), m_tp.dim_out());
   }
   void compute_chunk(const EdgeIndex<ExecSpace>& chunk, int first, int last, ConstMatrix Y, ConstMatrix w,
                      Matrix out) const {
-    const int N = chunk.num_nodes;
+    const int N = chunk.num_nodes, R = chunk.num_receivers;
     impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "w", w, chunk.num_edges, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "Y", Y, chunk.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "out", out, N, m_tp.dim_out());
-    check_chunk("compute_chunk", N, first, last);
+    impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "out", out, R, m_tp.dim_out());
+    check_chunk("compute_chunk", R, first, last);
     auto f = m_f;
     f.m_graph = chunk;
     f.m_Y = Y;
     f.m_w = w;
     f.m_xT = m_xT.get(N, m_tp.dim1());
-    f.m_outT = m_outT.get(N, m_tp.dim_out());
+    f.m_outT = m_outT.get(R, m_tp.dim_out());
     Kokkos::parallel_for(
         "fastmlip::channelwise_tp::forward_chunk",
         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(work_items(first), work_items(last)), f);
@@ -191,11 +194,11 @@ class ChannelwiseTPKokkos {
                          Kokkos::RangePolicy<ExecSpace, typename Transpose::TagFromIrMul>(first, last), t);
   }
   void begin_reverse_chunks(ConstMatrix x, ConstMatrix grad_out) const {
-    const int N = static_cast<int>(x.extent(0));
+    const int N = static_cast<int>(x.extent(0)), R = static_cast<int>(grad_out.extent(0));
     impl::check_shape("ChannelwiseTPKokkos", "begin_reverse_chunks", "x", x, N, m_tp.dim1());
-    impl::check_shape("ChannelwiseTPKokkos", "begin_reverse_chunks", "grad_out", grad_out, N, m_tp.dim_out());
+    impl::check_shape("ChannelwiseTPKokkos", "begin_reverse_chunks", "grad_out", grad_out, R, m_tp.dim_out());
     Matrix xT = m_xT.get(N, m_tp.dim1());
-    Matrix gT = m_outT.get(N, m_tp.dim_out());
+    Matrix gT = m_outT.get(R, m_tp.dim_out());
     Kokkos::deep_copy(m_gxT.get(N, m_tp.dim1()), T(0));
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::grad_out_to_ir_mul", m_entries_out,
@@ -203,7 +206,7 @@ class ChannelwiseTPKokkos {
   }
   void reverse_chunk(const EdgeIndex<ExecSpace>& chunk, ConstMatrix Y, ConstMatrix w, Matrix grad_Y,
                      Matrix grad_w) const {
-    const int N = chunk.num_nodes, E = chunk.num_edges;
+    const int N = chunk.num_nodes, R = chunk.num_receivers, E = chunk.num_edges;
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "w", w, E, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "grad_w", grad_w, E, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "Y", Y, E, m_tp.dim2());
@@ -215,7 +218,7 @@ class ChannelwiseTPKokkos {
     f.m_grad_Y = grad_Y;
     f.m_grad_w = grad_w;
     f.m_xT = m_xT.get(N, m_tp.dim1());
-    f.m_gT = m_outT.get(N, m_tp.dim_out());
+    f.m_gT = m_outT.get(R, m_tp.dim_out());
     f.m_grad_xT = m_gxT.get(N, m_tp.dim1());
     if constexpr (Lanes > 1) {  // the lanes add their shares into these
       Kokkos::deep_copy(grad_Y, T(0));
@@ -268,13 +271,14 @@ class ChannelwiseTPKokkos {
   void check_forward(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix out) const {
     impl::check_shape("ChannelwiseTPKokkos", "compute", "x", x, g.num_nodes, m_tp.dim1());
     impl::check_shape("ChannelwiseTPKokkos", "compute", "Y", Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "compute", "out", out, g.num_nodes, m_tp.dim_out());
+    impl::check_shape("ChannelwiseTPKokkos", "compute", "out", out, g.num_receivers, m_tp.dim_out());
   }
   void check_backward(const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix grad_out,
                       ConstMatrix grad_x, ConstMatrix grad_Y) const {
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "x", x, g.num_nodes, m_tp.dim1());
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "Y", Y, g.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_out", grad_out, g.num_nodes, m_tp.dim_out());
+    impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_out", grad_out, g.num_receivers,
+                      m_tp.dim_out());
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_x", grad_x, g.num_nodes, m_tp.dim1());
     impl::check_shape("ChannelwiseTPKokkos", "reverse", "grad_Y", grad_Y, g.num_edges, m_tp.dim2());
   }
@@ -304,14 +308,14 @@ class ChannelwiseTPKokkos {
     f.m_x = x;
     f.m_Y = Y;
     f.m_out = out;
-    const int N = g.num_nodes;
+    const int N = g.num_nodes, R = g.num_receivers;
     Matrix xT = m_xT.get(N, m_tp.dim1());
-    Matrix outT = m_outT.get(N, m_tp.dim_out());
+    Matrix outT = m_outT.get(R, m_tp.dim_out());
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
     f.m_xT = xT;
     f.m_outT = outT;
     Kokkos::parallel_for("fastmlip::channelwise_tp::forward",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(0, work_items(N)), f);
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(0, work_items(R)), f);
     transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::out_from_ir_mul", m_entries_out, outT, out);
   }
 
@@ -325,9 +329,9 @@ class ChannelwiseTPKokkos {
     f.m_grad_x = grad_x;
     f.m_grad_Y = grad_Y;
     // ir_mul copies: the reverse kernels' loops over channels then run over contiguous memory.
-    const int N = g.num_nodes;
+    const int N = g.num_nodes, R = g.num_receivers;
     Matrix xT = m_xT.get(N, m_tp.dim1());
-    Matrix gT = m_outT.get(N, m_tp.dim_out());
+    Matrix gT = m_outT.get(R, m_tp.dim_out());
     Matrix gxT = m_gxT.get(N, m_tp.dim1());
     Kokkos::deep_copy(gxT, T(0));  // zero: entries no path reads
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);

@@ -29,6 +29,9 @@ struct EdgeIndexStorage {
 template <class ExecSpace>
 struct EdgeIndex {
   int num_nodes = 0;
+  /// Nodes 0..num_receivers-1 may receive edges, the rest (a graph's ghosts) only send: the
+  /// TP's output and its adjoint have num_receivers rows. num_nodes for build().
+  int num_receivers = 0;
   int num_edges = 0;
   Kokkos::View<const int*, ExecSpace>
       receiver_ptr;  ///< [num_nodes + 1]: edges of receiver n are [ptr(n), ptr(n+1))
@@ -52,6 +55,7 @@ struct EdgeIndex {
     EdgeIndex out;
     const int N = g.n_total, E = g.num_edges();
     out.num_nodes = N;
+    out.num_receivers = g.n_local;
     out.num_edges = E;
     out.sender = g.neighbor;
     out.receiver = g.center;
@@ -83,6 +87,7 @@ struct EdgeIndex {
     }
     EdgeIndex out;
     out.num_nodes = whole.num_nodes;
+    out.num_receivers = whole.num_receivers;
     out.num_edges = edge_end - edge_begin;
     const Kokkos::pair<int, int> rows(edge_begin, edge_end);
     out.sender = Kokkos::subview(whole.sender, rows);
@@ -109,6 +114,7 @@ struct EdgeIndex {
     }
     EdgeIndex g;
     g.num_nodes = num_nodes;
+    g.num_receivers = num_nodes;
     g.num_edges = static_cast<int>(sender.size());
     const int E = g.num_edges;
     Kokkos::View<int*, ExecSpace> rptr("fastmlip::edge_index::receiver_ptr", num_nodes + 1);

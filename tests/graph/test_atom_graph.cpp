@@ -562,6 +562,10 @@ TYPED_TEST(GraphBuilderTest, EdgeIndexFromTheGraphEqualsTheOneFromArrays) {
   const auto b = kernels::EdgeIndex<Exec>::build(g.n_total, snd, rcv);
   ASSERT_EQ(a.num_nodes, b.num_nodes);
   ASSERT_EQ(a.num_edges, b.num_edges);
+  // Only the graph's local nodes receive (the TP's output has their rows only); from arrays,
+  // any node may.
+  EXPECT_EQ(a.num_receivers, g.n_local);
+  EXPECT_EQ(b.num_receivers, g.n_total);
   EXPECT_EQ(a.sender.data(), g.neighbor.data());  // no copy
   EXPECT_EQ(a.receiver.data(), g.center.data());
   for (int n = 0; n <= a.num_nodes; ++n) {

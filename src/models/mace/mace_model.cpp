@@ -284,7 +284,7 @@ struct MaceModel<ExecSpace, T>::Impl {
   // graph_index's own arrays, reused from step to step.
   kernels::EdgeIndexStorage<ExecSpace> graph_index_storage;
   // The exact radial MLP and TP in chunks of edges (MaceOptions::edge_chunk): a chunk is the
-  // edges [begin, end) of receivers [first, last); the chunks cover every node. The host copy
+  // edges [begin, end) of receivers [first, last); the chunks cover every local node. The host copy
   // of the CSR offsets they are cut by is this step's once made (center_start_host_ready).
   struct EdgeChunk {
     int first, last, begin, end;
@@ -572,11 +572,10 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   // ---- where each stage's values live ------------------------------------------------------
 
-  /// A slot's rows: every node for x^0 (species only), h^t (ghost rows from their owners) and
-  /// A^t (the convolution writes every row); the local nodes for the rest.
+  /// A slot's rows: every node for x^0 (species only) and h^t (ghost rows from their owners);
+  /// the local nodes for the rest, A^t included (only local nodes receive messages).
   int rows(const mace::Slot& s) const {
-    const bool all = s.value == mace::Value::Senders || s.value == mace::Value::Messages ||
-                     (s.value == mace::Value::Features && s.layer == 0);
+    const bool all = s.value == mace::Value::Senders || (s.value == mace::Value::Features && s.layer == 0);
     return all ? n_total : n_local;
   }
 
@@ -766,7 +765,7 @@ struct MaceModel<ExecSpace, T>::Impl {
             : std::max<std::size_t>(1, MaceOptions::kEdgeChunkBytes / (sizeof(T) * std::max(1, wn)));
     edge_chunks_of_layer.clear();
     if (static_cast<std::size_t>(num_edges) <= per_chunk || Ly.tp.backend() != kernels::Backend::kokkos) {
-      edge_chunks_of_layer.push_back({0, n_total, 0, num_edges});
+      edge_chunks_of_layer.push_back({0, n_local, 0, num_edges});
       return edge_chunks_of_layer;
     }
     if (!center_start_host_ready) {
@@ -787,7 +786,6 @@ struct MaceModel<ExecSpace, T>::Impl {
       edge_chunks_of_layer.push_back({first, last, center_start_host[first], center_start_host[last]});
       first = last;
     }
-    edge_chunks_of_layer.back().last = n_total;  // the ghosts (no edges) with the last chunk
     return edge_chunks_of_layer;
   }
   /// Rows [c.begin, c.end) of an edge array.
@@ -812,7 +810,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     return f.m_out;
   }
   Matrix pair_terms(const Matrix& source, const Matrix& target) {
-    return pair_terms(source, target, EdgeChunk{0, n_total, 0, num_edges});
+    return pair_terms(source, target, EdgeChunk{0, n_local, 0, num_edges});
   }
   /// R = the layer's radial MLP of B (the non-linear block's: of B and the edge's species), for
   /// the edges of chunk c.
@@ -987,7 +985,7 @@ struct MaceModel<ExecSpace, T>::Impl {
         return compute_convolution(s);
       case K::InteractionLinear: {
         Layer& Ly = layers[s.layer];
-        Ly.lin.compute(Ly.W_lin, Ints(), local(value(s.in)), value(s.out));
+        Ly.lin.compute(Ly.W_lin, Ints(), value(s.in), value(s.out));
         if (Ly.I->density || Ly.I->nonlinear) {
           Glue f = density_glue(Ly, s.layer);
           if (Ly.density_table) {
@@ -1265,10 +1263,7 @@ struct MaceModel<ExecSpace, T>::Impl {
           }
           gout = f.m_gu;
         }
-        Ly.lin.reverse(Ly.W_lin, Ints(), local(value(s.in)), gout, local(gA));
-        // The ghost rows' messages are never read: their adjoint is zero.
-        Kokkos::deep_copy(ExecSpace(), Kokkos::subview(gA, Kokkos::pair<int, int>(n_local, n_total), Kokkos::ALL()),
-                          T(0));
+        Ly.lin.reverse(Ly.W_lin, Ints(), value(s.in), gout, gA);
         return accumulate(s.in, gA);
       }
       case K::Convolution:
