@@ -9,8 +9,10 @@
 #   benchmarks/plugin-ab/run_ab.sh BEFORE_PLUGIN AFTER_PLUGIN [ROUNDS [CASES]]
 #
 # CASES: an extended regular expression on the case names below (default: all).
-# Cases: MACE mp_small on 500 atoms (float64, float32, the /kk style in float64) and CHGNet 0.3.0
-# on 1000 atoms (float32, float64). LAMMPS: build/bin/lmp (or $LMP). One rank, one thread.
+# Cases: MACE mp_small on 500 atoms (float64, float32, the /kk style in float64, float64 with
+# the radial spline), mp_medium on 864 atoms (float64 and float32, exact and with the spline;
+# 2 timed steps) and CHGNet 0.3.0 on 1000 atoms (float32, float64). LAMMPS: build/bin/lmp (or
+# $LMP). One rank, one thread.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 before=$1
@@ -24,6 +26,11 @@ cases=(
   "mace-f64|mace|fastmlip/mace|"
   "mace-f32|mace|fastmlip/mace precision float32|"
   "mace-kk-f64|mace|fastmlip/mace/kk|-k on t 1 -sf kk"
+  "mace-spline-f64|mace|fastmlip/mace radial spline 0.005|"
+  "medium-f64|mace|fastmlip/mace||-var model mp_medium -var cells 6 -var steps 2"
+  "medium-f32|mace|fastmlip/mace precision float32||-var model mp_medium -var cells 6 -var steps 2"
+  "medium-spline-f64|mace|fastmlip/mace radial spline 0.005||-var model mp_medium -var cells 6 -var steps 2"
+  "medium-spline-f32|mace|fastmlip/mace precision float32 radial spline 0.005||-var model mp_medium -var cells 6 -var steps 2"
   "chgnet-f32|chgnet|fastmlip/chgnet precision float32|"
   "chgnet-f64|chgnet|fastmlip/chgnet precision float64|"
 )
@@ -34,7 +41,7 @@ done
 cases=("${selected[@]}")
 for ((r = 1; r <= rounds; ++r)); do
   for c in "${cases[@]}"; do
-    IFS='|' read -r name kind pstyle kk <<< "$c"
+    IFS='|' read -r name kind pstyle kk vars <<< "$c"
     # Odd rounds run the before build first, even rounds the after build first.
     order="before after"
     ((r % 2 == 0)) && order="after before"
@@ -44,14 +51,14 @@ for ((r = 1; r <= rounds; ++r)); do
       log="$out/$name-$build-$r.log"
       # shellcheck disable=SC2086
       "$lmp" $kk -in benchmarks/plugin-ab/in.ab.lmp -log none -screen "$log" -var plugin "$plugin" \
-        -var kind "$kind" -var pstyle "$pstyle" > /dev/null
+        -var kind "$kind" -var pstyle "$pstyle" $vars > /dev/null
       loop=$(grep "^Loop time" "$log" | tail -1 | awk '{print $4}')
       echo "round $r $name $build loop ${loop} s"
     done
   done
 done
 echo
-printf "%-12s %12s %12s %14s %s\n" case "before (s)" "after (s)" "after/before" "energies"
+printf "%-18s %12s %12s %14s %s\n" case "before (s)" "after (s)" "after/before" "energies"
 for c in "${cases[@]}"; do
   name=${c%%|*}
   med() { for f in "$out/$name-$1-"*.log; do grep "^Loop time" "$f" | tail -1 | awk '{print $4}'; done | sort -g |
@@ -62,6 +69,6 @@ for c in "${cases[@]}"; do
   same=same
   diff <(awk '/^ *Step/ {t = 1; next} /^Loop time/ {t = 0} t' "$out/$name-before-1.log") \
     <(awk '/^ *Step/ {t = 1; next} /^Loop time/ {t = 0} t' "$out/$name-after-1.log") > /dev/null || same=DIFFER
-  printf "%-12s %12s %12s %14s %s\n" "$name" "$b" "$a" "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}')" "$same"
+  printf "%-18s %12s %12s %14s %s\n" "$name" "$b" "$a" "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}')" "$same"
 done
 echo "logs: $out"

@@ -69,6 +69,9 @@ class ChannelwiseTPKokkos {
     m_f.m_entries_out = m_entries_out;
     m_f.m_num_ins = static_cast<int>(tp.instructions.size());
     m_f.m_dim2 = tp.dim2();
+    if constexpr (Functor::kSimd && Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
+      m_f.m_simd = &channelwise_tp_simd<T>();
+    }
     if (impl::resolve<ExecSpace, T>(backend) == Backend::cuda) {
       if constexpr (impl::kCudaBackend<ExecSpace, T>) {
 #if defined(FASTMLIP_HAVE_CUDA)

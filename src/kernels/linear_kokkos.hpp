@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -151,9 +152,37 @@ class LinearKokkos {
       f.m_tile_ptr = g.m_tile_ptr;
       league += sets;
     }
+    if constexpr (kHost && std::is_floating_point_v<T>) {
+      // The host's tiles as GEMMs at the CPU's widest level (impl/linear_gemm.hpp).
+      using Gemm = impl::LinearTilesGemmFunctor<ExecSpace, T>;
+      constexpr bool kReverse = std::is_same_v<Tag, typename Functor::TagReverse>;
+      using GemmTag = std::conditional_t<kReverse, typename Gemm::TagReverse, typename Gemm::TagForward>;
+      Gemm g{f, {}};
+      if constexpr (kReverse) {
+        g.m_Wt = transposed_weights(f.m_W);
+      }
+      Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, GemmTag>(0, league), g);
+      return;
+    }
     Kokkos::TeamPolicy<ExecSpace, Tag> policy(league, Kokkos::AUTO);
     f.m_scratch_level = impl::set_team_scratch(policy, f.tile_shmem_bytes());
     Kokkos::parallel_for(label, policy, f);
+  }
+
+  /// Each instruction's block of W ([mul_in][mul_out]) as [mul_out][mul_in], per set: the
+  /// reverse GEMM's right-hand side (host only; a few thousand values per set).
+  ConstMatrix transposed_weights(const ConstMatrix& W) const {
+    Matrix Wt = m_Wt.get(static_cast<int>(W.extent(0)), static_cast<int>(W.extent(1)));
+    for (std::size_t s = 0; s < W.extent(0); ++s) {
+      for (const auto& I : m_lin.instructions) {
+        for (int u = 0; u < I.mul_in; ++u) {
+          for (int v = 0; v < I.mul_out; ++v) {
+            Wt(s, I.offset_weight + v * I.mul_in + u) = W(s, I.offset_weight + u * I.mul_out + v);
+          }
+        }
+      }
+    }
+    return Wt;
   }
 
   void check_call(const char* fn, const ConstMatrix& W, const Sets& set, const ConstMatrix& x) const {
@@ -173,6 +202,7 @@ class LinearKokkos {
   mutable impl::GrowBuffer<int, ExecSpace> m_count{"fastmlip::linear::set_count"},
       m_group_ptr{"fastmlip::linear::set_ptr"}, m_tile_ptr{"fastmlip::linear::tile_ptr"},
       m_order{"fastmlip::linear::order"};
+  mutable impl::GrowBuffer<T, ExecSpace> m_Wt{"fastmlip::linear::weights_transposed"};
 };
 
 }  // namespace fastmlip::kernels

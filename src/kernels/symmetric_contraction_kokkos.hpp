@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "math/dual.hpp"
 #include "kernels/backend.hpp"
-#include "kernels/impl/upload.hpp"
 #include "kernels/impl/symmetric_contraction_impl.hpp"
+#include "kernels/impl/upload.hpp"
 #include "kernels/node_groups.hpp"
 #include "kernels/symmetric_contraction.hpp"
+#include "kernels/symmetric_contraction_simd.hpp"
+#include "math/dual.hpp"
 #if defined(FASTMLIP_HAVE_CUDA)
 #include "kernels/cuda/symmetric_contraction_cuda.hpp"
 #endif
@@ -25,6 +26,12 @@ class SymmetricContractionKokkos {
   static_assert(is_kernel_scalar_v<T>, "SymmetricContractionKokkos: T must be float, double or a Dual of them");
   using Functor = impl::SymmetricContractionFunctor<ExecSpace, T>;
   using Limits = impl::SymmetricContractionLimits;
+  /// Host spaces run compute() and reverse() in the row kernels (symmetric_contraction_simd.hpp)
+  /// for float and double.
+  static constexpr bool kHostSimd =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible &&
+      std::is_floating_point_v<T>;
+  using Rows = impl::SymmetricContractionRowsFunctor<ExecSpace, T>;
 
  public:
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -130,7 +137,8 @@ class SymmetricContractionKokkos {
   void upload_coef(const std::vector<double>& coef, const std::vector<double>* tangent, int num_elements) {
     // Channels padded with zeros to whole blocks: the kernels read a block's coefficients
     // without a bounds test.
-    constexpr int B = Functor::kChannelBlock;
+    constexpr int B = Limits::kCoefChannelPad;
+    static_assert(B % Functor::kChannelBlock == 0, "the functors' blocks must divide the padding");
     const int padded = (m_sc.channels + B - 1) / B * B;
     Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> d("fastmlip::symmetric_contraction::coef", num_elements,
                                                          m_sc.entries.size(), padded);
@@ -170,6 +178,10 @@ class SymmetricContractionKokkos {
     f.m_x = x;
     f.m_out = out;
     Kokkos::deep_copy(out, T(0));
+    if constexpr (kHostSimd) {
+      launch_rows<typename Rows::TagForward>("fastmlip::symmetric_contraction::forward_rows", f);
+      return;
+    }
     Kokkos::parallel_for("fastmlip::symmetric_contraction::forward",
                          Kokkos::TeamPolicy<ExecSpace, typename Functor::TagForward>(x.extent(0), Kokkos::AUTO), f);
   }
@@ -192,6 +204,10 @@ class SymmetricContractionKokkos {
     f.m_x = x;
     f.m_grad_out = grad_out;
     f.m_grad_x = grad_x;
+    if constexpr (kHostSimd) {
+      launch_rows<typename Rows::TagReverse>("fastmlip::symmetric_contraction::reverse_rows", f);
+      return;
+    }
     Kokkos::parallel_for("fastmlip::symmetric_contraction::reverse",
                          Kokkos::TeamPolicy<ExecSpace, typename Functor::TagReverse>(x.extent(0), Kokkos::AUTO), f);
   }
@@ -238,6 +254,22 @@ class SymmetricContractionKokkos {
   }
 
  private:
+  /// The row kernels over nodes, a block of Rows::kNodes per work item.
+  template <class Tag>
+  void launch_rows(const char* label, const Functor& f) const {
+    Rows r;
+    r.m_f = f;
+    r.m_simd = &symmetric_contraction_simd<T>();
+    r.m_shape = SCSimdShape{f.m_mono.data(),       f.m_entries.data(),
+                            f.m_ell_offset.data(), f.m_ell_stride.data(),
+                            f.m_num_mono,          f.m_num_entries,
+                            f.m_num_ell,           f.m_channels,
+                            f.m_out_per_channel,   static_cast<int>(f.m_coef.extent(2))};
+    const int nodes = static_cast<int>(f.m_x.extent(0));
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<ExecSpace, Tag>(0, (nodes + Rows::kNodes - 1) / Rows::kNodes), r);
+  }
+
   void check_call(const char* fn, const Species& species, const ConstMatrix& x) const {
     if (m_num_elements == 0) {
       throw InputError(std::string("SymmetricContractionKokkos::") + fn + ": set_weights() was not called");

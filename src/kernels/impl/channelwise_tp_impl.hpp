@@ -20,10 +20,14 @@
 /// lanes make one warp per row, its channel loads coalesced, and a lane owns its channels' sums
 /// outright. The only sums across lanes, an edge's grad_Y and grad_r, are atomic adds into
 /// zeroed rows.
+/// On the host, in float and double, an instruction's loops over CG entries and channels run
+/// in ChannelwiseTPSimd's row kernels (channelwise_tp_simd.hpp), at the CPU's widest level.
 #include <Kokkos_Core.hpp>
 #include <type_traits>
 
+#include "kernels/channelwise_tp_simd.hpp"
 #include "kernels/edge_index.hpp"
+#include "kernels/impl/channelwise_tp_entry.hpp"
 #include "kernels/impl/interleaved_sum.hpp"
 #include "kernels/impl/radial_table_impl.hpp"
 
@@ -83,12 +87,6 @@ struct TPInstructionDev {
   int cg_begin, cg_end;
 };
 
-template <class T>
-struct TPEntryDev {
-  int i, j, k;
-  T value;
-};
-
 template <class ExecSpace, class T, int Lanes = kTPLanes<ExecSpace>>
 struct ChannelwiseTPFunctor {
   static_assert(Lanes >= 1, "ChannelwiseTPFunctor: Lanes must be positive");
@@ -116,6 +114,11 @@ struct ChannelwiseTPFunctor {
   Kokkos::View<T*, ExecSpace> m_grad_r;
   using Point = typename HermiteTable<ExecSpace, T>::Point;
   static constexpr int kMaxTabMul = ChannelwiseTPLimits::kMaxTabulatedMul;
+  /// Whether the row kernels can serve this instantiation: one thread per row, float or double.
+  static constexpr bool kSimd = Lanes == 1 && std::is_floating_point_v<T>;
+  /// The row kernels (host memory; set by the owner for host execution spaces only), or null:
+  /// the loops below.
+  const ChannelwiseTPSimd<T>* m_simd = nullptr;
 
   KOKKOS_INLINE_FUNCTION bool tabulated() const { return m_table.data.extent(0) > 0; }
   /// Where edge e's length falls in the table (tables serve inference: float and double only).
@@ -175,6 +178,15 @@ struct ChannelwiseTPFunctor {
     for (int q = 0; q < m_num_ins; ++q) {
       const TPInstructionDev& I = m_ins(q);
       const T* w = weights(e, I, p, lane, wbuf);
+      if constexpr (kSimd) {
+        if (m_simd != nullptr) {
+          const auto kernel = Transposed ? m_simd->scatter_transposed : m_simd->scatter;
+          kernel(&m_cg(I.cg_begin), I.cg_end - I.cg_begin, I.mul, &m_Y(e, I.offset2), w,
+                 src_row + (Transposed ? I.offset_out : I.offset1),
+                 dst_row + (Transposed ? I.offset1 : I.offset_out));
+          continue;
+        }
+      }
       for (int z = I.cg_begin; z < I.cg_end; ++z) {
         const auto& c = m_cg(z);
         const T cy = c.value * m_Y(e, I.offset2 + c.j);
@@ -241,7 +253,15 @@ struct ChannelwiseTPFunctor {
       for (int u = lane; u < I.mul; u += Lanes) {
         gw[u] = T(0);
       }
-      for (int z = I.cg_begin; z < I.cg_end; ++z) {
+      bool done = false;
+      if constexpr (kSimd) {
+        if (m_simd != nullptr) {
+          m_simd->grads(&m_cg(I.cg_begin), I.cg_end - I.cg_begin, I.mul, &m_Y(e, I.offset2), w,
+                        &m_xT(s, I.offset1), &m_gT(r, I.offset_out), gw, gy + I.offset2);
+          done = true;
+        }
+      }
+      for (int z = I.cg_begin; !done && z < I.cg_end; ++z) {
         const auto& c = m_cg(z);
         const T cy = c.value * m_Y(e, I.offset2 + c.j);
         const T* x = &m_xT(s, I.offset1 + c.i * I.mul);

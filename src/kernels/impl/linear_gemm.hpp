@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// \file The equivariant linear map's weight gradient on host execution spaces as dense
-/// products (math/simd_kernels.hpp).
+/// \file The equivariant linear map on host execution spaces as dense products
+/// (math/simd_kernels.hpp, dispatched to the CPU's widest registers).
+///
+/// Forward and input gradient (float and double): per tile of LinearFunctor (up to kTile nodes
+/// of one weight set) and instruction, the tile's (node, m) rows gathered as X [rows][mul_from],
+/// multiplied by the instruction's weights as one GEMM and added, times the path weight, into
+/// the output rows: the tiled functor's sums in the same order (and its bits at the base level).
 ///
 /// For an instruction (mul_in u, mul_out v, irrep dimension d) and a weight set s,
 /// dW[u][v] = pw sum over nodes n of set s and m < d of x[n, in + u d + m] g[n, out + v d + m]:
@@ -18,6 +23,67 @@
 #include "math/simd_kernels.hpp"
 
 namespace fastmlip::kernels::impl {
+
+template <class ExecSpace, class T>
+struct LinearTilesGemmFunctor {
+  static_assert(std::is_floating_point_v<T>, "LinearTilesGemmFunctor: float or double");
+  struct TagForward {};
+  struct TagReverse {};
+  LinearFunctor<ExecSpace, T> m_f;  ///< the operands, the tiles and the grouping by set
+  /// The reverse pass's weights transposed per instruction: [sets][weight_numel], instruction
+  /// q's block at its offset_weight as [mul_out][mul_in].
+  Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace> m_Wt;
+
+  // Host only (launched on host spaces): no KOKKOS_INLINE_FUNCTION.
+  void operator()(TagForward, int t) const { tile<false>(t); }
+  void operator()(TagReverse, int t) const { tile<true>(t); }
+
+  template <bool Reverse>
+  void tile(int t) const {
+    int s = 0, b = 0, e = 0;
+    if (!m_f.tile_bounds(t, s, b, e)) {
+      return;
+    }
+    const int count = e - b;
+    const auto in = Reverse ? m_f.m_grad_out : m_f.m_x;
+    const auto out = Reverse ? m_f.m_grad_x : m_f.m_out;
+    const int width = static_cast<int>(out.extent(1));
+    for (int p = 0; p < count; ++p) {
+      for (int k = 0; k < width; ++k) {
+        out(m_f.node_at(b + p), k) = T(0);
+      }
+    }
+    std::vector<T> X, Y;
+    const auto& gemm = math::simd_kernels<T>().gemm;
+    for (int q = 0; q < static_cast<int>(m_f.m_ins.extent(0)); ++q) {
+      const LinearInsDev I = m_f.m_ins(q);
+      const int d = I.dim, rows = count * d;
+      const int mul_from = Reverse ? I.mul_out : I.mul_in, mul_to = Reverse ? I.mul_in : I.mul_out;
+      const int off_from = Reverse ? I.offset_out : I.offset_in,
+                off_to = Reverse ? I.offset_in : I.offset_out;
+      if (rows == 0 || mul_from == 0 || mul_to == 0) {
+        continue;
+      }
+      X.resize(static_cast<std::size_t>(rows) * mul_from);
+      Y.resize(static_cast<std::size_t>(rows) * mul_to);
+      for (int row = 0; row < rows; ++row) {
+        const int n = m_f.node_at(b + row / d), m = row % d;
+        for (int a = 0; a < mul_from; ++a) {
+          X[static_cast<std::size_t>(row) * mul_from + a] = in(n, off_from + a * d + m);
+        }
+      }
+      const T* M = Reverse ? &m_Wt(s, I.offset_weight) : &m_f.m_W(s, I.offset_weight);
+      gemm(X.data(), rows, mul_from, mul_from, M, mul_to, Y.data(), mul_to, false, nullptr);
+      const T pw = static_cast<T>(I.path_weight);
+      for (int row = 0; row < rows; ++row) {
+        const int n = m_f.node_at(b + row / d), m = row % d;
+        for (int c = 0; c < mul_to; ++c) {
+          out(n, off_to + c * d + m) += pw * Y[static_cast<std::size_t>(row) * mul_to + c];
+        }
+      }
+    }
+  }
+};
 
 template <class ExecSpace, class T>
 struct LinearWeightsGemmFunctor {

@@ -8,6 +8,10 @@
 /// table ([element][entry][channel]): they vectorise, and each cache line of coefficients
 /// serves kChannelBlock channels instead of one.
 #include <Kokkos_Core.hpp>
+#include <vector>
+
+#include "kernels/impl/symmetric_contraction_entry.hpp"
+#include "kernels/symmetric_contraction_simd.hpp"
 
 namespace fastmlip::kernels::impl {
 
@@ -15,16 +19,9 @@ struct SymmetricContractionLimits {
   static constexpr int kMaxMonomials = 4096;   ///< 25 ells at correlation 3 need 3275
   static constexpr int kMaxOutPerChannel = 64;  ///< sum of 2L+1 over the output irreps
   static constexpr int kMaxEll = 64;
-};
-
-struct SCMonomialDev {
-  int parent, last;
-};
-struct SCEntryDev {
-  int out;  ///< column of channel 0's component in an output row; channel c adds c * stride
-  int stride;
-  int local;  ///< index in a channel's accumulator
-  int monomial;
+  /// The coefficients' channel extent is padded to a multiple of this: the functors' blocks
+  /// and the host row kernels' (kSCSimdBlock: 8 or 16) all divide it.
+  static constexpr int kCoefChannelPad = 16;
 };
 
 template <class ExecSpace, class T>
@@ -198,6 +195,38 @@ struct SymmetricContractionFunctor {
         }
       }
     });
+  }
+};
+
+/// The host's forward and input gradient: the row kernels (symmetric_contraction_simd.hpp)
+/// node by node, kNodes nodes per work item sharing one scratch buffer. Host only (launched on
+/// host spaces): no KOKKOS_INLINE_FUNCTION.
+template <class ExecSpace, class T>
+struct SymmetricContractionRowsFunctor {
+  struct TagForward {};
+  struct TagReverse {};
+  static constexpr int kNodes = 16;
+  SymmetricContractionFunctor<ExecSpace, T> m_f;  ///< the tables and operands
+  const SymmetricContractionSimd<T>* m_simd = nullptr;
+  SCSimdShape m_shape{};
+
+  void operator()(TagForward, int k) const { run<false>(k); }
+  void operator()(TagReverse, int k) const { run<true>(k); }
+
+  template <bool Reverse>
+  void run(int k) const {
+    std::vector<T> scratch(static_cast<std::size_t>(m_shape.template scratch<T>()));
+    const int first = k * kNodes, nodes = static_cast<int>(m_f.m_x.extent(0));
+    const int last = first + kNodes < nodes ? first + kNodes : nodes;
+    for (int n = first; n < last; ++n) {
+      const T* coef = &m_f.m_coef(m_f.m_species(n), 0, 0);
+      if constexpr (Reverse) {
+        m_simd->reverse(m_shape, coef, &m_f.m_x(n, 0), &m_f.m_grad_out(n, 0), &m_f.m_grad_x(n, 0),
+                        scratch.data());
+      } else {
+        m_simd->forward(m_shape, coef, &m_f.m_x(n, 0), &m_f.m_out(n, 0), scratch.data());
+      }
+    }
   }
 };
 

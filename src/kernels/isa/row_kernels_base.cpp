@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+// The host row kernels of the channelwise TP and the symmetric contraction at level base:
+// the build's own target (SSE2 on portable x86-64). Internal linkage throughout
+// (impl/channelwise_tp_simd_impl.hpp says why); only the table is exported.
+#define FASTMLIP_ISA_TRANSLATION_UNIT
+#include "kernels/isa/isa_tables.hpp"
+
+namespace fastmlip::kernels::isa {
+namespace {
+
+#include "kernels/impl/channelwise_tp_simd_impl.hpp"
+#include "kernels/impl/symmetric_contraction_simd_impl.hpp"
+}  // namespace
+
+const RowKernelsTable row_kernels_base = {tp_simd_table<float>(), tp_simd_table<double>(),
+                                          sc_simd_table<float>(), sc_simd_table<double>()};
+
+}  // namespace fastmlip::kernels::isa
