@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/isa_levels.hpp"
 #include "core/error.hpp"
 #include "kernels/channelwise_tp_simd.hpp"
 
@@ -19,6 +20,8 @@ namespace {
 using fastmlip::kernels::channelwise_tp_simd;
 using fastmlip::kernels::impl::TPEntryDev;
 using fastmlip::math::Isa;
+using fastmlip::test::isa_levels;
+using fastmlip::test::random_values;
 
 template <class T>
 struct Tol;
@@ -35,27 +38,6 @@ template <class T>
 class ChannelwiseTPSimdLevels : public ::testing::Test {};
 using Scalars = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(ChannelwiseTPSimdLevels, Scalars);
-
-std::vector<Isa> levels() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::base, Isa::avx2, Isa::avx512}) {
-    if (fastmlip::math::isa_available(isa)) {
-      out.push_back(isa);
-    }
-  }
-  return out;
-}
-
-template <class T>
-std::vector<T> values(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  std::vector<T> v(n);
-  for (auto& x : v) {
-    x = static_cast<T>(d(rng));
-  }
-  return v;
-}
 
 // An instruction 2 x 3 -> 3 (l1 = 1/2 components cut to 2, l2 = 1, l3 = 1) with entries in
 // arbitrary order, repeats included.
@@ -88,17 +70,17 @@ TEST(ChannelwiseTPSimdLevels, UnavailableLevelsThrowAndTheActiveOneIsAvailable) 
 // scatter: dst[k][u] += C y_j w[u] src[i][u]; scatter_transposed the same from k to i.
 TYPED_TEST(ChannelwiseTPSimdLevels, ScattersMatchLongDoubleSums) {
   using T = TypeParam;
-  for (Isa isa : levels()) {
+  for (Isa isa : isa_levels()) {
     const auto& k = channelwise_tp_simd<T>(isa);
     for (int mul : kMuls) {
       for (int nnz : kNnz) {
         for (bool transposed : {false, true}) {
           const int n_src = transposed ? kN3 : kN1, n_dst = transposed ? kN1 : kN3;
           const auto cg = entries<T>(mul + 31 * nnz, kN1, kN2, kN3, nnz);
-          const auto y = values<T>(kN2, 1 + mul);
-          const auto w = values<T>(mul, 2 + mul);
-          const auto src = values<T>(static_cast<std::size_t>(n_src) * mul, 3 + mul);
-          const auto dst0 = values<T>(static_cast<std::size_t>(n_dst) * mul + kPad, 4 + mul);
+          const auto y = random_values<T>(kN2, 1 + mul);
+          const auto w = random_values<T>(mul, 2 + mul);
+          const auto src = random_values<T>(static_cast<std::size_t>(n_src) * mul, 3 + mul);
+          const auto dst0 = random_values<T>(static_cast<std::size_t>(n_dst) * mul + kPad, 4 + mul);
           auto dst = dst0;
           (transposed ? k.scatter_transposed : k.scatter)(cg.data(), nnz, mul, y.data(), w.data(), src.data(),
                                                           dst.data());
@@ -142,17 +124,17 @@ TYPED_TEST(ChannelwiseTPSimdLevels, ScattersMatchLongDoubleSums) {
 // grads: gw[u] += C y_j x[i][u] g[k][u]; gy[j] += C sum_u w[u] x[i][u] g[k][u].
 TYPED_TEST(ChannelwiseTPSimdLevels, GradientsMatchLongDoubleSums) {
   using T = TypeParam;
-  for (Isa isa : levels()) {
+  for (Isa isa : isa_levels()) {
     const auto& k = channelwise_tp_simd<T>(isa);
     for (int mul : kMuls) {
       for (int nnz : kNnz) {
         const auto cg = entries<T>(7 + mul + 17 * nnz, kN1, kN2, kN3, nnz);
-        const auto y = values<T>(kN2, 11 + mul);
-        const auto w = values<T>(mul, 12 + mul);
-        const auto x = values<T>(static_cast<std::size_t>(kN1) * mul, 13 + mul);
-        const auto g = values<T>(static_cast<std::size_t>(kN3) * mul, 14 + mul);
-        const auto gw0 = values<T>(static_cast<std::size_t>(mul) + kPad, 15 + mul);
-        const auto gy0 = values<T>(kN2 + kPad, 16 + mul);
+        const auto y = random_values<T>(kN2, 11 + mul);
+        const auto w = random_values<T>(mul, 12 + mul);
+        const auto x = random_values<T>(static_cast<std::size_t>(kN1) * mul, 13 + mul);
+        const auto g = random_values<T>(static_cast<std::size_t>(kN3) * mul, 14 + mul);
+        const auto gw0 = random_values<T>(static_cast<std::size_t>(mul) + kPad, 15 + mul);
+        const auto gy0 = random_values<T>(kN2 + kPad, 16 + mul);
         auto gw = gw0;
         auto gy = gy0;
         k.grads(cg.data(), nnz, mul, y.data(), w.data(), x.data(), g.data(), gw.data(), gy.data());

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/isa_levels.hpp"
 #include "core/error.hpp"
 #include "kernels/symmetric_contraction_simd.hpp"
 
@@ -21,21 +22,13 @@ using fastmlip::kernels::symmetric_contraction_simd;
 using fastmlip::kernels::impl::SCEntryDev;
 using fastmlip::kernels::impl::SCMonomialDev;
 using fastmlip::math::Isa;
+using fastmlip::test::isa_levels;
+using fastmlip::test::random_values;
 
 template <class T>
 class SymmetricContractionSimdLevels : public ::testing::Test {};
 using Scalars = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(SymmetricContractionSimdLevels, Scalars);
-
-std::vector<Isa> levels() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::base, Isa::avx2, Isa::avx512}) {
-    if (fastmlip::math::isa_available(isa)) {
-      out.push_back(isa);
-    }
-  }
-  return out;
-}
 
 // A random contraction: num_ell ells (row layout [channel][ell]), monomials of degree up to 3
 // as a prefix tree (parents first), P output components per channel (row layout
@@ -87,17 +80,6 @@ Problem problem(int channels, unsigned seed) {
   return p;
 }
 
-template <class T>
-std::vector<T> values(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  std::vector<T> v(n);
-  for (auto& x : v) {
-    x = static_cast<T>(d(rng));
-  }
-  return v;
-}
-
 // Monomial values and their derivatives by each ell, of one channel, in long double.
 void tree(const Problem& p, const std::vector<long double>& x, std::vector<long double>& m,
           std::vector<std::vector<long double>>& dm) {
@@ -125,14 +107,14 @@ TYPED_TEST(SymmetricContractionSimdLevels, MatchLongDoubleAndTheBaseBits) {
     const int B = kSCSimdBlock<T>;
     const int ld = (channels + 15) / 16 * 16;
     const SCSimdShape s = p.shape(ld);
-    auto coef = values<T>(p.entries.size() * ld, 1 + channels);
+    auto coef = random_values<T>(p.entries.size() * ld, 1 + channels);
     for (std::size_t g = 0; g < p.entries.size(); ++g) {  // the padding is zero, as uploaded
       for (int c = channels; c < ld; ++c) {
         coef[g * ld + c] = T(0);
       }
     }
-    const auto x = values<T>(p.dim_in(), 2 + channels);
-    const auto go = values<T>(p.dim_out(), 3 + channels);
+    const auto x = random_values<T>(p.dim_in(), 2 + channels);
+    const auto go = random_values<T>(p.dim_out(), 3 + channels);
     std::vector<T> scratch(s.scratch<T>());
     ASSERT_EQ(s.scratch<T>(), (2 * p.num_ell + 2 * static_cast<int>(p.mono.size()) + p.P) * B);
     std::vector<T> out_base(p.dim_out(), T(777)), gx_base(p.dim_in(), T(777));
@@ -176,7 +158,7 @@ TYPED_TEST(SymmetricContractionSimdLevels, MatchLongDoubleAndTheBaseBits) {
     for (int j = 0; j < p.gap; ++j) {
       ASSERT_EQ(out_base[j], T(777)) << "wrote a column before the output";
     }
-    for (Isa isa : levels()) {
+    for (Isa isa : isa_levels()) {
       const auto& k = symmetric_contraction_simd<T>(isa);
       std::vector<T> out(p.dim_out(), T(777)), gx(p.dim_in(), T(777));
       k.forward(s, coef.data(), x.data(), out.data(), scratch.data());

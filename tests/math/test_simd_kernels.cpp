@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/isa_levels.hpp"
 #include "core/error.hpp"
 #include "math/simd_kernels.hpp"
 #include "math/simd_math.hpp"
@@ -19,6 +20,8 @@ namespace {
 
 using fastmlip::math::Isa;
 using fastmlip::math::simd_kernels;
+using fastmlip::test::isa_levels;
+using fastmlip::test::random_values;
 
 /// The one tolerance table of these tests, keyed by dtype: relative to the sum of the
 /// magnitudes of the terms (a dot product of K terms rounds to about K eps of that sum; the
@@ -41,27 +44,6 @@ class SimdKernels : public ::testing::Test {};
 using Scalars = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(SimdKernels, Scalars);
 
-std::vector<Isa> levels() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::base, Isa::avx2, Isa::avx512}) {
-    if (fastmlip::math::isa_available(isa)) {
-      out.push_back(isa);
-    }
-  }
-  return out;
-}
-
-template <class T>
-std::vector<T> random_values(std::size_t n, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) {
-    x = static_cast<T>(d(rng));
-  }
-  return v;
-}
-
 const std::vector<std::size_t> kLengths = {0, 1, 13, 4099};
 
 TEST(SimdKernelLevels, BaseIsAlwaysAvailableAndUnavailableLevelsThrow) {
@@ -73,7 +55,7 @@ TEST(SimdKernelLevels, BaseIsAlwaysAvailableAndUnavailableLevelsThrow) {
     }
   }
   std::string names;
-  for (Isa isa : levels()) {
+  for (Isa isa : isa_levels()) {
     names += std::string(" ") + fastmlip::math::isa_name(isa);
   }
   std::printf("levels available here:%s; active: %s\n", names.c_str(),
@@ -87,7 +69,7 @@ TYPED_TEST(SimdKernels, GemmMatchesReferenceAtEveryLevel) {
   const std::vector<int> row_counts = {0, 1, 13, 32, 67};
   const std::vector<int> inner = {0, 1, 13, 64};
   const std::vector<int> cols = {1, 3, 13, 31, 64, 128, 200};
-  for (Isa isa : levels()) {
+  for (Isa isa : isa_levels()) {
     const auto& k = simd_kernels<T>(isa);
     for (int rows : row_counts) {
       for (int K : inner) {
@@ -133,7 +115,7 @@ TYPED_TEST(SimdKernels, GemmMatchesReferenceAtEveryLevel) {
 TYPED_TEST(SimdKernels, ElementwiseKernelsGiveTheBaseBitsAtEveryLevel) {
   using T = TypeParam;
   const auto& base = simd_kernels<T>(Isa::base);
-  for (Isa isa : levels()) {
+  for (Isa isa : isa_levels()) {
     const auto& k = simd_kernels<T>(isa);
     for (std::size_t n : kLengths) {
       const auto z = random_values<T>(n, 10 + n, -30, 30);
@@ -188,7 +170,7 @@ TYPED_TEST(SimdKernels, ElementwiseKernelsGiveTheBaseBitsAtEveryLevel) {
 TYPED_TEST(SimdKernels, RowGathersAndScattersGiveTheBaseBitsAtEveryLevel) {
   using T = TypeParam;
   const auto& base = simd_kernels<T>(Isa::base);
-  for (Isa isa : levels()) {
+  for (Isa isa : isa_levels()) {
     const auto& k = simd_kernels<T>(isa);
     for (int rows : {0, 1, 13, 300}) {
       for (int width : {1, 13, 64, 128, 131}) {
@@ -230,7 +212,7 @@ TYPED_TEST(SimdKernels, RowGathersAndScattersGiveTheBaseBitsAtEveryLevel) {
 TYPED_TEST(SimdKernels, LayerNormMatchesReferenceAtEveryLevel) {
   using T = TypeParam;
   const T eps = static_cast<T>(1e-5);
-  for (Isa isa : levels()) {
+  for (Isa isa : isa_levels()) {
     const auto& k = simd_kernels<T>(isa);
     for (int rows : {0, 1, 13, 40}) {
       for (int dim : {1, 13, 64, 131}) {
