@@ -39,6 +39,14 @@ struct ChannelwiseTPSimd {
   /// (impl/interleaved_sum.hpp's order).
   void (*grads)(const impl::TPEntryDev<T>* cg, int nnz, int mul, const T* y, const T* w, const T* x,
                 const T* g, T* gw, T* gy);
+  /// A radial table's cubic Hermite values at one r (impl/radial_table_impl.hpp's HermiteTable):
+  /// out[j] = h[0] y0[j] + h[1] m0[j] + h[2] y1[j] + h[3] m1[j], j < n, with the knot rows m0 =
+  /// y0 + width, y1 = y0 + 2 width, m1 = y0 + 3 width: an instruction's weights.
+  void (*hermite_values)(const T* y0, int width, const T* h, int n, T* out);
+  /// sum_j g[j] (h[0] y0[j] + h[1] m0[j] + h[2] y1[j] + h[3] m1[j]) with the derivative's basis
+  /// weights h, in 8 interleaved parts (impl/interleaved_sum.hpp's order): dR/dr's contraction
+  /// with an instruction's weight gradient.
+  T (*hermite_dot)(const T* y0, int width, const T* h, int n, const T* g);
 };
 
 /// The kernels of the active level (math::active_isa()), for T = float or double.

@@ -182,4 +182,47 @@ TYPED_TEST(ChannelwiseTPSimdLevels, GradientsMatchLongDoubleSums) {
   }
 }
 
+// The radial table's Hermite rows: hermite_values' out[j] = sum_q h[q] row_q[j] and
+// hermite_dot's sum_j g[j] sum_q h[q] row_q[j], rows q at y0 + q width.
+TYPED_TEST(ChannelwiseTPSimdLevels, HermiteRowsMatchLongDoubleAndTheBaseBits) {
+  using T = TypeParam;
+  const auto& base = channelwise_tp_simd<T>(Isa::base);
+  for (int n : kMuls) {
+    const int width = n + 3;  // rows longer than the instruction's slice, as in a table
+    const auto rows = random_values<T>(4 * static_cast<std::size_t>(width), 21 + n);
+    const auto h = random_values<T>(4, 22 + n);
+    const auto g = random_values<T>(n, 23 + n);
+    std::vector<T> want_base(n + kPad, T(777));
+    base.hermite_values(rows.data(), width, h.data(), n, want_base.data());
+    const T dot_base = base.hermite_dot(rows.data(), width, h.data(), n, g.data());
+    long double dot = 0, dot_scale = 0;
+    for (int j = 0; j < n; ++j) {
+      long double v = 0, scale = 0;
+      for (int q = 0; q < 4; ++q) {
+        v += static_cast<long double>(h[q]) * rows[q * width + j];
+        scale += std::abs(static_cast<long double>(h[q]) * rows[q * width + j]);
+      }
+      ASSERT_NEAR(want_base[j], static_cast<double>(v),
+                  3 * Tol<T>::per_term * 4 * static_cast<double>(scale) + 1e-300)
+          << "values, n " << n << " j " << j;
+      dot += g[j] * v;
+      dot_scale += std::abs(g[j] * scale);
+    }
+    ASSERT_NEAR(dot_base, static_cast<double>(dot),
+                3 * Tol<T>::per_term * (n + 4) * static_cast<double>(dot_scale) + 1e-300)
+        << "dot, n " << n;
+    for (int p = 0; p < kPad; ++p) {
+      ASSERT_EQ(want_base[n + p], T(777)) << "wrote past n";
+    }
+    for (Isa isa : isa_levels()) {
+      const auto& k = channelwise_tp_simd<T>(isa);
+      std::vector<T> out(n + kPad, T(777));
+      k.hermite_values(rows.data(), width, h.data(), n, out.data());
+      ASSERT_EQ(out, want_base) << fastmlip::math::isa_name(isa) << " values, n " << n;
+      ASSERT_EQ(k.hermite_dot(rows.data(), width, h.data(), n, g.data()), dot_base)
+          << fastmlip::math::isa_name(isa) << " dot, n " << n;
+    }
+  }
+}
+
 }  // namespace

@@ -137,6 +137,13 @@ struct ChannelwiseTPFunctor {
     if (!tabulated()) {
       return &m_w(e, I.offset_weight);
     }
+    if constexpr (kSimd) {
+      if (m_simd != nullptr && !p.zero) {
+        const T h[4] = {p.h00, p.h10, p.h01, p.h11};
+        m_simd->hermite_values(p.y0 + I.offset_weight, m_table.width, h, I.mul, buf);
+        return buf;
+      }
+    }
     if constexpr (Lanes == 1) {
       m_table.values(p, I.offset_weight, I.mul, buf);
     } else {
@@ -269,6 +276,13 @@ struct ChannelwiseTPFunctor {
         gy[I.offset2 + c.j] += c.value * channel_products(x, g, w, gw, cy, I.mul, lane);
       }
       if (tabulated()) {
+        if constexpr (kSimd) {
+          if (m_simd != nullptr && !p.zero) {
+            const T h[4] = {p.g00, p.g10, p.g01, p.g11};
+            gr += m_simd->hermite_dot(p.y0 + I.offset_weight, m_table.width, h, I.mul, gw);
+            continue;
+          }
+        }
         if constexpr (Lanes == 1) {
           gr += m_table.derivative_dot(p, I.offset_weight, I.mul, gw);
         } else {

@@ -80,6 +80,59 @@ void tp_grads(const fastmlip::kernels::impl::TPEntryDev<T>* cg, int nnz, int mul
 }
 
 template <class T>
+void hermite_values(const T* y0, int width, const T* h, int n, T* __restrict out) {
+  const T* __restrict a = y0;
+  const T* __restrict b = y0 + width;
+  const T* __restrict c = y0 + 2 * width;
+  const T* __restrict d = y0 + 3 * width;
+  const T h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3];
+  for (int j = 0; j < n; ++j) {
+    out[j] = h0 * a[j] + h1 * b[j] + h2 * c[j] + h3 * d[j];
+  }
+}
+
+template <class T>
+T hermite_dot(const T* y0, int width, const T* h, int n, const T* __restrict g) {
+  constexpr int kParts = 8;  // impl/interleaved_sum.hpp's order, held as in tp_grads
+  constexpr int kWidth = kTPRegisterBytes / static_cast<int>(sizeof(T));
+  constexpr int kLanes = kWidth < kParts ? kWidth : kParts;
+  constexpr int kVecs = kParts / kLanes;
+  typedef T Vec __attribute__((vector_size(kLanes * sizeof(T))));
+  const T* __restrict a = y0;
+  const T* __restrict b = y0 + width;
+  const T* __restrict c = y0 + 2 * width;
+  const T* __restrict d = y0 + 3 * width;
+  const T h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3];
+  T sum = T(0);
+  int j0 = 0;
+  if (n >= kParts) {
+    Vec part[kVecs] = {};
+    const Vec h0v = Vec{} + h0, h1v = Vec{} + h1, h2v = Vec{} + h2, h3v = Vec{} + h3;
+    for (; j0 + kParts <= n; j0 += kParts) {
+      for (int v = 0; v < kVecs; ++v) {
+        const int j = j0 + v * kLanes;
+        Vec av, bv, cv, dv, gv;
+        __builtin_memcpy(&av, a + j, sizeof(Vec));
+        __builtin_memcpy(&bv, b + j, sizeof(Vec));
+        __builtin_memcpy(&cv, c + j, sizeof(Vec));
+        __builtin_memcpy(&dv, d + j, sizeof(Vec));
+        __builtin_memcpy(&gv, g + j, sizeof(Vec));
+        part[v] += gv * (h0v * av + h1v * bv + h2v * cv + h3v * dv);
+      }
+    }
+    for (int v = 0; v < kVecs; ++v) {
+      for (int l = 0; l < kLanes; ++l) {
+        sum += part[v][l];
+      }
+    }
+  }
+  for (int j = j0; j < n; ++j) {
+    sum += g[j] * (h0 * a[j] + h1 * b[j] + h2 * c[j] + h3 * d[j]);
+  }
+  return sum;
+}
+
+template <class T>
 constexpr fastmlip::kernels::ChannelwiseTPSimd<T> tp_simd_table() {
-  return {&tp_scatter<T, false>, &tp_scatter<T, true>, &tp_grads<T>};
+  return {&tp_scatter<T, false>, &tp_scatter<T, true>, &tp_grads<T>, &hermite_values<T>, &hermite_dot<T>};
 }
