@@ -178,23 +178,14 @@ class ChannelwiseTPKokkos {
   }
   void compute_chunk(const EdgeIndex<ExecSpace>& chunk, int first, int last, ConstMatrix Y, ConstMatrix w,
                      Matrix out) const {
-    const int N = chunk.num_nodes, R = chunk.num_receivers;
     impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "w", w, chunk.num_edges, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "Y", Y, chunk.num_edges, m_tp.dim2());
-    impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "out", out, R, m_tp.dim_out());
-    check_chunk("compute_chunk", R, first, last);
+    impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "out", out, chunk.num_receivers,
+                      m_tp.dim_out());
+    check_chunk("compute_chunk", chunk.num_receivers, first, last);
     auto f = m_f;
-    f.m_graph = chunk;
-    f.m_Y = Y;
     f.m_w = w;
-    f.m_xT = m_xT.get(N, m_tp.dim1());
-    f.m_outT = m_outT.get(R, m_tp.dim_out());
-    Kokkos::parallel_for(
-        "fastmlip::channelwise_tp::forward_chunk",
-        Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(work_items(first), work_items(last)), f);
-    Transpose t{m_entries_out, f.m_outT, out};
-    Kokkos::parallel_for("fastmlip::channelwise_tp::out_chunk_from_ir_mul",
-                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagFromIrMul>(first, last), t);
+    run_forward(f, chunk, first, last, Y, out);
   }
   void begin_reverse_chunks(ConstMatrix x, ConstMatrix grad_out) const {
     const int N = static_cast<int>(x.extent(0)), R = static_cast<int>(grad_out.extent(0));
@@ -209,29 +200,15 @@ class ChannelwiseTPKokkos {
   }
   void reverse_chunk(const EdgeIndex<ExecSpace>& chunk, ConstMatrix Y, ConstMatrix w, Matrix grad_Y,
                      Matrix grad_w) const {
-    const int N = chunk.num_nodes, R = chunk.num_receivers, E = chunk.num_edges;
+    const int E = chunk.num_edges;
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "w", w, E, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "grad_w", grad_w, E, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "Y", Y, E, m_tp.dim2());
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "grad_Y", grad_Y, E, m_tp.dim2());
     auto f = m_f;
-    f.m_graph = chunk;
-    f.m_Y = Y;
     f.m_w = w;
-    f.m_grad_Y = grad_Y;
     f.m_grad_w = grad_w;
-    f.m_xT = m_xT.get(N, m_tp.dim1());
-    f.m_gT = m_outT.get(R, m_tp.dim_out());
-    f.m_grad_xT = m_gxT.get(N, m_tp.dim1());
-    if constexpr (Lanes > 1) {  // the lanes add their shares into these
-      Kokkos::deep_copy(grad_Y, T(0));
-    }
-    Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_sender_chunk",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseSender>(0, work_items(N)),
-                         f);
-    Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_edge_chunk",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseEdge>(0, work_items(E)),
-                         f);
+    run_reverse(f, chunk, Y, grad_Y);
   }
   void end_reverse_chunks(Matrix grad_x) const {
     const int N = static_cast<int>(grad_x.extent(0));
@@ -305,43 +282,47 @@ class ChannelwiseTPKokkos {
     f.m_r = r;
   }
 
+  // A whole index is one chunk: the ir_mul copies of the inputs, the kernels over every
+  // receiver (forward) or every sender and edge (reverse), the outputs back to e3nn's layout.
   void forward(Functor& f, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, Matrix out) const {
     check_forward(g, x, Y, out);
-    f.m_graph = g;
-    f.m_x = x;
-    f.m_Y = Y;
-    f.m_out = out;
-    const int N = g.num_nodes, R = g.num_receivers;
-    Matrix xT = m_xT.get(N, m_tp.dim1());
-    Matrix outT = m_outT.get(R, m_tp.dim_out());
-    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
-    f.m_xT = xT;
-    f.m_outT = outT;
-    Kokkos::parallel_for("fastmlip::channelwise_tp::forward",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(0, work_items(R)), f);
-    transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::out_from_ir_mul", m_entries_out, outT, out);
+    begin_chunks(x);
+    run_forward(f, g, 0, g.num_receivers, Y, out);
   }
 
   void backward(Functor& f, const EdgeIndex<ExecSpace>& g, ConstMatrix x, ConstMatrix Y, ConstMatrix grad_out,
                 Matrix grad_x, Matrix grad_Y) const {
     check_backward(g, x, Y, grad_out, grad_x, grad_Y);
+    begin_reverse_chunks(x, grad_out);
+    run_reverse(f, g, Y, grad_Y);
+    end_reverse_chunks(grad_x);
+  }
+
+  /// The forward kernel over receivers [first, last) of g, from the ir_mul copy of x that
+  /// begin_chunks made, and those rows of out.
+  void run_forward(Functor& f, const EdgeIndex<ExecSpace>& g, int first, int last, ConstMatrix Y,
+                   Matrix out) const {
     f.m_graph = g;
-    f.m_x = x;
     f.m_Y = Y;
-    f.m_grad_out = grad_out;
-    f.m_grad_x = grad_x;
+    f.m_xT = m_xT.get(g.num_nodes, m_tp.dim1());
+    f.m_outT = m_outT.get(g.num_receivers, m_tp.dim_out());
+    Kokkos::parallel_for(
+        "fastmlip::channelwise_tp::forward",
+        Kokkos::RangePolicy<ExecSpace, typename Functor::TagForward>(work_items(first), work_items(last)), f);
+    transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::out_from_ir_mul", m_entries_out,
+                                                f.m_outT, out, first, last);
+  }
+
+  /// The reverse kernels of g (every sender's share of grad_x into the running ir_mul sum,
+  /// every edge's grad_Y and grad_w or grad_r), from begin_reverse_chunks' copies.
+  void run_reverse(Functor& f, const EdgeIndex<ExecSpace>& g, ConstMatrix Y, Matrix grad_Y) const {
+    const int N = g.num_nodes;
+    f.m_graph = g;
+    f.m_Y = Y;
     f.m_grad_Y = grad_Y;
-    // ir_mul copies: the reverse kernels' loops over channels then run over contiguous memory.
-    const int N = g.num_nodes, R = g.num_receivers;
-    Matrix xT = m_xT.get(N, m_tp.dim1());
-    Matrix gT = m_outT.get(R, m_tp.dim_out());
-    Matrix gxT = m_gxT.get(N, m_tp.dim1());
-    Kokkos::deep_copy(gxT, T(0));  // zero: entries no path reads
-    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
-    transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::grad_out_to_ir_mul", m_entries_out, grad_out, gT);
-    f.m_xT = xT;
-    f.m_gT = gT;
-    f.m_grad_xT = gxT;
+    f.m_xT = m_xT.get(N, m_tp.dim1());
+    f.m_gT = m_outT.get(g.num_receivers, m_tp.dim_out());
+    f.m_grad_xT = m_gxT.get(N, m_tp.dim1());
     if constexpr (Lanes > 1) {  // the lanes add their shares into these
       Kokkos::deep_copy(grad_Y, T(0));
       if (f.m_grad_r.extent(0) > 0) {
@@ -354,7 +335,6 @@ class ChannelwiseTPKokkos {
     Kokkos::parallel_for(
         "fastmlip::channelwise_tp::reverse_edge",
         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseEdge>(0, work_items(g.num_edges)), f);
-    transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::grad_x_from_ir_mul", m_entries1, gxT, grad_x);
   }
 
   // Rows times lanes, the functors' work items, as an int.
@@ -377,11 +357,14 @@ class ChannelwiseTPKokkos {
     }
     return impl::upload<ExecSpace>(v, label);
   }
+  /// Rows [first, last) of src into dst between e3nn's layout and ir_mul (all rows by default).
   template <class Tag>
-  static void transpose(const char* label, Kokkos::View<const impl::IrrepEntryDev*, ExecSpace> entries, ConstMatrix src,
-                        Matrix dst) {
+  static void transpose(const char* label, Kokkos::View<const impl::IrrepEntryDev*, ExecSpace> entries,
+                        ConstMatrix src, Matrix dst, int first = 0, int last = -1) {
     Transpose t{entries, src, dst};
-    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Tag>(0, src.extent(0)), t);
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<ExecSpace, Tag>(first, last < 0 ? static_cast<int>(src.extent(0)) : last),
+        t);
   }
 
   ChannelwiseTP m_tp;

@@ -102,8 +102,8 @@ struct ChannelwiseTPFunctor {
   Kokkos::View<const IrrepEntryDev*, ExecSpace> m_entries_out;
   int m_num_ins = 0, m_dim2 = 0;
   EdgeIndex<ExecSpace> m_graph;
-  ConstMatrix m_x, m_Y, m_w, m_grad_out;
-  Matrix m_out, m_grad_x, m_grad_Y, m_grad_w;
+  ConstMatrix m_Y, m_w;
+  Matrix m_grad_Y, m_grad_w;
   // x and grad_out in ir_mul order; out and grad_x accumulated in it.
   ConstMatrix m_xT, m_gT;
   Matrix m_outT, m_grad_xT;

@@ -730,28 +730,27 @@ struct MaceModel<ExecSpace, T>::Impl {
       Ly.tp.compute(graph_index, ht, Y, *Ly.table, r, A);
       return;
     }
+    // R for one chunk of edges at a time, each consumed by the TP before the next; one chunk
+    // of every edge runs the TP's whole-index entry point (its CUDA kernels, where it has them).
     const int wn = Ly.tp.descriptor().weight_numel;
     const auto& chunks = edge_chunks(Ly);
-    if (chunks.size() == 1) {
-      Matrix R = b_R.get(num_edges, wn);
-      radial_mlp(Ly, R, chunks[0]);
-      if (separate_cutoff()) {
-        scale_by_cutoff(R, chunks[0]);
-      }
-      Ly.tp.compute(graph_index, ht, Y, R, A);
-      return;
+    const bool whole = chunks.size() == 1;
+    if (!whole) {
+      Ly.tp.begin_chunks(ht);
     }
-    // R for one chunk of edges at a time, each consumed by the TP before the next.
-    Ly.tp.begin_chunks(ht);
     for (const EdgeChunk& c : chunks) {
       Matrix R = b_R.get(c.end - c.begin, wn);
       radial_mlp(Ly, R, c);
       if (separate_cutoff()) {
         scale_by_cutoff(R, c);
       }
-      Ly.tp.compute_chunk(
-          kernels::EdgeIndex<ExecSpace>::chunk(graph_index, c.begin, c.end, chunk_index_storage), c.first,
-          c.last, edge_rows(Y, c), R, A);
+      if (whole) {
+        Ly.tp.compute(graph_index, ht, Y, R, A);
+      } else {
+        Ly.tp.compute_chunk(
+            kernels::EdgeIndex<ExecSpace>::chunk(graph_index, c.begin, c.end, chunk_index_storage), c.first,
+            c.last, edge_rows(Y, c), R, A);
+      }
     }
   }
 
