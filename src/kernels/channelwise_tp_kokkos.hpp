@@ -329,6 +329,12 @@ class ChannelwiseTPKokkos {
         Kokkos::deep_copy(f.m_grad_r, T(0));
       }
     }
+    if constexpr (Lanes == 1) {
+      // One pass over the edges, from their senders (impl::ChannelwiseTPFunctor::TagReverseFused).
+      Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_fused",
+                           Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseFused>(0, N), f);
+      return;
+    }
     Kokkos::parallel_for("fastmlip::channelwise_tp::reverse_sender",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseSender>(0, work_items(N)),
                          f);

@@ -29,7 +29,7 @@ struct SCSimdShape {
   const int *ell_offset, *ell_stride;
   int num_mono, num_entries, num_ell, channels, out_per_channel;
   int coef_ld;  ///< channel extent of the coefficients (padded to kSCSimdBlock)
-  /// Values of T a node's call needs as scratch.
+  /// Values of T a call needs as scratch (whatever its number of nodes).
   template <class T>
   int scratch() const {
     return (2 * num_ell + 2 * num_mono + out_per_channel) * kSCSimdBlock<T>;
@@ -38,13 +38,16 @@ struct SCSimdShape {
 
 template <class T>
 struct SymmetricContractionSimd {
-  /// One node: out[entry.out + c entry.stride] = sum over entries of that component of
-  /// coef[g][c] monomial_g(x)[c], for every channel c; coef is the node's element's
-  /// [entries][coef_ld] block, x and out its rows. Writes the entries' components only.
-  void (*forward)(const SCSimdShape& s, const T* coef, const T* x, T* out, T* scratch);
-  /// The input gradient of one node: grad_x = d sum(out * grad_out) / dx (every ell of every
-  /// channel written).
-  void (*reverse)(const SCSimdShape& s, const T* coef, const T* x, const T* grad_out, T* grad_x, T* scratch);
+  /// `nodes` nodes, node n with the coefficients coef[n] (its element's [entries][coef_ld]
+  /// block) and the rows x[n], out[n]: out[entry.out + c entry.stride] = sum over entries of
+  /// that component of coef[g][c] monomial_g(x)[c], for every channel c. Writes the entries'
+  /// components only. The nodes share the scratch and may share coefficients.
+  void (*forward)(const SCSimdShape& s, int nodes, const T* const* coef, const T* const* x, T* const* out,
+                  T* scratch);
+  /// The input gradient of `nodes` nodes: grad_x[n] = d sum(out[n] * grad_out[n]) / dx[n]
+  /// (every ell of every channel written).
+  void (*reverse)(const SCSimdShape& s, int nodes, const T* const* coef, const T* const* x,
+                  const T* const* grad_out, T* const* grad_x, T* scratch);
 };
 
 /// The kernels of the active level (math::active_isa()), for T = float or double.

@@ -99,6 +99,27 @@ void tree(const Problem& p, const std::vector<long double>& x, std::vector<long 
   }
 }
 
+// One node per call.
+template <class T>
+void forward1(const fastmlip::kernels::SymmetricContractionSimd<T>& k, const SCSimdShape& s,
+              const std::vector<T>& coef, const std::vector<T>& x, std::vector<T>& out,
+              std::vector<T>& scratch) {
+  const T* c = coef.data();
+  const T* xp = x.data();
+  T* o = out.data();
+  k.forward(s, 1, &c, &xp, &o, scratch.data());
+}
+template <class T>
+void reverse1(const fastmlip::kernels::SymmetricContractionSimd<T>& k, const SCSimdShape& s,
+              const std::vector<T>& coef, const std::vector<T>& x, const std::vector<T>& go,
+              std::vector<T>& gx, std::vector<T>& scratch) {
+  const T* c = coef.data();
+  const T* xp = x.data();
+  const T* g = go.data();
+  T* o = gx.data();
+  k.reverse(s, 1, &c, &xp, &g, &o, scratch.data());
+}
+
 TYPED_TEST(SymmetricContractionSimdLevels, MatchLongDoubleAndTheBaseBits) {
   using T = TypeParam;
   const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-13;
@@ -119,8 +140,8 @@ TYPED_TEST(SymmetricContractionSimdLevels, MatchLongDoubleAndTheBaseBits) {
     ASSERT_EQ(s.scratch<T>(), (2 * p.num_ell + 2 * static_cast<int>(p.mono.size()) + p.P) * B);
     std::vector<T> out_base(p.dim_out(), T(777)), gx_base(p.dim_in(), T(777));
     const auto& base = symmetric_contraction_simd<T>(Isa::base);
-    base.forward(s, coef.data(), x.data(), out_base.data(), scratch.data());
-    base.reverse(s, coef.data(), x.data(), go.data(), gx_base.data(), scratch.data());
+    forward1(base, s, coef, x, out_base, scratch);
+    reverse1(base, s, coef, x, go, gx_base, scratch);
     // Long double: out[gap + c P + q] = sum_{g: local q} coef[g][c] m_g(x_c);
     // grad_x[c][i] = sum_g coef[g][c] go[out_g + c P] dm_g / dx_i.
     for (int c = 0; c < channels; ++c) {
@@ -161,10 +182,62 @@ TYPED_TEST(SymmetricContractionSimdLevels, MatchLongDoubleAndTheBaseBits) {
     for (Isa isa : isa_levels()) {
       const auto& k = symmetric_contraction_simd<T>(isa);
       std::vector<T> out(p.dim_out(), T(777)), gx(p.dim_in(), T(777));
-      k.forward(s, coef.data(), x.data(), out.data(), scratch.data());
-      k.reverse(s, coef.data(), x.data(), go.data(), gx.data(), scratch.data());
+      forward1(k, s, coef, x, out, scratch);
+      reverse1(k, s, coef, x, go, gx, scratch);
       ASSERT_EQ(out, out_base) << fastmlip::math::isa_name(isa) << ", " << channels << " channels";
       ASSERT_EQ(gx, gx_base) << fastmlip::math::isa_name(isa) << ", " << channels << " channels";
+    }
+  }
+}
+
+// Several nodes per call (the host functor passes 16), some sharing coefficients: each node's
+// rows are those of a call with that node alone, bit for bit, at every level.
+TYPED_TEST(SymmetricContractionSimdLevels, SeveralNodesPerCallGiveEachNodesOwnBits) {
+  using T = TypeParam;
+  for (int channels : {3, 17, 40}) {
+    const Problem p = problem(channels, 300 + channels);
+    const int ld = (channels + 15) / 16 * 16;
+    const SCSimdShape s = p.shape(ld);
+    constexpr int kNodes = 5;
+    std::vector<std::vector<T>> coef, x, go, out(kNodes), gx(kNodes);
+    for (int e = 0; e < 2; ++e) {  // two elements
+      coef.push_back(random_values<T>(p.entries.size() * ld, 40 + e));
+      for (std::size_t g = 0; g < p.entries.size(); ++g) {
+        for (int c = channels; c < ld; ++c) {
+          coef.back()[g * ld + c] = T(0);
+        }
+      }
+    }
+    const int element[kNodes] = {0, 1, 1, 0, 1};
+    for (int n = 0; n < kNodes; ++n) {
+      x.push_back(random_values<T>(p.dim_in(), 50 + n));
+      go.push_back(random_values<T>(p.dim_out(), 60 + n));
+    }
+    std::vector<T> scratch(s.scratch<T>());
+    for (Isa isa : isa_levels()) {
+      const auto& k = symmetric_contraction_simd<T>(isa);
+      const T *cp[kNodes], *xp[kNodes], *gp[kNodes];
+      T *op[kNodes], *gxp[kNodes];
+      for (int n = 0; n < kNodes; ++n) {
+        out[n].assign(p.dim_out(), T(777));
+        gx[n].assign(p.dim_in(), T(777));
+        cp[n] = coef[element[n]].data();
+        xp[n] = x[n].data();
+        gp[n] = go[n].data();
+        op[n] = out[n].data();
+        gxp[n] = gx[n].data();
+      }
+      k.forward(s, kNodes, cp, xp, op, scratch.data());
+      k.reverse(s, kNodes, cp, xp, gp, gxp, scratch.data());
+      for (int n = 0; n < kNodes; ++n) {
+        std::vector<T> out1(p.dim_out(), T(777)), gx1(p.dim_in(), T(777));
+        forward1(k, s, coef[element[n]], x[n], out1, scratch);
+        reverse1(k, s, coef[element[n]], x[n], go[n], gx1, scratch);
+        ASSERT_EQ(out[n], out1) << fastmlip::math::isa_name(isa) << ", node " << n << ", " << channels
+                                << " channels";
+        ASSERT_EQ(gx[n], gx1) << fastmlip::math::isa_name(isa) << ", node " << n << ", " << channels
+                              << " channels";
+      }
     }
   }
 }

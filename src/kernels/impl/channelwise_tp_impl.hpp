@@ -9,7 +9,9 @@
 /// Forward: one thread per receiver walks its incoming edges and sums their messages into the
 /// receiver's row; the message of an edge never exists in memory (seed section 4.2).
 /// Reverse: sender-feature gradients gathered per sender over the transposed index, edge
-/// gradients (weights, harmonics) per edge. No atomics anywhere.
+/// gradients (weights, harmonics) per edge. No atomics anywhere. With one lane per row (the
+/// host), both in one pass (TagReverseFused): each edge is visited once, from its sender, and
+/// its weights (a table lookup with the spline) serve both sums.
 /// Tabulated weights (inference with a radial table): each kernel evaluates an edge's weights
 /// from the table itself and the edge kernel contracts their gradient with dR/dr at once, so
 /// neither the [edges x weight_numel] weights nor their gradient ever exist in memory.
@@ -93,6 +95,7 @@ struct ChannelwiseTPFunctor {
   struct TagForward {};
   struct TagReverseSender {};
   struct TagReverseEdge {};
+  struct TagReverseFused {};  ///< TagReverseSender and TagReverseEdge in one pass (Lanes == 1)
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
 
@@ -184,24 +187,29 @@ struct ChannelwiseTPFunctor {
     const Point p = edge_point(e, false);
     for (int q = 0; q < m_num_ins; ++q) {
       const TPInstructionDev& I = m_ins(q);
-      const T* w = weights(e, I, p, lane, wbuf);
-      if constexpr (kSimd) {
-        if (m_simd != nullptr) {
-          const auto kernel = Transposed ? m_simd->scatter_transposed : m_simd->scatter;
-          kernel(&m_cg(I.cg_begin), I.cg_end - I.cg_begin, I.mul, &m_Y(e, I.offset2), w,
-                 src_row + (Transposed ? I.offset_out : I.offset1),
-                 dst_row + (Transposed ? I.offset1 : I.offset_out));
-          continue;
-        }
+      scatter_instruction<Transposed>(e, I, weights(e, I, p, lane, wbuf), src_row, dst_row, lane);
+    }
+  }
+  /// One instruction's share of scatter_edge, with the edge's weights w of that instruction.
+  template <bool Transposed>
+  KOKKOS_INLINE_FUNCTION void scatter_instruction(int e, const TPInstructionDev& I, const T* w,
+                                                  const T* src_row, T* dst_row, int lane) const {
+    if constexpr (kSimd) {
+      if (m_simd != nullptr) {
+        const auto kernel = Transposed ? m_simd->scatter_transposed : m_simd->scatter;
+        kernel(&m_cg(I.cg_begin), I.cg_end - I.cg_begin, I.mul, &m_Y(e, I.offset2), w,
+               src_row + (Transposed ? I.offset_out : I.offset1),
+               dst_row + (Transposed ? I.offset1 : I.offset_out));
+        return;
       }
-      for (int z = I.cg_begin; z < I.cg_end; ++z) {
-        const auto& c = m_cg(z);
-        const T cy = c.value * m_Y(e, I.offset2 + c.j);
-        const T* src = src_row + (Transposed ? I.offset_out + c.k * I.mul : I.offset1 + c.i * I.mul);
-        T* dst = dst_row + (Transposed ? I.offset1 + c.i * I.mul : I.offset_out + c.k * I.mul);
-        for (int u = lane; u < I.mul; u += Lanes) {
-          dst[u] += cy * w[u] * src[u];
-        }
+    }
+    for (int z = I.cg_begin; z < I.cg_end; ++z) {
+      const auto& c = m_cg(z);
+      const T cy = c.value * m_Y(e, I.offset2 + c.j);
+      const T* src = src_row + (Transposed ? I.offset_out + c.k * I.mul : I.offset1 + c.i * I.mul);
+      T* dst = dst_row + (Transposed ? I.offset1 + c.i * I.mul : I.offset_out + c.k * I.mul);
+      for (int u = lane; u < I.mul; u += Lanes) {
+        dst[u] += cy * w[u] * src[u];
       }
     }
   }
@@ -255,43 +263,86 @@ struct ChannelwiseTPFunctor {
     T gr = 0;
     for (int q = 0; q < m_num_ins; ++q) {
       const TPInstructionDev& I = m_ins(q);
-      const T* w = weights(e, I, p, lane, wbuf);
-      T* gw = tabulated() ? gwbuf : &m_grad_w(e, I.offset_weight);
-      for (int u = lane; u < I.mul; u += Lanes) {
-        gw[u] = T(0);
+      instruction_grads(e, I, weights(e, I, p, lane, wbuf), p, &m_xT(s, 0), &m_gT(r, 0), lane, gy, gr, gwbuf);
+    }
+    store_edge_grads(e, gy, gr);
+  }
+
+  /// Both reverse sums, one thread per sender s (Lanes == 1): for each of s's outgoing edges
+  /// e and each instruction, the weights once, then TagReverseSender's scatter into grad_x[s]
+  /// and TagReverseEdge's gradients of e. Each edge has one sender, so its rows are written
+  /// once, and every sum has the two tags' operations in their order: the same bits, with one
+  /// pass over the edges (and the radial table) where the two tags make two.
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseFused, int s) const {
+    static_assert(Lanes == 1, "TagReverseFused: one thread per row");
+    T gy[ChannelwiseTPLimits::kMaxEdgeAttr];
+    T wbuf[kMaxTabMul], gwbuf[kMaxTabMul];
+    const T* x_row = &m_xT(s, 0);
+    T* gx_row = &m_grad_xT(s, 0);
+    for (int idx = m_graph.sender_ptr(s); idx < m_graph.sender_ptr(s + 1); ++idx) {
+      const int e = m_graph.sender_edges(idx);
+      const T* g_row = &m_gT(m_graph.receiver(e), 0);
+      for (int j = 0; j < m_dim2; ++j) {
+        gy[j] = T(0);
       }
-      bool done = false;
-      if constexpr (kSimd) {
-        if (m_simd != nullptr) {
-          m_simd->grads(&m_cg(I.cg_begin), I.cg_end - I.cg_begin, I.mul, &m_Y(e, I.offset2), w,
-                        &m_xT(s, I.offset1), &m_gT(r, I.offset_out), gw, gy + I.offset2);
-          done = true;
-        }
+      const Point p = edge_point(e, true);
+      T gr = 0;
+      for (int q = 0; q < m_num_ins; ++q) {
+        const TPInstructionDev& I = m_ins(q);
+        const T* w = weights(e, I, p, 0, wbuf);
+        scatter_instruction<true>(e, I, w, g_row, gx_row, 0);
+        instruction_grads(e, I, w, p, x_row, g_row, 0, gy, gr, gwbuf);
       }
-      for (int z = I.cg_begin; !done && z < I.cg_end; ++z) {
-        const auto& c = m_cg(z);
-        const T cy = c.value * m_Y(e, I.offset2 + c.j);
-        const T* x = &m_xT(s, I.offset1 + c.i * I.mul);
-        const T* g = &m_gT(r, I.offset_out + c.k * I.mul);
-        gy[I.offset2 + c.j] += c.value * channel_products(x, g, w, gw, cy, I.mul, lane);
-      }
-      if (tabulated()) {
-        if constexpr (kSimd) {
-          if (m_simd != nullptr && !p.zero) {
-            const T h[4] = {p.g00, p.g10, p.g01, p.g11};
-            gr += m_simd->hermite_dot(p.y0 + I.offset_weight, m_table.width, h, I.mul, gw);
-            continue;
-          }
-        }
-        if constexpr (Lanes == 1) {
-          gr += m_table.derivative_dot(p, I.offset_weight, I.mul, gw);
-        } else {
-          for (int u = lane; u < I.mul; u += Lanes) {
-            gr += m_table.derivative_dot(p, I.offset_weight + u, 1, gw + u);
-          }
-        }
+      store_edge_grads(e, gy, gr);
+    }
+  }
+
+  /// Instruction I's share of edge e's gradients, with its weights w: grad_w's block (into
+  /// m_grad_w, or gwbuf with tabulated weights), grad_Y's added into gy and, with tabulated
+  /// weights, grad_r's into gr. x_row and g_row: the sender's x and the receiver's grad_out.
+  KOKKOS_INLINE_FUNCTION void instruction_grads(int e, const TPInstructionDev& I, const T* w, const Point& p,
+                                                const T* x_row, const T* g_row, int lane, T* gy, T& gr,
+                                                T* gwbuf) const {
+    T* gw = tabulated() ? gwbuf : &m_grad_w(e, I.offset_weight);
+    for (int u = lane; u < I.mul; u += Lanes) {
+      gw[u] = T(0);
+    }
+    bool done = false;
+    if constexpr (kSimd) {
+      if (m_simd != nullptr) {
+        m_simd->grads(&m_cg(I.cg_begin), I.cg_end - I.cg_begin, I.mul, &m_Y(e, I.offset2), w,
+                      x_row + I.offset1, g_row + I.offset_out, gw, gy + I.offset2);
+        done = true;
       }
     }
+    for (int z = I.cg_begin; !done && z < I.cg_end; ++z) {
+      const auto& c = m_cg(z);
+      const T cy = c.value * m_Y(e, I.offset2 + c.j);
+      const T* x = x_row + I.offset1 + c.i * I.mul;
+      const T* g = g_row + I.offset_out + c.k * I.mul;
+      gy[I.offset2 + c.j] += c.value * channel_products(x, g, w, gw, cy, I.mul, lane);
+    }
+    if (!tabulated()) {
+      return;
+    }
+    if constexpr (kSimd) {
+      if (m_simd != nullptr && !p.zero) {
+        const T h[4] = {p.g00, p.g10, p.g01, p.g11};
+        gr += m_simd->hermite_dot(p.y0 + I.offset_weight, m_table.width, h, I.mul, gw);
+        return;
+      }
+    }
+    if constexpr (Lanes == 1) {
+      gr += m_table.derivative_dot(p, I.offset_weight, I.mul, gw);
+    } else {
+      for (int u = lane; u < I.mul; u += Lanes) {
+        gr += m_table.derivative_dot(p, I.offset_weight + u, 1, gw + u);
+      }
+    }
+  }
+
+  /// Edge e's grad_Y row and grad_r: written by its one thread, or added by each lane.
+  KOKKOS_INLINE_FUNCTION void store_edge_grads(int e, const T* gy, T gr) const {
     if constexpr (Lanes == 1) {
       for (int j = 0; j < m_dim2; ++j) {
         m_grad_Y(e, j) = gy[j];

@@ -20,15 +20,6 @@ void tp_scatter(const fastmlip::kernels::impl::TPEntryDev<T>* cg, int nnz, int m
   }
 }
 
-/// The unit's register width in bytes, from the flags it is compiled with.
-#if defined(__AVX512F__)
-constexpr int kTPRegisterBytes = 64;
-#elif defined(__AVX__)
-constexpr int kTPRegisterBytes = 32;
-#else
-constexpr int kTPRegisterBytes = 16;
-#endif
-
 template <class T>
 void tp_grads(const fastmlip::kernels::impl::TPEntryDev<T>* cg, int nnz, int mul, const T* y,
               const T* __restrict w, const T* x, const T* g, T* __restrict gw, T* gy) {
@@ -36,7 +27,7 @@ void tp_grads(const fastmlip::kernels::impl::TPEntryDev<T>* cg, int nnz, int mul
   // width (GCC vectors): left to the auto-vectoriser, the 8-part loop came out scalar in float at
   // AVX-512, and one 8-wide vector was spilled to memory at the narrower levels.
   constexpr int kParts = 8;
-  constexpr int kWidth = kTPRegisterBytes / static_cast<int>(sizeof(T));
+  constexpr int kWidth = fastmlip::math::isa::kUnitRegisterBytes / static_cast<int>(sizeof(T));
   constexpr int kLanes = kWidth < kParts ? kWidth : kParts;
   constexpr int kVecs = kParts / kLanes;  // part p = v kLanes + l lives in lane l of vector v
   typedef T Vec __attribute__((vector_size(kLanes * sizeof(T))));
@@ -94,7 +85,7 @@ void hermite_values(const T* y0, int width, const T* h, int n, T* __restrict out
 template <class T>
 T hermite_dot(const T* y0, int width, const T* h, int n, const T* __restrict g) {
   constexpr int kParts = 8;  // impl/interleaved_sum.hpp's order, held as in tp_grads
-  constexpr int kWidth = kTPRegisterBytes / static_cast<int>(sizeof(T));
+  constexpr int kWidth = fastmlip::math::isa::kUnitRegisterBytes / static_cast<int>(sizeof(T));
   constexpr int kLanes = kWidth < kParts ? kWidth : kParts;
   constexpr int kVecs = kParts / kLanes;
   typedef T Vec __attribute__((vector_size(kLanes * sizeof(T))));

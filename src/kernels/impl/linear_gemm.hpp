@@ -53,7 +53,8 @@ struct LinearTilesGemmFunctor {
         out(m_f.node_at(b + p), k) = T(0);
       }
     }
-    std::vector<T> X, Y;
+    // One pair of buffers per thread, grown to the largest tile seen: no allocation per tile.
+    thread_local std::vector<T> X, Y;
     const auto& gemm = math::simd_kernels<T>().gemm;
     for (int q = 0; q < static_cast<int>(m_f.m_ins.extent(0)); ++q) {
       const LinearInsDev I = m_f.m_ins(q);
@@ -64,8 +65,12 @@ struct LinearTilesGemmFunctor {
       if (rows == 0 || mul_from == 0 || mul_to == 0) {
         continue;
       }
-      X.resize(static_cast<std::size_t>(rows) * mul_from);
-      Y.resize(static_cast<std::size_t>(rows) * mul_to);
+      if (X.size() < static_cast<std::size_t>(rows) * mul_from) {
+        X.resize(static_cast<std::size_t>(rows) * mul_from);
+      }
+      if (Y.size() < static_cast<std::size_t>(rows) * mul_to) {
+        Y.resize(static_cast<std::size_t>(rows) * mul_to);
+      }
       for (int row = 0; row < rows; ++row) {
         const int n = m_f.node_at(b + row / d), m = row % d;
         for (int a = 0; a < mul_from; ++a) {

@@ -199,8 +199,8 @@ struct SymmetricContractionFunctor {
 };
 
 /// The host's forward and input gradient: the row kernels (symmetric_contraction_simd.hpp)
-/// node by node, kNodes nodes per work item sharing one scratch buffer. Host only (launched on
-/// host spaces): no KOKKOS_INLINE_FUNCTION.
+/// over kNodes nodes per work item, which share each block of channels' coefficients in cache.
+/// Host only (launched on host spaces): no KOKKOS_INLINE_FUNCTION.
 template <class ExecSpace, class T>
 struct SymmetricContractionRowsFunctor {
   struct TagForward {};
@@ -215,17 +215,33 @@ struct SymmetricContractionRowsFunctor {
 
   template <bool Reverse>
   void run(int k) const {
-    std::vector<T> scratch(static_cast<std::size_t>(m_shape.template scratch<T>()));
+    // One buffer per thread, grown once: the work items of every call reuse it.
+    thread_local std::vector<T> scratch;
+    const auto need = static_cast<std::size_t>(m_shape.template scratch<T>());
+    if (scratch.size() < need) {
+      scratch.resize(need);
+    }
     const int first = k * kNodes, nodes = static_cast<int>(m_f.m_x.extent(0));
-    const int last = first + kNodes < nodes ? first + kNodes : nodes;
-    for (int n = first; n < last; ++n) {
-      const T* coef = &m_f.m_coef(m_f.m_species(n), 0, 0);
+    const int count = (first + kNodes < nodes ? first + kNodes : nodes) - first;
+    const T* coef[kNodes];
+    const T* x[kNodes];
+    const T* grad_out[kNodes];
+    T* out[kNodes];
+    for (int i = 0; i < count; ++i) {
+      const int n = first + i;
+      coef[i] = &m_f.m_coef(m_f.m_species(n), 0, 0);
+      x[i] = &m_f.m_x(n, 0);
       if constexpr (Reverse) {
-        m_simd->reverse(m_shape, coef, &m_f.m_x(n, 0), &m_f.m_grad_out(n, 0), &m_f.m_grad_x(n, 0),
-                        scratch.data());
+        grad_out[i] = &m_f.m_grad_out(n, 0);
+        out[i] = &m_f.m_grad_x(n, 0);
       } else {
-        m_simd->forward(m_shape, coef, &m_f.m_x(n, 0), &m_f.m_out(n, 0), scratch.data());
+        out[i] = &m_f.m_out(n, 0);
       }
+    }
+    if constexpr (Reverse) {
+      m_simd->reverse(m_shape, count, coef, x, grad_out, out, scratch.data());
+    } else {
+      m_simd->forward(m_shape, count, coef, x, out, scratch.data());
     }
   }
 };

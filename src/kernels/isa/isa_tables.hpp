@@ -5,6 +5,7 @@
 // dispatcher has checked that the CPU supports its level.
 #include "kernels/channelwise_tp_simd.hpp"
 #include "kernels/symmetric_contraction_simd.hpp"
+#include "math/isa/register_bytes.hpp"
 
 namespace fastmlip::kernels::isa {
 

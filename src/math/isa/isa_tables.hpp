@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "math/isa/register_bytes.hpp"
 #include "math/simd_kernels.hpp"
 
 namespace fastmlip::math::isa {
@@ -22,16 +23,8 @@ struct ElementwiseTable {
   SimdKernels<double> f64;
 };
 
-/// Register width (bytes) of the build's own target, the base level: wider when
-/// FASTMLIP_ENABLE_NATIVE gives the whole build AVX or AVX-512. (A namespace-scope constexpr
-/// has internal linkage, so each unit has its own.)
-#if defined(__AVX512F__)
-constexpr int kBaseBytes = 64;
-#elif defined(__AVX__)
-constexpr int kBaseBytes = 32;
-#else
-constexpr int kBaseBytes = 16;
-#endif
+/// Register width (bytes) of the base level: the build's own target.
+constexpr int kBaseBytes = kUnitRegisterBytes;
 
 // Declared unconditionally: a definition must see its extern declaration (a namespace-scope
 // const would otherwise have internal linkage). The avx2 and avx512 units are built only for
