@@ -55,7 +55,8 @@ class SymmetricContraction {
   int channels = 0;
   int num_ell = 0;
   int correlation = 0;
-  std::vector<SCMonomial> monomials;  ///< every sorted tuple of degree 1..correlation, parents first
+  std::vector<SCMonomial>
+      monomials;  ///< the sorted tuples some entry reads, with their prefixes; parents first
   std::vector<SCEntry> entries;       ///< non-zeros of all contractions and orders
   std::vector<double> usym;           ///< K_nu values per entry
   std::vector<std::vector<int>> num_params;  ///< K_nu per contraction o and nu
