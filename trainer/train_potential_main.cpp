@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // train-potential: options, then the training loop of trainer/train/run.cpp
 // (docs/train-potential.md); `train-potential eval ...` evaluates a potential file on a dataset
-// (trainer/train/evaluate.cpp). Errors are one line on stderr and exit status 1; --help prints the
+// (trainer/train/evaluate.cpp); `train-potential preprocess ...` stores datasets in binary
+// (trainer/train/preprocess.cpp). Errors are one line on stderr and exit status 1; --help prints the
 // options table (eval --help the eval options) and exits 0.
 #include <mpi.h>
 
@@ -15,6 +16,7 @@
 #include "core/error.hpp"
 #include "options.hpp"
 #include "train/evaluate.hpp"
+#include "train/preprocess.hpp"
 #include "train/run.hpp"
 
 namespace {
@@ -53,6 +55,17 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return rc;
   }
+  if (argc > 1 && std::string(argv[1]) == "preprocess") {
+    int rc = 0;
+    try {
+      rc = fastmlip::trainer::train::run_preprocess_command(std::vector<std::string>(argv + 2, argv + argc),
+                                                            MPI_COMM_WORLD, std::cout);
+    } catch (const std::exception& e) {
+      return fail(e.what(), world);
+    }
+    MPI_Finalize();
+    return rc;
+  }
   fastmlip::trainer::CommandLine cl;
   try {
     cl = fastmlip::trainer::parse_command_line(argc, argv);
@@ -63,6 +76,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::cout << fastmlip::trainer::render_help();
       std::cout << "\nEvaluating a potential file on a dataset: train-potential eval --help\n";
+      std::cout << "Preprocessing the data once into binary datasets: train-potential preprocess --help\n";
     }
     MPI_Finalize();
     return 0;

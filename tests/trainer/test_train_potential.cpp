@@ -900,6 +900,83 @@ TEST(TrainPotential, SameGlobalBatchesOnOneAndTwoRanks) {
   fs::remove_all(dir);
 }
 
+// `train-potential preprocess` (issue 22): the same run from the extended XYZ files and from the
+// preprocessed datasets trains the same model bit for bit, on 1 rank and on 2 (a dataset written
+// by 2 ranks, 2 shards); an existing dataset is never overwritten; what an interrupted run left
+// is replaced; a run with other data options is refused; a damaged dataset names the file.
+TEST(TrainPotential, PreprocessedDatasetsTrainBitwiseAsTheFiles) {
+  const std::string dir = temp_dir("preprocess");
+  write_dataset(dir + "/data.xyz", 12, /*typed=*/true);
+  write_dataset(dir + "/test.xyz", 5);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const Result p1 = run(dir, "preprocess --config tiny.yaml --test_file test.xyz --output pre");
+  ASSERT_EQ(p1.status, 0) << p1.out << p1.err;
+  EXPECT_NE(p1.out.find("-> pre/train: 12 graphs"), std::string::npos) << p1.out;
+  EXPECT_NE(p1.out.find("-> pre/test: 5 graphs"), std::string::npos) << p1.out;
+  EXPECT_FALSE(fs::exists(dir + "/pre/train.partial"));
+  // A stale partial directory (an interrupted run) is replaced; the result is a dataset.
+  fs::create_directories(dir + "/pre2/train.partial");
+  { std::ofstream(dir + "/pre2/train.partial/shard-00000.mdb") << "half-written"; }
+  const Result p2 =
+      run(dir, "preprocess --config tiny.yaml --test_file test.xyz --output pre2", kMpiexec + " -np 2");
+  ASSERT_EQ(p2.status, 0) << p2.out << p2.err;
+  EXPECT_TRUE(fs::exists(dir + "/pre2/train/shard-00001.mdb"));
+  EXPECT_FALSE(fs::exists(dir + "/pre2/train.partial"));
+
+  const std::string common = "--config tiny.yaml --max_num_epochs 2";
+  const std::string files = " --test_file test.xyz", stored = " --train_file pre/train --test_file pre/test";
+  struct Pair {
+    std::string a, b, launcher;
+  };
+  for (const Pair& p : {Pair{"file1", "pre1", ""}, Pair{"file2", "pre2", kMpiexec + " -np 2"}}) {
+    SCOPED_TRACE(p.a);
+    const Result a = run(dir, common + files + " --work_dir " + p.a, p.launcher);
+    ASSERT_EQ(a.status, 0) << a.out << a.err;
+    const std::string src = p.b == "pre1" ? stored : " --train_file pre2/train --test_file pre2/test";
+    const Result b = run(dir, common + src + " --work_dir " + p.b, p.launcher);
+    ASSERT_EQ(b.status, 0) << b.out << b.err;
+    EXPECT_EQ(read_text(dir + "/" + p.a + "/tiny.safetensors"),
+              read_text(dir + "/" + p.b + "/tiny.safetensors"));
+    EXPECT_EQ(read_text(dir + "/" + p.a + "/results/tiny_train.csv"),
+              read_text(dir + "/" + p.b + "/results/tiny_train.csv"));
+    EXPECT_TRUE(fs::exists(dir + "/" + p.b + "/results/tiny_test.json"));
+    const auto sa = trainer::train::read_checkpoint(dir + "/" + p.a + "/checkpoints/tiny.ckpt");
+    const auto sb = trainer::train::read_checkpoint(dir + "/" + p.b + "/checkpoints/tiny.ckpt");
+    for (const auto& [k, t] : sa.tensors) {
+      ASSERT_EQ(sb.tensors.count(k), 1u) << k;
+      EXPECT_TRUE(torch::equal(t, sb.tensors.at(k))) << k;
+    }
+  }
+
+  // Refusals: an existing dataset, other data options, a damaged record.
+  const Result again = run(dir, "preprocess --config tiny.yaml --output pre");
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.err.find("pre/train: already exists"), std::string::npos) << again.err;
+  const Result keys = run(dir, common + stored + " --work_dir keys --energy_key other_energy");
+  EXPECT_EQ(keys.status, 1);
+  EXPECT_NE(keys.err.find("energy_key \"REF_energy\" there, \"other_energy\" here"), std::string::npos)
+      << keys.err;
+  const std::string shard = dir + "/pre/train/shard-00000.mdb";
+  std::string bytes = read_text(shard);
+  // Each record names its source file; LMDB leaves stale copies in free page space, so every
+  // occurrence is damaged (each record read fails then, the first one read stops the run).
+  int flipped = 0;
+  for (auto at = bytes.find("data.xyz"); at != std::string::npos; at = bytes.find("data.xyz", at + 1)) {
+    bytes[at] ^= 0x20;
+    ++flipped;
+  }
+  ASSERT_GE(flipped, 9);
+  { std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes; }
+  const Result damaged = run(dir, common + stored + " --work_dir damaged");
+  EXPECT_EQ(damaged.status, 1);
+  EXPECT_NE(damaged.err.find("pre/train/shard-00000.mdb (graph "), std::string::npos) << damaged.err;
+  EXPECT_NE(damaged.err.find("checksum"), std::string::npos) << damaged.err;
+  const Result help = run(dir, "preprocess --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("Usage: train-potential preprocess --output DIR"), std::string::npos) << help.out;
+  fs::remove_all(dir);
+}
+
 /// The process id of rank `rank` of a train-potential running in directory `dir` (its
 /// environment names the rank, as Open MPI and MPICH launchers set it); -1 if none.
 pid_t find_rank(const std::string& dir, int rank) {

@@ -9,6 +9,7 @@
 
 #include "core/elements.hpp"
 #include "core/error.hpp"
+#include "data/store.hpp"
 
 namespace fastmlip::trainer::data {
 namespace {
@@ -209,6 +210,9 @@ Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options) {
 }
 
 Dataset read_labelled_file(const std::string& path, const ReadOptions& options) {
+  if (is_preprocessed_dataset(path)) {
+    return read_preprocessed(path, options);
+  }
   if (std::filesystem::path(path).extension() != ".json") {
     return read_dataset(path, options);
   }

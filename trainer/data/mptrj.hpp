@@ -55,9 +55,10 @@ struct MptrjReadOptions {
 /// label), NumericalError (a NaN or infinite label).
 Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options);
 
-/// A labelled dataset file as train-potential takes one: MPtrj-style JSON (the reader above, its
-/// own keys, VASP units converted) when the name ends in .json, else extended XYZ
-/// (read_dataset). The label requirements and allow_missing of `options` apply to both; its
+/// A labelled dataset file as train-potential takes one: a preprocessed dataset directory
+/// (data/store.hpp, made by `train-potential preprocess` with the same options), MPtrj-style JSON
+/// (the reader above, its own keys, VASP units converted) when the name ends in .json, else
+/// extended XYZ (read_dataset). The label requirements and allow_missing of `options` apply to both; its
 /// keys, config_type weights and isolated-atom handling to extended XYZ only.
 Dataset read_labelled_file(const std::string& path, const ReadOptions& options);
 Dataset read_mptrj(std::istream& in, const std::string& source, const MptrjReadOptions& options);

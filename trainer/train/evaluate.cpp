@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "data/mptrj.hpp"
+#include "data/store.hpp"
 #include "io/atomic_file.hpp"
 #include "io/extxyz.hpp"
 #include "io/potential_file.hpp"
@@ -107,6 +108,10 @@ int eval_family(const io::PotentialFile& file, const std::map<std::string, std::
   const std::string model_path = flags.at("model"), data_path = flags.at("data");
   typename F::Model model(file);
   const bool predictions = !flags.at("write_predictions").empty();
+  if (predictions && data::is_preprocessed_dataset(data_path)) {
+    throw InputError("eval: --write_predictions writes the data's frames back as extended XYZ; " + data_path +
+                     " is a preprocessed dataset: evaluate the extended XYZ file it was made from");
+  }
   if (predictions && std::filesystem::path(data_path).extension() == ".json") {
     throw InputError("eval: --write_predictions writes the data's frames back as extended XYZ, and " +
                      data_path + " is JSON; evaluate an extended XYZ file to get predictions");
@@ -116,7 +121,10 @@ int eval_family(const io::PotentialFile& file, const std::map<std::string, std::
   // Evaluation needs no label: each metric counts the frames that have it.
   ro.require_energy = false;
   ro.require_forces = false;
-  const data::Dataset ds = data::read_labelled_file(data_path, ro);
+  // A preprocessed dataset: its labels must be the keys asked for; which frames it kept is its own.
+  const data::Dataset ds = data::is_preprocessed_dataset(data_path)
+                               ? data::read_preprocessed(data_path, ro, data::StoreCheck::kLabelKeys)
+                               : data::read_labelled_file(data_path, ro);
   EvalOptions eo;
   eo.batch_capacity = positive_int("batch_capacity", flags.at("batch_capacity"));
   for (const auto& c : ds.configs) {

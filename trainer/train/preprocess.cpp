@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+#include "train/preprocess.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "core/error.hpp"
+#include "data/mptrj.hpp"
+#include "data/store.hpp"
+#include "graph/neighbor_list.hpp"
+#include "options.hpp"
+
+namespace fastmlip::trainer::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// CHGNet's atom and bond graph cutoffs (chgnet 0.3.0), what its angles are counted at.
+constexpr double kChgnetCutoff = 6.0;
+constexpr double kBondCutoff = 3.0;
+
+struct Args {
+  Options options;
+  std::string output;
+};
+
+Args parse(const std::vector<std::string>& args) {
+  Args a;
+  std::vector<std::string> rest;
+  std::optional<std::string> config, output;
+  // --KEY VALUE or --KEY=VALUE of the command's own two keys into dest; false for another flag.
+  const auto take = [&](const std::string& key, std::size_t& i, std::optional<std::string>& dest) {
+    const std::string& s = args[i];
+    if (s == key) {
+      if (i + 1 >= args.size()) {
+        throw InputError("train-potential preprocess: " + key + " needs a value");
+      }
+      dest = args[++i];
+      return true;
+    }
+    if (s.compare(0, key.size() + 1, key + "=") == 0) {
+      dest = s.substr(key.size() + 1);
+      return true;
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!take("--config", i, config) && !take("--output", i, output)) {
+      rest.push_back(args[i]);
+    }
+  }
+  if (config) {
+    a.options.load_yaml_file(*config);
+  }
+  a.options.apply_flags(rest);
+  if (!output || output->empty()) {
+    throw InputError("train-potential preprocess: --output DIR is required (where the datasets are written)");
+  }
+  if (!a.options.has("train_file")) {
+    throw InputError(
+        "train-potential preprocess: --train_file is required (in --config or on the command line)");
+  }
+  a.output = *output;
+  return a;
+}
+
+/// One labelled file into the dataset directory `dir`, on every rank of `comm`.
+void preprocess_file(const std::string& file, const std::string& dir, const data::ReadOptions& ro,
+                     double cutoff, MPI_Comm comm, std::ostream& out) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  if (world > 65535) {
+    throw InputError("train-potential preprocess: at most 65535 ranks (one shard each)");
+  }
+  if (data::is_preprocessed_dataset(file)) {
+    throw InputError("train-potential preprocess: " + file + " is already a preprocessed dataset");
+  }
+  const std::string partial = data::partial_dir_of(dir);
+  if (rank == 0) {
+    std::error_code ec;
+    if (fs::exists(dir, ec)) {
+      throw FileError(
+          dir, 0, "already exists: remove it or choose another --output (a dataset is never overwritten)");
+    }
+    // What an interrupted run left: never a dataset (it has no place under `dir`), so it goes.
+    fs::remove_all(partial, ec);
+    if (ec || !fs::create_directories(partial, ec) || ec) {
+      throw FileError(partial, 0, "cannot create the directory" + (ec ? ": " + ec.message() : std::string()));
+    }
+  }
+  MPI_Barrier(comm);
+  // Every rank reads the file (the graph numbers are the file's order after the reader's
+  // choices), counts and writes its own graphs.
+  data::Dataset ds = data::read_labelled_file(file, ro);
+  if (ds.configs.empty()) {
+    throw InputError("train-potential preprocess: " + file + ": no configurations to store" +
+                     (ds.skip_warning.empty() ? std::string() : " (" + ds.skip_warning + ")"));
+  }
+  const std::size_t n = ds.configs.size();
+  std::vector<std::uint32_t> counts(2 * n, 0), all(rank == 0 ? 2 * n : 0, 0);
+  {
+    data::ShardWriter shard(partial, rank);
+    for (std::size_t g = static_cast<std::size_t>(rank); g < n; g += static_cast<std::size_t>(world)) {
+      const data::Config& c = ds.configs[g];
+      graph::GraphCounts gc;
+      try {
+        gc = graph::count_graph(c.positions, c.cell, c.pbc, cutoff, kBondCutoff);
+      } catch (const Error& e) {
+        throw InputError(c.where() + ": " + e.what());
+      }
+      if (gc.edges > UINT32_MAX || gc.angles > UINT32_MAX || c.natoms() > UINT32_MAX) {
+        throw InputError(c.where() + ": " + std::to_string(gc.edges) + " edges and " +
+                         std::to_string(gc.angles) +
+                         " angles: more than a dataset graph may hold (2^32 - 1)");
+      }
+      counts[2 * g] = static_cast<std::uint32_t>(gc.edges);
+      counts[2 * g + 1] = static_cast<std::uint32_t>(gc.angles);
+      shard.put(g, c);
+    }
+    shard.close();
+  }
+  // Each graph's counts come from one rank, zeros from the others.
+  MPI_Reduce(counts.data(), all.data(), static_cast<int>(counts.size()), MPI_UINT32_T, MPI_SUM, 0, comm);
+  // The index, last: only when every shard is on disk (the reduce above waits for every rank).
+  if (rank == 0) {
+    data::StoreMeta meta;
+    meta.graphs = n;
+    meta.shards = world;
+    meta.r_max = cutoff;
+    meta.bond_cutoff = kBondCutoff;
+    meta.source = file;
+    meta.read_options = data::read_options_text(ro);
+    meta.isolated_atom_energies = ds.isolated_atom_energies;
+    meta.skipped = ds.skipped;
+    meta.skip_warning = ds.skip_warning;
+    std::map<std::string, std::uint16_t> type_ids;
+    std::vector<data::StoreEntry> entries(n);
+    for (std::size_t g = 0; g < n; ++g) {
+      const data::Config& c = ds.configs[g];
+      auto it = type_ids.find(c.config_type);
+      if (it == type_ids.end()) {
+        if (meta.config_types.size() == 65535) {
+          throw InputError("train-potential preprocess: " + file + ": more than 65535 config_types");
+        }
+        it = type_ids.emplace(c.config_type, static_cast<std::uint16_t>(meta.config_types.size())).first;
+        meta.config_types.push_back(c.config_type);
+      }
+      entries[g] = {static_cast<std::uint32_t>(c.natoms()), all[2 * g], all[2 * g + 1],
+                    static_cast<std::uint16_t>(g % static_cast<std::size_t>(world)), it->second};
+    }
+    data::write_store_index(partial, meta, entries);
+    std::error_code ec;
+    fs::rename(partial, dir, ec);
+    if (ec) {
+      throw FileError(dir, 0,
+                      "cannot move the finished dataset into place from " + partial + ": " + ec.message());
+    }
+    std::uint64_t atoms = 0, edges = 0;
+    for (const auto& e : entries) {
+      atoms += e.atoms;
+      edges += e.edges;
+    }
+    out << "preprocess: " << file << " -> " << dir << ": " << n << " graphs, " << atoms << " atoms, " << edges
+        << " edges within " << cutoff << " A, " << world << " shard(s)"
+        << (ds.skip_warning.empty() ? std::string() : "; " + ds.skip_warning) << '\n';
+  }
+  MPI_Barrier(comm);
+}
+
+}  // namespace
+
+std::string preprocess_help() {
+  return "Usage: train-potential preprocess --output DIR [--config FILE] [--KEY VALUE]...\n\n"
+         "Reads the training configuration's --train_file (and --valid_file, --test_file when set) once and "
+         "writes\n"
+         "each as a preprocessed dataset: DIR/train, DIR/valid, DIR/test. Train on it with --train_file "
+         "DIR/train\n"
+         "(--valid_file DIR/valid, --test_file DIR/test) and the same data options (the label keys,\n"
+         "--allow_missing, --config_type_weights, --keep_isolated_atoms, the loss weights that make labels\n"
+         "required); a run with other data options is refused. The graphs' edge counts are made at --r_max\n"
+         "(6 A with --model chgnet) and CHGNet's angles at 3 A. On several MPI ranks each rank writes its "
+         "own\n"
+         "shard. A directory is written whole or not at all; an existing one is never overwritten.\n"
+         "See docs/train-potential.md, \"Preprocessed datasets\".\n";
+}
+
+int run_preprocess_command(const std::vector<std::string>& args, MPI_Comm comm, std::ostream& out) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      if (rank == 0) {
+        out << preprocess_help();
+      }
+      return 0;
+    }
+  }
+  const Args a = parse(args);
+  const Options& o = a.options;
+  const double cutoff = o.get_string("model") == "chgnet" ? kChgnetCutoff : o.get_float("r_max");
+  // The reading options of a training run (train/run.cpp): IsolatedAtom frames give the E0s in the
+  // training file and stay frames in the others.
+  data::ReadOptions ro = data::read_options_from(o);
+  ro.extract_isolated_atoms = true;
+  if (rank == 0) {
+    std::error_code ec;
+    fs::create_directories(a.output, ec);
+    if (ec) {
+      throw FileError(a.output, 0, "cannot create the directory: " + ec.message());
+    }
+  }
+  preprocess_file(o.get_string("train_file"), (fs::path(a.output) / "train").string(), ro, cutoff, comm, out);
+  ro.extract_isolated_atoms = false;
+  for (const auto& [option, name] :
+       {std::pair<const char*, const char*>{"valid_file", "valid"}, {"test_file", "test"}}) {
+    if (o.has(option)) {
+      preprocess_file(o.get_string(option), (fs::path(a.output) / name).string(), ro, cutoff, comm, out);
+    }
+  }
+  return 0;
+}
+
+}  // namespace fastmlip::trainer::train
