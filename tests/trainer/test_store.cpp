@@ -12,6 +12,7 @@
 #include <iterator>
 #include <string>
 
+#include "../common/error_text.hpp"
 #include "core/error.hpp"
 #include "data/store.hpp"
 
@@ -149,21 +150,6 @@ void expect_same(const Config& a, const Config& b, std::size_t g) {
   EXPECT_EQ(a.id, b.id);
 }
 
-/// The message of the FileError `f` throws ("" and a failure if it throws none or another).
-template <class F>
-std::string file_error(F&& f) {
-  try {
-    f();
-  } catch (const FileError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a FileError: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -207,13 +193,13 @@ TEST(DatasetStore, OtherReadingOptionsAreRefusedNamingTheOption) {
   write_store(dir, configs(3), 1, ReadOptions{});
   ReadOptions other;
   other.keys.energy = "dft_energy";
-  const std::string msg = file_error([&] { read_preprocessed(dir, other); });
+  const std::string msg = test::error_of([&] { read_preprocessed(dir, other); });
   EXPECT_NE(msg.find(dir), std::string::npos) << msg;
   EXPECT_NE(msg.find("energy_key \"REF_energy\" there, \"dft_energy\" here"), std::string::npos) << msg;
   EXPECT_NE(msg.find("preprocess again"), std::string::npos) << msg;
   other = ReadOptions{};
   other.config_type_weights = {{"Default", 1.0}, {"bulk", 2.0}};
-  EXPECT_NE(file_error([&] { read_preprocessed(dir, other); }).find("config_type_weights"),
+  EXPECT_NE(test::error_of([&] { read_preprocessed(dir, other); }).find("config_type_weights"),
             std::string::npos);
   fs::remove_all(fs::path(dir).parent_path());
 }
@@ -242,7 +228,7 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     ASSERT_GE(flipped, 1);
     spit(shard, bytes);
     const PreprocessedDataset ds(dir);
-    const std::string msg = file_error([&] { ds.read(4); });
+    const std::string msg = test::error_of([&] { ds.read(4); });
     EXPECT_NE(msg.find(shard + " (graph 4)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
     expect_same(ds.read(2), cs[2], 2);  // the others still read
@@ -252,7 +238,7 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     const std::string shard = dir + "/shard-00001.mdb";
     fs::resize_file(shard, fs::file_size(shard) / 2);
     const PreprocessedDataset ds(dir);
-    const std::string msg = file_error([&] { ds.read(3); });
+    const std::string msg = test::error_of([&] { ds.read(3); });
     EXPECT_NE(msg.find(shard), std::string::npos) << msg;
     EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
   }
@@ -261,7 +247,7 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     fs::remove(dir + "/shard-00001.mdb");
     const PreprocessedDataset ds(dir);
     expect_same(ds.read(0), cs[0], 0);
-    const std::string msg = file_error([&] { ds.read(1); });
+    const std::string msg = test::error_of([&] { ds.read(1); });
     EXPECT_NE(msg.find(dir + "/shard-00001.mdb"), std::string::npos) << msg;
     EXPECT_NE(msg.find("missing shard"), std::string::npos) << msg;
   }
@@ -271,14 +257,14 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     write_store(other, configs(9, 1), 2, ReadOptions{});
     fs::copy_file(other + "/shard-00000.mdb", dir + "/shard-00000.mdb", fs::copy_options::overwrite_existing);
     const PreprocessedDataset ds(dir);
-    const std::string msg = file_error([&] { ds.read(0); });
+    const std::string msg = test::error_of([&] { ds.read(0); });
     EXPECT_NE(msg.find("(graph 0)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("disagrees with the index"), std::string::npos) << msg;
   }
   {  // A dataset written by a newer version.
     const std::string dir = root + "/newer";
     write_store(dir, cs, 1, ReadOptions{}, kStoreVersion + 1);
-    const std::string msg = file_error([&] { PreprocessedDataset ds(dir); });
+    const std::string msg = test::error_of([&] { PreprocessedDataset ds(dir); });
     EXPECT_NE(msg.find(dir + "/index.mdb"), std::string::npos) << msg;
     EXPECT_NE(msg.find("newer fastmlip"), std::string::npos) << msg;
   }
@@ -291,7 +277,7 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     ASSERT_NE(at, std::string::npos);
     bytes[at + 4] ^= 0x01;
     spit(dir + "/index.mdb", bytes);
-    const std::string msg = file_error([&] { PreprocessedDataset ds(dir); });
+    const std::string msg = test::error_of([&] { PreprocessedDataset ds(dir); });
     EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
     EXPECT_NE(msg.find("damaged index"), std::string::npos) << msg;
   }
@@ -300,10 +286,10 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     fs::create_directories(partial_dir_of(dir));
     ShardWriter(partial_dir_of(dir), 0).close();
     EXPECT_FALSE(is_preprocessed_dataset(partial_dir_of(dir)));
-    const std::string msg = file_error([&] { PreprocessedDataset ds(partial_dir_of(dir)); });
+    const std::string msg = test::error_of([&] { PreprocessedDataset ds(partial_dir_of(dir)); });
     EXPECT_NE(msg.find("did not finish"), std::string::npos) << msg;
-    EXPECT_NE(file_error([&] { PreprocessedDataset ds(root); }).find("no index"), std::string::npos);
-    EXPECT_NE(file_error([&] { PreprocessedDataset ds(root + "/nowhere"); }).find("no such directory"),
+    EXPECT_NE(test::error_of([&] { PreprocessedDataset ds(root); }).find("no index"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { PreprocessedDataset ds(root + "/nowhere"); }).find("no such directory"),
               std::string::npos);
   }
   fs::remove_all(root);
