@@ -89,7 +89,6 @@ void write_store(const std::string& dir, const std::vector<Config>& cs, int shar
   fs::create_directories(dir);
   StoreMeta meta;
   meta.version = version;
-  meta.graphs = cs.size();
   meta.shards = shards;
   meta.r_max = 5.0;
   meta.bond_cutoff = 3.0;

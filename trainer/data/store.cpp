@@ -7,10 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "data/graph_record.hpp"
@@ -54,7 +52,7 @@ class Env {
     }
     // Read-only readers take no lock file and no lock: the files never change after the rename,
     // and a read-only or shared filesystem then works.
-    const unsigned flags = MDB_NOSUBDIR | (write ? MDB_NOLOCK : (MDB_RDONLY | MDB_NOLOCK));
+    const unsigned flags = MDB_NOSUBDIR | MDB_NOLOCK | (write ? 0u : MDB_RDONLY);
     if (rc == 0) {
       rc = mdb_env_open(m_env, path.c_str(), flags, 0644);
     }
@@ -319,6 +317,7 @@ PreprocessedDataset::PreprocessedDataset(const std::string& dir) : m(std::make_u
     throw FileError(index, 0, "the index has no 'meta' record (damaged, or not a fastmlip dataset)");
   }
   nlohmann::json j;
+  std::uint64_t graphs = 0;
   try {
     j = nlohmann::json::parse(static_cast<const char*>(v.mv_data),
                               static_cast<const char*>(v.mv_data) + v.mv_size);
@@ -337,7 +336,7 @@ PreprocessedDataset::PreprocessedDataset(const std::string& dir) : m(std::make_u
                       "written on a " + j.at("byte_order").get<std::string>() +
                           "-endian machine; preprocess the data again on this one");
     }
-    m->meta.graphs = j.at("graphs").get<std::uint64_t>();
+    graphs = j.at("graphs").get<std::uint64_t>();
     m->meta.shards = j.at("shards").get<int>();
     m->meta.r_max = j.at("r_max").get<double>();
     m->meta.bond_cutoff = j.at("bond_cutoff").get<double>();
@@ -359,10 +358,10 @@ PreprocessedDataset::PreprocessedDataset(const std::string& dir) : m(std::make_u
     throw FileError(index, 0, "the index has no 'graphs' record (damaged)");
   }
   const char* p = static_cast<const char*>(v.mv_data);
-  if (v.mv_size < 4 || (v.mv_size - 4) != m->meta.graphs * kEntryBytes) {
+  if (v.mv_size < 4 || (v.mv_size - 4) != graphs * kEntryBytes) {
     throw FileError(index, 0,
                     "the 'graphs' record holds " + std::to_string(v.mv_size) + " bytes for " +
-                        std::to_string(m->meta.graphs) + " graphs (damaged index)");
+                        std::to_string(graphs) + " graphs (damaged index)");
   }
   std::uint32_t crc;
   std::memcpy(&crc, p, 4);
@@ -370,7 +369,7 @@ PreprocessedDataset::PreprocessedDataset(const std::string& dir) : m(std::make_u
     throw FileError(index, 0, "the per-graph table's checksum does not match its bytes (damaged index)");
   }
   ByteReader r(p + 4, v.mv_size - 4, index);
-  m->entries.resize(m->meta.graphs);
+  m->entries.resize(graphs);
   for (std::size_t g = 0; g < m->entries.size(); ++g) {
     auto& e = m->entries[g];
     e.atoms = r.get<std::uint32_t>();

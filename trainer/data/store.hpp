@@ -49,10 +49,9 @@ struct StoreEntry {
   std::uint16_t config_type = 0;  ///< into StoreMeta::config_types
 };
 
-/// What the index says of the whole dataset.
+/// What the index says of the whole dataset (its graph count is the per-graph table's length).
 struct StoreMeta {
   int version = kStoreVersion;
-  std::uint64_t graphs = 0;
   int shards = 0;
   double r_max = 0.0, bond_cutoff = 0.0;
   std::string source;  ///< the labelled file it was made from

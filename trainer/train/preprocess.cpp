@@ -129,7 +129,6 @@ void preprocess_file(const std::string& file, const std::string& dir, const data
   // The index, last: only when every shard is on disk (the reduce above waits for every rank).
   if (rank == 0) {
     data::StoreMeta meta;
-    meta.graphs = n;
     meta.shards = world;
     meta.r_max = cutoff;
     meta.bond_cutoff = kBondCutoff;
