@@ -14,10 +14,13 @@ One command, one run, each step alone on the machine, in this order:
 3. mace-torch's `mace_prepare_data` (HDF5; the venv of tests/reference/setup-venv.sh, when it
    is there) on the same file with its statistics, 1 process: wall time, peak RSS, bytes;
 4. start-up of a training run from the extxyz file and from the preprocessed dataset: the time
-   from launch to the log's "data:" line (the data read, split and counted) and to its "model:"
-   line (the model built), and the peak RSS then (VmHWM), after which the run is stopped. The
-   run's normalisation is fixed on the command line (E0s, avg_num_neighbors, mean, std), so
-   that the start-up is the data's, not the statistics'.
+   from launch to the log's "data:" line (the data read, split and counted), to its "model:"
+   line (the model built) and to the end of the first optimiser step (the checkpoint that
+   --checkpoint_interval 1 writes after it appears: the epoch's plan made and the first bin read,
+   batched and trained), and the peak RSS (VmHWM) at that point, after which the run is stopped.
+   Twice each: with the normalisation fixed on the command line (E0s, avg_num_neighbors, mean,
+   std), the data's start-up alone, and with it computed from the training set (--E0s average,
+   avg_num_neighbors at r_max, rms_forces_scaling), as a fresh model's run does.
 
 Results: JSON (--json) and a summary on stdout; benchmarks/README.md records them.
 """
@@ -37,10 +40,12 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[2]
 E0S = "{1: -1.1, 6: -8.0, 7: -8.3, 8: -4.9, 3: -1.9, 12: -1.5, 14: -5.4, 26: -8.3, 29: -3.7, 28: -5.5}"
 # A small model and fixed normalisation: the start-up measured is the data's.
-TRAIN = ["--name", "synth", "--valid_fraction", "0.05", "--E0s", E0S, "--compute_avg_num_neighbors", "false",
-         "--avg_num_neighbors", "30", "--mean", "0", "--std", "1", "--r_max", "5.0", "--num_channels", "8",
+TRAIN = ["--name", "synth", "--valid_fraction", "0.05", "--r_max", "5.0", "--num_channels", "8",
          "--max_L", "0", "--max_ell", "1", "--correlation", "2", "--num_interactions", "1",
-         "--batch_capacity", "3072", "--max_num_epochs", "1"]
+         "--batch_capacity", "3072", "--max_num_epochs", "1", "--checkpoint_interval", "1"]
+FIXED = ["--E0s", E0S, "--compute_avg_num_neighbors", "false", "--avg_num_neighbors", "30", "--mean", "0",
+         "--std", "1"]
+COMPUTED = ["--E0s", "average", "--compute_avg_num_neighbors", "true", "--scaling", "rms_forces_scaling"]
 
 
 def du(path):
@@ -106,30 +111,55 @@ def mace_prepare(venv, data, work):
             "bytes": du(out)}
 
 
-def startup(exe, train_file, work, tag):
-    """Launch to the "data:" and "model:" lines; the peak RSS then; the run is then stopped."""
-    cmd = [exe, "--train_file", train_file, "--work_dir", str(pathlib.Path(work) / tag)] + TRAIN
+def startup(exe, train_file, work, tag, normalisation):
+    """Launch to the "data:" and "model:" lines and the first step's checkpoint; the peak RSS
+    then; the run is then stopped."""
+    run_dir = pathlib.Path(work) / tag
+    cmd = [exe, "--train_file", train_file, "--work_dir", str(run_dir)] + TRAIN + normalisation
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-    out = {"source": train_file}
+    out = {"source": train_file, "normalisation": "fixed" if normalisation is FIXED else "computed"}
     lines = []
     for line in p.stdout:
         lines.append(line.rstrip())
         t = round(time.perf_counter() - t0, 2)
-        if line.startswith("data:"):
+        if line.startswith("data:") and "to_data_line_s" not in out:
             out["to_data_line_s"] = t
             out["data_line"] = line.strip()
         if line.startswith("model:"):
             out["to_model_line_s"] = t
-            status = pathlib.Path(f"/proc/{p.pid}/status").read_text()
-            out["peak_rss_mb"] = round(int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024, 1)
-            p.kill()
+            out["model_line"] = line.strip()[:160]
             break
+    ckpt = run_dir / "checkpoints" / "synth.ckpt"
+    while "to_model_line_s" in out and p.poll() is None and not ckpt.exists():
+        time.sleep(0.02)
+    if ckpt.exists():
+        t1 = time.perf_counter()
+        out["to_first_step_s"] = round(t1 - t0, 2)
+        status = pathlib.Path(f"/proc/{p.pid}/status").read_text()
+        out["peak_rss_mb"] = round(int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024, 1)
+        # The next checkpoint (the file is replaced after every step): one step's time.
+        first = ckpt.stat().st_mtime_ns
+        while p.poll() is None and ckpt.stat().st_mtime_ns == first:
+            time.sleep(0.01)
+        out["second_step_s"] = round(time.perf_counter() - t1, 2)
+    p.kill()
+    rest = p.stdout.read()
     p.wait()
-    if "to_model_line_s" not in out:
-        sys.exit(f"start-up from {train_file} failed:\n" + "\n".join(lines[-30:]))
+    if "to_first_step_s" not in out:
+        sys.exit(f"start-up from {train_file} failed:\n" + "\n".join(lines[-30:]) + rest[-3000:])
+    shutil.rmtree(run_dir, ignore_errors=True)
     return out
+
+
+def sampler_cost(pack, graphs):
+    """The trainer's planner (--sampler fastmlip, capacity 3072, one rank) on the same sizes: its
+    time for one epoch's plan and the number of steps, from fastmlip-pack's report."""
+    r = subprocess.run([pack, "--synthetic", f"table3:{graphs}", "--capacity", "3072", "--algorithm", "fastmlip",
+                        "--epochs", "2"], check=True, stdout=subprocess.PIPE, text=True)
+    row = next(l.split() for l in r.stdout.splitlines() if l.startswith("fastmlip "))
+    return {"steps": int(row[2]), "plan_s_per_epoch": float(row[6])}  # pack_s: the epochs' mean
 
 
 def main():
@@ -160,7 +190,10 @@ def main():
         res["atoms"] = sum(int(l.split()[0]) for l in open(sizes) if l.strip() and not l.startswith("#"))
         res["preprocess"] = [preprocess(exe, data, f"{work}/pre{r}", r, work) for r in (1, 2)]
         res["mace_prepare_data"] = {"status": "skipped"} if args.skip_mace else mace_prepare(args.venv, data, work)
-        res["startup"] = [startup(exe, data, work, "from_xyz"), startup(exe, f"{work}/pre1/train", work, "from_pre")]
+        res["sampler"] = sampler_cost(pack, args.graphs)
+        res["startup"] = [startup(exe, source, work, tag + "_" + str(k), norm)
+                          for k, norm in enumerate((FIXED, COMPUTED))
+                          for source, tag in ((data, "from_xyz"), (f"{work}/pre1/train", "from_pre"))]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["finished"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -367,13 +367,17 @@ struct Collector {
 
 struct Counter {
   double cutoff2, bond2;
-  std::int64_t edges = 0, angles = 0, bonds = 0;
-  void begin(std::size_t) { bonds = 0; }
+  std::int64_t edges = 0, connected = 0, angles = 0, bonds = 0, own = 0;
+  void begin(std::size_t) { bonds = own = 0; }
   void edge(std::size_t, std::int32_t, const std::int32_t*, const double*, double d2) {
-    edges += d2 < cutoff2;
+    own += d2 < cutoff2;
     bonds += d2 < bond2;
   }
-  void end(std::size_t) { angles += bonds * (bonds - 1); }
+  void end(std::size_t) {
+    edges += own;
+    connected += own > 0;
+    angles += bonds * (bonds - 1);
+  }
 };
 
 }  // namespace
@@ -428,6 +432,7 @@ GraphCounts count_graph(const double* positions, std::size_t natoms, const doubl
   GraphCounts g;
   g.atoms = static_cast<std::int64_t>(natoms);
   g.edges = c.edges;
+  g.connected = c.connected;
   g.angles = c.angles;
   return g;
 }

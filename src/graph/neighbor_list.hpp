@@ -83,6 +83,8 @@ struct GraphCounts {
   std::int64_t atoms = 0;
   /// Directed edges strictly within the cutoff (what build_neighbor_list returns).
   std::int64_t edges = 0;
+  /// Atoms with at least one of those edges (what mace-torch's avg_num_neighbors divides by).
+  std::int64_t connected = 0;
   /// CHGNet's angles: for each centre i with b_i directed edges strictly within the bond
   /// cutoff, the ordered pairs of distinct such bonds, b_i (b_i - 1); summed over atoms.
   std::int64_t angles = 0;

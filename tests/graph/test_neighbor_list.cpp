@@ -180,8 +180,13 @@ TEST(NeighborList, CountsAgreeWithTheList) {
     const GraphCounts g = count_graph(pos.data(), n, c.cell->data(), c.pbc, 4.5, 2.5);
     NeighborListOptions opt;
     opt.cutoff = 4.5;
-    EXPECT_EQ(g.edges, static_cast<std::int64_t>(
-                           build_neighbor_list(pos.data(), n, c.cell->data(), c.pbc, opt).num_edges()));
+    const NeighborList list = build_neighbor_list(pos.data(), n, c.cell->data(), c.pbc, opt);
+    EXPECT_EQ(g.edges, static_cast<std::int64_t>(list.num_edges()));
+    std::int64_t connected = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      connected += list.offsets[i + 1] > list.offsets[i];
+    }
+    EXPECT_EQ(g.connected, connected) << "n=" << n;
     opt.cutoff = 2.5;
     const NeighborList bonds = reference::build_neighbor_list_ref(pos.data(), n, c.cell->data(), c.pbc, opt);
     std::int64_t angles = 0;

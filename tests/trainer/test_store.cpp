@@ -3,9 +3,11 @@
 // bit for bit from two shards; damaged, truncated, missing, mismatched, unfinished and newer
 // datasets are FileErrors naming the file and graph; a run with other reading options is refused.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,8 @@
 
 #include "../common/error_text.hpp"
 #include "core/error.hpp"
+#include "data/graph_set.hpp"
+#include "data/statistics.hpp"
 #include "data/store.hpp"
 
 namespace fastmlip::trainer::data {
@@ -84,8 +88,9 @@ std::vector<Config> configs(int n, int size_offset = 0) {
 }
 
 /// Writes `cs` as a dataset in `dir` with `shards` shards (graph g in shard g % shards).
+/// With `counted`, the edges and summaries are the frames' own at r_max 5 (else made-up edges).
 void write_store(const std::string& dir, const std::vector<Config>& cs, int shards, const ReadOptions& ro,
-                 int version = kStoreVersion) {
+                 int version = kStoreVersion, bool counted = false) {
   fs::create_directories(dir);
   StoreMeta meta;
   meta.version = version;
@@ -98,6 +103,7 @@ void write_store(const std::string& dir, const std::vector<Config>& cs, int shar
   meta.skipped = 2;
   meta.skip_warning = "data/set.xyz: skipped 2 of 19 frames";
   std::vector<StoreEntry> entries;
+  std::vector<GraphSummary> summaries;
   for (int s = 0; s < shards; ++s) {
     ShardWriter w(dir, s);
     for (std::size_t g = static_cast<std::size_t>(s); g < cs.size(); g += static_cast<std::size_t>(shards)) {
@@ -106,16 +112,12 @@ void write_store(const std::string& dir, const std::vector<Config>& cs, int shar
     w.close();
   }
   for (std::size_t g = 0; g < cs.size(); ++g) {
-    std::uint16_t type = 0;
-    for (; type < meta.config_types.size() && meta.config_types[type] != cs[g].config_type; ++type) {
-    }
-    if (type == meta.config_types.size()) {
-      meta.config_types.push_back(cs[g].config_type);
-    }
-    entries.push_back({static_cast<std::uint32_t>(cs[g].natoms()), static_cast<std::uint32_t>(7 * g),
-                       static_cast<std::uint32_t>(g), static_cast<std::uint16_t>(g % shards), type});
+    summaries.push_back(summarize(cs[g], counted ? meta.r_max : 0.0));
+    const auto edges = static_cast<std::uint32_t>(counted ? summaries.back().edges : 7 * g);
+    entries.push_back({static_cast<std::uint32_t>(cs[g].natoms()), edges, static_cast<std::uint32_t>(g),
+                       static_cast<std::uint16_t>(g % shards), meta.add(cs[g])});
   }
-  write_store_index(dir, meta, entries);
+  write_store_index(dir, meta, entries, summaries);
 }
 
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
@@ -185,6 +187,92 @@ TEST(DatasetStore, EveryFieldComesBackBitForBitFromTwoShards) {
   EXPECT_EQ(whole.skipped, 2u);
   EXPECT_EQ(whole.skip_warning, "data/set.xyz: skipped 2 of 19 frames");
   fs::remove_all(fs::path(dir).parent_path());
+}
+
+TEST(DatasetStore, AGraphSetReadsOnlyTheGraphsItLoads) {
+  const std::string dir = temp_dir("graphset") + "/set";
+  const auto cs = configs(17, 2);
+  write_store(dir, cs, 3, ReadOptions{});
+  const auto store = std::make_shared<const PreprocessedDataset>(dir);
+  const GraphSet stored(store), memory(cs);
+  const std::vector<std::size_t> picks{16, 4, 9, 0, 11};
+  const GraphSet part = stored.subset(picks), memory_part = memory.subset(picks);
+  ASSERT_EQ(part.size(), picks.size());
+  // Sizes and types come from the index: nothing is read for them.
+  EXPECT_EQ(part.config_types(), memory_part.config_types());
+  for (std::size_t i = 0; i < picks.size(); ++i) {
+    EXPECT_EQ(part.natoms(i), cs[picks[i]].natoms());
+    EXPECT_EQ(part.config_type(i), cs[picks[i]].config_type);
+    EXPECT_EQ(part.graph(i), picks[i]);
+  }
+  EXPECT_EQ(store->records_read(), 0u);
+  // A subset of a subset picks from the dataset's graphs.
+  const GraphSet two = part.subset({3, 1});
+  expect_same(two.load(0), cs[0], 0);
+  expect_same(two.load(1), cs[4], 4);
+  EXPECT_EQ(store->records_read(), 2u);
+  std::size_t i = 0;
+  part.for_each([&](const Config& c) { expect_same(c, cs[picks[i]], picks[i]), ++i; });
+  EXPECT_EQ(store->records_read(), 2u + picks.size());
+  EXPECT_THROW(part.load(picks.size()), Error);
+  fs::remove_all(fs::path(dir).parent_path());
+}
+
+TEST(DatasetStore, StatisticsFromTheIndexAreTheFramesOwnBitForBit) {
+  const std::string dir = temp_dir("statistics") + "/set";
+  auto cs = configs(23, 1);
+  for (auto& c : cs) {
+    if (!c.energy) {
+      c.energy = -1.5 * static_cast<double>(c.natoms()) + 0.01;
+    }
+  }
+  write_store(dir, cs, 3, ReadOptions{}, kStoreVersion, /*counted=*/true);
+  const auto store = std::make_shared<const PreprocessedDataset>(dir);
+  const GraphSet stored(store), memory(cs);
+  const std::vector<std::size_t> picks{5, 0, 17, 3, 22, 11, 9, 14};
+  const auto same = [](const GraphSet& a, const GraphSet& b) {
+    EXPECT_EQ(elements_of(a), elements_of(b));
+    const E0Map e0s = fit_e0s(a);
+    EXPECT_EQ(e0s, fit_e0s(b));  // exact: the same rows in the same order
+    EXPECT_EQ(avg_num_neighbors(a, 5.0), avg_num_neighbors(b, 5.0));
+    for (const char* scaling : {"std_scaling", "rms_forces_scaling"}) {
+      const ScaleShift x = compute_scale_shift(scaling, a, e0s), y = compute_scale_shift(scaling, b, e0s);
+      EXPECT_EQ(x.mean, y.mean) << scaling;
+      EXPECT_EQ(x.std, y.std) << scaling;
+    }
+  };
+  same(stored, memory);
+  same(stored.subset(picks), memory.subset(picks));
+  EXPECT_EQ(store->records_read(), 0u);  // from the index alone
+  // At another r_max than the dataset's, the neighbours are counted from the frames: the same.
+  EXPECT_EQ(avg_num_neighbors(stored, 4.0), avg_num_neighbors(memory, 4.0));
+  EXPECT_EQ(store->records_read(), cs.size());
+  fs::remove_all(fs::path(dir).parent_path());
+}
+
+TEST(DatasetStore, AFullDiskIsAClearErrorNamingTheShard) {
+  // A file size limit fails the write that crosses it as a full disk does (train-potential
+  // ignores SIGXFSZ, as this test does while the limit holds).
+  const std::string dir = temp_dir("full");
+  const auto cs = configs(40);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 48 * 1024;
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string msg = test::error_of([&] {
+    ShardWriter w(dir, 0);
+    for (std::uint64_t g = 0; g < 2000; ++g) {
+      w.put(g, cs[g % cs.size()]);
+    }
+    w.close();
+  });
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_NE(msg.find(dir + "/shard-00000.mdb"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the disk is full"), std::string::npos) << msg;
+  fs::remove_all(dir);
 }
 
 TEST(DatasetStore, OtherReadingOptionsAreRefusedNamingTheOption) {
@@ -266,6 +354,13 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     const std::string msg = test::error_of([&] { PreprocessedDataset ds(dir); });
     EXPECT_NE(msg.find(dir + "/index.mdb"), std::string::npos) << msg;
     EXPECT_NE(msg.find("newer fastmlip"), std::string::npos) << msg;
+  }
+  {  // One written by an older version, whose index lacks what this one's holds.
+    const std::string dir = root + "/older";
+    write_store(dir, cs, 1, ReadOptions{}, kStoreVersion - 1);
+    const std::string msg = test::error_of([&] { PreprocessedDataset ds(dir); });
+    EXPECT_NE(msg.find("older fastmlip (dataset version 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("preprocess the data again"), std::string::npos) << msg;
   }
   {  // A flipped bit in the index's per-graph table.
     const std::string dir = fresh("index");

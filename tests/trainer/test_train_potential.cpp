@@ -940,6 +940,25 @@ TEST(TrainPotential, PreprocessedDatasetsTrainBitwiseAsTheFiles) {
     EXPECT_EQ(read_text(dir + "/" + p.a + "/results/tiny_train.csv"),
               read_text(dir + "/" + p.b + "/results/tiny_train.csv"));
     EXPECT_TRUE(fs::exists(dir + "/" + p.b + "/results/tiny_test.json"));
+    // Streaming: one rank reads every training and validation graph once an epoch and the test
+    // graphs once; of two ranks, rank 0 reads only its own bins and batches, fewer.
+    int train_n = 0, valid_n = 0, test_n = 0;
+    ASSERT_EQ(std::sscanf(b.out.substr(b.out.find("data: ")).c_str(),
+                          "data: %d training and %d validation configurations, %d test", &train_n, &valid_n,
+                          &test_n),
+              3)
+        << b.out;
+    const auto read_at = b.out.find("data: rank 0 read ");
+    ASSERT_NE(read_at, std::string::npos) << b.out;
+    const long records = std::stol(b.out.substr(read_at + 18));
+    const long everything = 2L * (train_n + valid_n) + test_n;  // 2 epochs, validated each
+    if (p.launcher.empty()) {
+      EXPECT_EQ(records, everything) << b.out;
+    } else {
+      EXPECT_GT(records, 0) << b.out;
+      EXPECT_LT(records, everything) << b.out;
+    }
+    EXPECT_EQ(a.out.find("data: rank 0 read "), std::string::npos) << a.out;  // files are not streamed
     const auto sa = trainer::train::read_checkpoint(dir + "/" + p.a + "/checkpoints/tiny.ckpt");
     const auto sb = trainer::train::read_checkpoint(dir + "/" + p.b + "/checkpoints/tiny.ckpt");
     for (const auto& [k, t] : sa.tensors) {

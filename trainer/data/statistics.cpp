@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -136,31 +137,53 @@ std::vector<double> lstsq_min_norm(std::vector<double> a, std::vector<double> b,
   return x;
 }
 
-double energy_of(const Config& c, const char* who) {
-  if (!c.energy) {
-    throw InputError(std::string(who) + ": " + c.where() + " has no energy");
+/// The summaries of `set` (r_max > 0: with neighbour counts there): a preprocessed dataset's
+/// stored ones when they were made at that r_max (or none is needed), else one pass.
+std::vector<GraphSummary> summaries_of(const GraphSet& set, double r_max, const char* who) {
+  std::vector<GraphSummary> out;
+  out.reserve(set.size());
+  if (const PreprocessedDataset* store = set.store();
+      store != nullptr && (r_max <= 0.0 || r_max == store->meta().r_max)) {
+    std::vector<GraphSummary> all = store->summaries();
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      out.push_back(std::move(all[set.graph(i)]));
+    }
+    return out;
   }
-  return *c.energy;
+  set.for_each([&](const Config& c) {
+    try {
+      out.push_back(summarize(c, r_max));
+    } catch (const Error& e) {
+      throw InputError(std::string(who) + ": " + c.where() + ": " + e.what());
+    }
+  });
+  return out;
 }
 
-std::vector<double> atomic_inter_energies(const std::vector<Config>& configs, const E0Map& e0s,
-                                          const char* who) {
+/// (E - sum E0) / natoms of each summary; errors name the frame (read again from the set).
+std::vector<double> atomic_inter_energies(const GraphSet& set, const E0Map& e0s, const char* who) {
+  const std::vector<GraphSummary> sums = summaries_of(set, 0.0, who);
   std::vector<double> out;
-  out.reserve(configs.size());
-  for (const auto& c : configs) {
+  out.reserve(sums.size());
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    const GraphSummary& g = sums[i];
+    // By element, ascending Z: the same order whichever way the summary was made.
     double e0 = 0.0;
-    for (int z : c.atomic_numbers) {
+    for (const auto& [z, count] : g.composition) {
       const auto it = e0s.find(z);
       if (it == e0s.end()) {
         throw InputError(std::string(who) + ": no E0 for element " + element_symbol(z) +
-                         " (Z=" + std::to_string(z) + ") of " + c.where());
+                         " (Z=" + std::to_string(z) + ") of " + set.load(i).where());
       }
-      e0 += it->second;
+      e0 += static_cast<double>(count) * it->second;
     }
-    if (c.natoms() == 0) {
-      throw InputError(std::string(who) + ": " + c.where() + " has no atoms");
+    if (g.atoms == 0) {
+      throw InputError(std::string(who) + ": " + set.load(i).where() + " has no atoms");
     }
-    out.push_back((energy_of(c, who) - e0) / static_cast<double>(c.natoms()));
+    if (!g.has_energy) {
+      throw InputError(std::string(who) + ": " + set.load(i).where() + " has no energy");
+    }
+    out.push_back((g.energy - e0) / static_cast<double>(g.atoms));
   }
   if (out.empty()) {
     throw InputError(std::string(who) + ": the training set is empty");
@@ -195,25 +218,59 @@ int element_key(const std::string& key, const std::string& from) {
 
 }  // namespace
 
-std::vector<int> elements_of(const std::vector<Config>& configs) {
+GraphSummary summarize(const Config& c, double r_max) {
+  GraphSummary g;
+  g.atoms = static_cast<std::uint32_t>(c.natoms());
+  g.has_energy = c.energy.has_value();
+  g.energy = c.energy.value_or(0.0);
+  for (double f : c.forces) {
+    g.force_sq += f * f;
+  }
+  std::map<int, std::uint32_t> counts;
+  for (int z : c.atomic_numbers) {
+    ++counts[z];
+  }
+  g.composition.assign(counts.begin(), counts.end());
+  if (r_max > 0.0) {
+    const graph::GraphCounts n = graph::count_graph(c.positions, c.cell, c.pbc, r_max, r_max);
+    g.edges = static_cast<std::uint64_t>(n.edges);
+    g.connected = static_cast<std::uint32_t>(n.connected);
+  }
+  return g;
+}
+
+std::vector<int> elements_of(const GraphSet& configs) {
   std::set<int> zs;
-  for (const auto& c : configs) {
-    zs.insert(c.atomic_numbers.begin(), c.atomic_numbers.end());
+  for (const auto& g : summaries_of(configs, 0.0, "elements_of")) {
+    for (const auto& zc : g.composition) {
+      zs.insert(zc.first);
+    }
   }
   return {zs.begin(), zs.end()};
 }
 
-E0Map fit_e0s(const std::vector<Config>& train) {
+E0Map fit_e0s(const GraphSet& train) {
   if (train.empty()) {
     throw InputError("fit_e0s: the training set is empty; give --E0s per element instead of 'average'");
   }
-  const std::vector<int> zs = elements_of(train);
-  const std::size_t n = train.size(), m = zs.size();
+  const std::vector<GraphSummary> sums = summaries_of(train, 0.0, "fit_e0s");
+  std::set<int> present;
+  for (const auto& g : sums) {
+    for (const auto& zc : g.composition) {
+      present.insert(zc.first);
+    }
+  }
+  const std::vector<int> zs(present.begin(), present.end());
+  const std::size_t n = sums.size(), m = zs.size();
   std::vector<double> a(n * m, 0.0), b(n);
   for (std::size_t i = 0; i < n; ++i) {
-    b[i] = energy_of(train[i], "fit_e0s");
-    for (int z : train[i].atomic_numbers) {
-      a[i * m + static_cast<std::size_t>(std::lower_bound(zs.begin(), zs.end(), z) - zs.begin())] += 1.0;
+    if (!sums[i].has_energy) {
+      throw InputError("fit_e0s: " + train.load(i).where() + " has no energy");
+    }
+    b[i] = sums[i].energy;
+    for (const auto& [z, count] : sums[i].composition) {
+      a[i * m + static_cast<std::size_t>(std::lower_bound(zs.begin(), zs.end(), z) - zs.begin())] =
+          static_cast<double>(count);
     }
   }
   const std::vector<double> x = lstsq_min_norm(std::move(a), std::move(b), n, m);
@@ -224,7 +281,7 @@ E0Map fit_e0s(const std::vector<Config>& train) {
   return e0s;
 }
 
-E0Map resolve_e0s(const std::optional<std::string>& spec, const std::vector<Config>& train,
+E0Map resolve_e0s(const std::optional<std::string>& spec, const GraphSet& train,
                   const std::map<int, double>& isolated_atom_energies, const std::vector<int>& elements) {
   E0Map e0s;
   std::string from;
@@ -276,23 +333,11 @@ E0Map resolve_e0s(const std::optional<std::string>& spec, const std::vector<Conf
   return e0s;
 }
 
-double avg_num_neighbors(const std::vector<Config>& configs, double r_max) {
-  graph::NeighborListOptions nl;
-  nl.cutoff = r_max;
-  nl.store_vectors = false;
+double avg_num_neighbors(const GraphSet& configs, double r_max) {
   std::int64_t edges = 0, atoms_with_neighbors = 0;
-  for (const auto& c : configs) {
-    graph::NeighborList list;
-    try {
-      list = graph::build_neighbor_list(c.positions, c.cell, c.pbc, nl);
-    } catch (const Error& e) {
-      throw InputError("avg_num_neighbors: " + c.where() + ": " + e.what());
-    }
-    for (std::size_t i = 0; i < list.natoms; ++i) {
-      const std::int64_t deg = list.offsets[i + 1] - list.offsets[i];
-      edges += deg;
-      atoms_with_neighbors += deg > 0 ? 1 : 0;
-    }
+  for (const auto& g : summaries_of(configs, r_max, "avg_num_neighbors")) {
+    edges += static_cast<std::int64_t>(g.edges);
+    atoms_with_neighbors += g.connected;
   }
   if (atoms_with_neighbors == 0) {
     throw InputError("avg_num_neighbors: no atom of the training set has a neighbour within r_max = " +
@@ -301,7 +346,7 @@ double avg_num_neighbors(const std::vector<Config>& configs, double r_max) {
   return static_cast<double>(edges) / static_cast<double>(atoms_with_neighbors);
 }
 
-ScaleShift mean_std_atomic_inter_energy(const std::vector<Config>& configs, const E0Map& e0s) {
+ScaleShift mean_std_atomic_inter_energy(const GraphSet& configs, const E0Map& e0s) {
   const std::vector<double> x = atomic_inter_energies(configs, e0s, "mean_std_atomic_inter_energy");
   ScaleShift r;
   r.mean = mean_of(x);
@@ -318,16 +363,15 @@ ScaleShift mean_std_atomic_inter_energy(const std::vector<Config>& configs, cons
   return r;
 }
 
-ScaleShift mean_rms_energy_forces(const std::vector<Config>& configs, const E0Map& e0s) {
+ScaleShift mean_rms_energy_forces(const GraphSet& configs, const E0Map& e0s) {
   ScaleShift r;
   r.mean = mean_of(atomic_inter_energies(configs, e0s, "mean_rms_energy_forces"));
   double sum = 0.0;
   std::size_t count = 0;
-  for (const auto& c : configs) {
-    for (double f : c.forces) {
-      sum += f * f;
-    }
-    count += 3 * c.natoms();  // absent forces are zeros in mace-torch's batches
+  // Each frame's sum, then the frames' in order: the same bits from stored summaries.
+  for (const auto& g : summaries_of(configs, 0.0, "mean_rms_energy_forces")) {
+    sum += g.force_sq;
+    count += 3 * static_cast<std::size_t>(g.atoms);  // absent forces are zeros in mace-torch's batches
   }
   r.std = count ? std::sqrt(sum / static_cast<double>(count)) : 0.0;
   if (r.std == 0.0) {
@@ -336,8 +380,7 @@ ScaleShift mean_rms_energy_forces(const std::vector<Config>& configs, const E0Ma
   return r;
 }
 
-ScaleShift compute_scale_shift(const std::string& scaling, const std::vector<Config>& configs,
-                               const E0Map& e0s) {
+ScaleShift compute_scale_shift(const std::string& scaling, const GraphSet& configs, const E0Map& e0s) {
   if (scaling == "std_scaling") {
     return mean_std_atomic_inter_energy(configs, e0s);
   }

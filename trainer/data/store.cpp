@@ -3,10 +3,12 @@
 
 #include <lmdb.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -95,8 +97,11 @@ class Env {
     throw FileError(
         m_path, 0,
         what + ": " + lmdb_message(rc) +
-            (rc == ENOSPC || rc == MDB_MAP_FULL ? " (the disk is full: free space and preprocess again)"
-                                                : ""));
+            // LMDB reports a short write (what a disk that fills mid-page gives) as EIO.
+            (rc == ENOSPC || rc == EDQUOT || rc == EFBIG || rc == EIO || rc == MDB_MAP_FULL
+                 ? " (the disk is full, a quota or file size limit was reached, or the device failed: free "
+                   "space and preprocess again)"
+                 : ""));
   }
 
  private:
@@ -246,8 +251,12 @@ void ShardWriter::close() {
   }
 }
 
-void write_store_index(const std::string& dir, const StoreMeta& meta,
-                       const std::vector<StoreEntry>& entries) {
+void write_store_index(const std::string& dir, const StoreMeta& meta, const std::vector<StoreEntry>& entries,
+                       const std::vector<GraphSummary>& summaries) {
+  if (summaries.size() != entries.size()) {
+    throw Error("write_store_index: " + std::to_string(summaries.size()) + " summaries for " +
+                std::to_string(entries.size()) + " graphs");
+  }
   nlohmann::json j;
   j["format"] = kFormat;
   j["version"] = meta.version;
@@ -263,6 +272,10 @@ void write_store_index(const std::string& dir, const StoreMeta& meta,
     j["isolated_atom_energies"].push_back({z, e});
   }
   j["config_types"] = meta.config_types;
+  j["elements"] = meta.elements;
+  j["any_magmoms"] = meta.any_magmoms;
+  j["any_stress_or_virials"] = meta.any_stress_or_virials;
+  j["any_cell"] = meta.any_cell;
   j["skipped"] = meta.skipped;
   j["skip_warning"] = meta.skip_warning;
   ByteWriter b;
@@ -276,11 +289,27 @@ void write_store_index(const std::string& dir, const StoreMeta& meta,
   ByteWriter blob;
   blob.put(crc32_of(b.str().data(), b.str().size()));
   blob.str() += b.str();
+  ByteWriter sb;
+  for (const auto& g : summaries) {
+    sb.put(g.connected);
+    sb.put(static_cast<std::uint8_t>(g.has_energy));
+    sb.put(g.energy);
+    sb.put(g.force_sq);
+    sb.put(static_cast<std::uint32_t>(g.composition.size()));
+    for (const auto& [z, count] : g.composition) {
+      sb.put(static_cast<std::uint16_t>(z));
+      sb.put(count);
+    }
+  }
+  ByteWriter sums;
+  sums.put(crc32_of(sb.str().data(), sb.str().size()));
+  sums.str() += sb.str();
   const std::string path = (fs::path(dir) / kIndexFile).string();
   Env env(path, true);
   WriteTxn txn(env);
   txn.put("meta", 4, j.dump());
   txn.put("graphs", 6, blob.str());
+  txn.put("summaries", 9, sums.str());
   txn.commit();
   const int rc = mdb_env_sync(env.get(), 1);
   if (rc != 0) {
@@ -293,6 +322,8 @@ struct PreprocessedDataset::Impl {
   StoreMeta meta;
   std::vector<StoreEntry> entries;
   std::vector<std::unique_ptr<Env>> shards;  // opened on first read
+  std::mutex open_mutex;                     // guards `shards` (read() may run on several threads)
+  std::atomic<std::uint64_t> records_read{0};
 };
 
 PreprocessedDataset::PreprocessedDataset(const std::string& dir) : m(std::make_unique<Impl>()) {
@@ -331,6 +362,12 @@ PreprocessedDataset::PreprocessedDataset(const std::string& dir) : m(std::make_u
                           ", this build reads up to " + std::to_string(kStoreVersion) +
                           "): update fastmlip or preprocess the data again with this one");
     }
+    if (m->meta.version < kStoreVersion) {
+      throw FileError(index, 0,
+                      "written by an older fastmlip (dataset version " + std::to_string(m->meta.version) +
+                          ", this build reads version " + std::to_string(kStoreVersion) +
+                          "): preprocess the data again with this one");
+    }
     if (j.at("byte_order").get<std::string>() != byte_order()) {
       throw FileError(index, 0,
                       "written on a " + j.at("byte_order").get<std::string>() +
@@ -346,6 +383,10 @@ PreprocessedDataset::PreprocessedDataset(const std::string& dir) : m(std::make_u
       m->meta.isolated_atom_energies[p.at(0).get<int>()] = p.at(1).get<double>();
     }
     m->meta.config_types = j.at("config_types").get<std::vector<std::string>>();
+    m->meta.elements = j.at("elements").get<std::vector<int>>();
+    m->meta.any_magmoms = j.at("any_magmoms").get<bool>();
+    m->meta.any_stress_or_virials = j.at("any_stress_or_virials").get<bool>();
+    m->meta.any_cell = j.at("any_cell").get<bool>();
     m->meta.skipped = j.at("skipped").get<std::size_t>();
     m->meta.skip_warning = j.at("skip_warning").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
@@ -393,16 +434,66 @@ PreprocessedDataset& PreprocessedDataset::operator=(PreprocessedDataset&&) noexc
 const std::string& PreprocessedDataset::path() const noexcept { return m->dir; }
 const StoreMeta& PreprocessedDataset::meta() const noexcept { return m->meta; }
 const std::vector<StoreEntry>& PreprocessedDataset::entries() const noexcept { return m->entries; }
+std::vector<GraphSummary> PreprocessedDataset::summaries() const {
+  const std::string index = (fs::path(m->dir) / kIndexFile).string();
+  Env env(index, false);
+  ReadTxn txn(env);
+  MDB_val v;
+  if (!txn.get("summaries", 9, v)) {
+    throw FileError(index, 0, "the index has no 'summaries' record (damaged)");
+  }
+  const char* p = static_cast<const char*>(v.mv_data);
+  std::uint32_t crc = 0;
+  if (v.mv_size < 4 || (std::memcpy(&crc, p, 4), crc32_of(p + 4, v.mv_size - 4) != crc)) {
+    throw FileError(index, 0, "the per-graph summaries' checksum does not match their bytes (damaged index)");
+  }
+  ByteReader r(p + 4, v.mv_size - 4, index + " (summaries)");
+  std::vector<GraphSummary> out(m->entries.size());
+  for (std::size_t g = 0; g < out.size(); ++g) {
+    GraphSummary& s = out[g];
+    s.atoms = m->entries[g].atoms;
+    s.edges = m->entries[g].edges;
+    s.connected = r.get<std::uint32_t>();
+    s.has_energy = r.get<std::uint8_t>() != 0;
+    s.energy = r.get<double>();
+    s.force_sq = r.get<double>();
+    const auto kinds = r.get<std::uint32_t>();
+    std::uint64_t atoms = 0;
+    for (std::uint32_t k = 0; k < kinds && atoms <= s.atoms; ++k) {
+      const int z = r.get<std::uint16_t>();
+      const auto count = r.get<std::uint32_t>();
+      s.composition.emplace_back(z, count);
+      atoms += count;
+    }
+    if (atoms != s.atoms || s.connected > s.atoms) {
+      throw FileError(index, 0,
+                      "graph " + std::to_string(g) + "'s summary counts " + std::to_string(atoms) +
+                          " atoms, the per-graph table " + std::to_string(s.atoms) + " (damaged index)");
+    }
+  }
+  if (!r.at_end()) {
+    throw FileError(index, 0, "the per-graph summaries run past their last graph (damaged index)");
+  }
+  return out;
+}
+
+std::uint64_t PreprocessedDataset::records_read() const noexcept { return m->records_read.load(); }
 
 Config PreprocessedDataset::read(std::uint64_t g) const {
   if (g >= m->entries.size()) {
     throw InputError(m->dir + ": graph " + std::to_string(g) + " of " + std::to_string(m->entries.size()));
   }
   const StoreEntry& e = m->entries[g];
-  auto& env = m->shards[e.shard];
-  if (!env) {
-    env = std::make_unique<Env>((fs::path(m->dir) / shard_name(e.shard)).string(), false);
+  const Env* shard = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(m->open_mutex);
+    auto& env = m->shards[e.shard];
+    if (!env) {
+      env = std::make_unique<Env>((fs::path(m->dir) / shard_name(e.shard)).string(), false);
+    }
+    shard = env.get();
   }
+  const Env* env = shard;
   const std::string where = env->path() + " (graph " + std::to_string(g) + ")";
   ReadTxn txn(*env);
   unsigned char key[8];
@@ -414,6 +505,7 @@ Config PreprocessedDataset::read(std::uint64_t g) const {
                     "preprocess the data again)");
   }
   Config c = decode_graph_record(static_cast<const char*>(v.mv_data), v.mv_size, where);
+  ++m->records_read;
   if (c.natoms() != e.atoms || c.config_type != m->meta.config_types[e.config_type]) {
     throw FileError(where, 0,
                     "the record (" + std::to_string(c.natoms()) + " atoms, config_type '" + c.config_type +
@@ -424,8 +516,8 @@ Config PreprocessedDataset::read(std::uint64_t g) const {
   return c;
 }
 
-Dataset read_preprocessed(const std::string& dir, const ReadOptions& options, StoreCheck check) {
-  PreprocessedDataset store(dir);
+void check_store_options(const PreprocessedDataset& store, const ReadOptions& options, StoreCheck check) {
+  const std::string& dir = store.path();
   const std::string want = read_options_text(options);
   if (store.meta().read_options != want) {
     nlohmann::json have;
@@ -457,6 +549,11 @@ Dataset read_preprocessed(const std::string& dir, const ReadOptions& options, St
               "with these options, or use the options it was made with");
     }
   }
+}
+
+Dataset read_preprocessed(const std::string& dir, const ReadOptions& options, StoreCheck check) {
+  PreprocessedDataset store(dir);
+  check_store_options(store, options, check);
   Dataset ds;
   ds.configs.reserve(store.size());
   for (std::uint64_t g = 0; g < store.size(); ++g) {

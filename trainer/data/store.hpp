@@ -11,9 +11,12 @@
 ///   every label, weight and where it came from).
 /// - `index.mdb`: written last, so a directory without it is never taken for a dataset. Key
 ///   `meta`: JSON (format, version, graph and shard counts, the cutoffs the counts were made
-///   at, the reading options that shaped the labels, the IsolatedAtom energies, config types);
+///   at, the reading options that shaped the labels, the IsolatedAtom energies, config types,
+///   the elements present and which labels occur: what a run needs before it reads a graph);
 ///   key `graphs`: per graph its atoms, edges within r_max, CHGNet angles, shard and config type
-///   (16 bytes), with a CRC-32.
+///   (16 bytes), with a CRC-32; key `summaries`: per graph what the training-set statistics need
+///   (data/graph_summary.hpp: atoms with neighbours, energy, squared forces, atoms per element),
+///   with a CRC-32, read only when a run computes statistics.
 ///
 /// Why LMDB: a maintained C library in Debian (liblmdb), memory-mapped reads with no parsing and
 /// no copy until a record is decoded, random access by key, many readers on one file without
@@ -34,11 +37,14 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/graph_summary.hpp"
 
 namespace fastmlip::trainer::data {
 
 /// The dataset format this build writes and reads.
-inline constexpr int kStoreVersion = 1;
+/// (2: the meta lists the elements and which labels occur; version 1 datasets are refused with a
+/// request to preprocess again.)
+inline constexpr int kStoreVersion = 2;
 
 /// One graph of the index.
 struct StoreEntry {
@@ -60,8 +66,17 @@ struct StoreMeta {
   std::string read_options;
   std::map<int, double> isolated_atom_energies;
   std::vector<std::string> config_types;
+  /// The atomic numbers of the stored graphs, ascending; whether any graph has magnetic moments,
+  /// stress or virials, a cell. A run checks its model and chooses its outputs from these
+  /// without reading a graph.
+  std::vector<int> elements;
+  bool any_magmoms = false, any_stress_or_virials = false, any_cell = false;
   std::size_t skipped = 0;
   std::string skip_warning;
+
+  /// Counts `c` into config_types, elements and the label flags; returns its config_type's
+  /// number (InputError past 65535 types).
+  std::uint16_t add(const Config& c);
 };
 
 /// A canonical text of the options that decide which frames and labels a dataset holds.
@@ -88,14 +103,17 @@ class ShardWriter {
   std::unique_ptr<Impl> m;
 };
 
-/// Writes the index of a dataset directory; `entries` in graph order.
-void write_store_index(const std::string& dir, const StoreMeta& meta, const std::vector<StoreEntry>& entries);
+/// Writes the index of a dataset directory; `entries` and `summaries` in graph order (a summary's
+/// atoms and edges are the entry's, not stored twice).
+void write_store_index(const std::string& dir, const StoreMeta& meta, const std::vector<StoreEntry>& entries,
+                       const std::vector<GraphSummary>& summaries);
 
 /// The partial directory of `dir` (where a dataset is written before its rename).
 std::string partial_dir_of(const std::string& dir);
 
 /// A preprocessed dataset, opened read-only: its index is read at once (16 bytes per graph), a
-/// graph's record only when read. Several processes may read it at once.
+/// graph's record only when read. Several processes may read it at once, and several threads
+/// of one process may call read() at once.
 class PreprocessedDataset {
  public:
   explicit PreprocessedDataset(const std::string& dir);
@@ -110,6 +128,11 @@ class PreprocessedDataset {
   /// Graph g's configuration; FileError naming the shard and graph when its record is missing
   /// or damaged, or disagrees with the index.
   Config read(std::uint64_t g) const;
+  /// Every graph's summary (made at meta().r_max), read from the index now; FileError when the
+  /// record is damaged or disagrees with the per-graph table.
+  std::vector<GraphSummary> summaries() const;
+  /// How many records read() has decoded so far (what a run reports of its reading).
+  std::uint64_t records_read() const noexcept;
 
  private:
   struct Impl;
@@ -121,6 +144,11 @@ enum class StoreCheck {
   kAllOptions,  ///< every reading option (training: the labels, weights and frames must be the run's)
   kLabelKeys,   ///< the four label keys only (evaluation: the labels must be the ones asked for)
 };
+
+/// Throws FileError unless `store` was made with `options` (as `check` says), saying which option
+/// differs and how to fix it.
+void check_store_options(const PreprocessedDataset& store, const ReadOptions& options,
+                         StoreCheck check = StoreCheck::kAllOptions);
 
 /// Every graph of a dataset directory as a Dataset (in graph order, with its IsolatedAtom
 /// energies and skip counts), after checking that it was made with `options` (FileError saying

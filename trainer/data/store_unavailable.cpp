@@ -39,7 +39,8 @@ ShardWriter::~ShardWriter() = default;
 void ShardWriter::put(std::uint64_t, const Config&) { missing("ShardWriter"); }
 void ShardWriter::close() { missing("ShardWriter"); }
 
-void write_store_index(const std::string& dir, const StoreMeta&, const std::vector<StoreEntry>&) {
+void write_store_index(const std::string& dir, const StoreMeta&, const std::vector<StoreEntry>&,
+                       const std::vector<GraphSummary>&) {
   missing(dir);
 }
 
@@ -56,6 +57,12 @@ const std::string& PreprocessedDataset::path() const noexcept { return m->dir; }
 const StoreMeta& PreprocessedDataset::meta() const noexcept { return m->meta; }
 const std::vector<StoreEntry>& PreprocessedDataset::entries() const noexcept { return m->entries; }
 Config PreprocessedDataset::read(std::uint64_t) const { missing(m->dir); }
+std::vector<GraphSummary> PreprocessedDataset::summaries() const { missing(m->dir); }
+std::uint64_t PreprocessedDataset::records_read() const noexcept { return 0; }
+
+void check_store_options(const PreprocessedDataset& store, const ReadOptions&, StoreCheck) {
+  missing(store.path());
+}
 
 Dataset read_preprocessed(const std::string& dir, const ReadOptions&, StoreCheck) { missing(dir); }
 

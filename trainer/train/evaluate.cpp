@@ -122,17 +122,14 @@ int eval_family(const io::PotentialFile& file, const std::map<std::string, std::
   ro.require_energy = false;
   ro.require_forces = false;
   // A preprocessed dataset: its labels must be the keys asked for; which frames it kept is its own.
-  const data::Dataset ds = data::is_preprocessed_dataset(data_path)
-                               ? data::read_preprocessed(data_path, ro, data::StoreCheck::kLabelKeys)
-                               : data::read_labelled_file(data_path, ro);
+  const data::OpenedData ds = data::open_labelled_data(data_path, ro, data::StoreCheck::kLabelKeys);
+  const data::GraphSet& configs = ds.graphs;
   EvalOptions eo;
   eo.batch_capacity = positive_int("batch_capacity", flags.at("batch_capacity"));
-  for (const auto& c : ds.configs) {
-    eo.virials = eo.virials || c.stress.has_value() || c.virials.has_value() || (predictions && c.cell);
-  }
+  eo.virials = ds.any_stress_or_virials || (predictions && ds.any_cell);
   eo.keep_predictions = predictions;
-  const EvalResult r = evaluate_model<F>(model, ds.configs, eo, MPI_COMM_SELF);
-  out << "eval: " << model_path << " on " << data_path << " (" << ds.configs.size() << " configurations)\n"
+  const EvalResult r = evaluate_model<F>(model, configs, eo, MPI_COMM_SELF);
+  out << "eval: " << model_path << " on " << data_path << " (" << configs.size() << " configurations)\n"
       << metrics_table(r.metrics) << std::flush;
   if (!flags.at("output").empty()) {
     nlohmann::json j = metrics_json(r.metrics);
@@ -144,14 +141,14 @@ int eval_family(const io::PotentialFile& file, const std::map<std::string, std::
   if (predictions) {
     std::vector<io::Frame> frames = io::read_extxyz(data_path);
     std::vector<io::Frame> written;
-    for (std::size_t k = 0; k < ds.configs.size(); ++k) {
-      io::Frame f = frames.at(static_cast<std::size_t>(ds.configs[k].frame - 1));
+    for (std::size_t k = 0; k < configs.size(); ++k) {
+      const data::Config c = configs.load(k);
+      io::Frame f = frames.at(static_cast<std::size_t>(c.frame - 1));
       const ConfigPrediction& p = r.predictions[k];
       f.set_info("fastmlip_energy", numbers_text(&p.energy, 1));
       f.set_array("fastmlip_forces", 3, p.forces);
       if (p.virials) {
         f.set_info("fastmlip_virials", numbers_text(p.virials->data(), 9));
-        const auto& c = ds.configs[k];
         if (c.cell) {
           const auto& m = *c.cell;
           const double volume =
@@ -236,35 +233,38 @@ void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Confi
 }
 
 template <class F>
-EvalResult evaluate_model(typename F::Model& model, const std::vector<data::Config>& configs,
-                          const EvalOptions& options, MPI_Comm comm) {
+EvalResult evaluate_model(typename F::Model& model, const data::GraphSet& configs, const EvalOptions& options,
+                          MPI_Comm comm) {
   int rank = 0, world = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &world);
   if (options.keep_predictions && world > 1) {
     throw UnsupportedError("evaluate_model: keeping predictions needs a single rank");
   }
-  EvalResult r{ErrorAccumulator(config_types_of(configs)), {}};
-  const std::vector<typename F::Structure> structures = F::structures(model, configs);
+  EvalResult r{ErrorAccumulator(configs.config_types()), {}};
   std::size_t begin = 0;
   for (long batch = 0; begin < configs.size(); ++batch) {
-    // Consecutive frames up to the capacity; a frame larger than the capacity goes alone.
+    // Consecutive frames up to the capacity; a frame larger than the capacity goes alone. The
+    // sizes come from memory or the index: a rank reads only the frames of its own batches.
     std::size_t end = begin + 1;
-    std::int64_t atoms = static_cast<std::int64_t>(configs[begin].natoms());
+    std::int64_t atoms = static_cast<std::int64_t>(configs.natoms(begin));
     while (end < configs.size() &&
-           atoms + static_cast<std::int64_t>(configs[end].natoms()) <= options.batch_capacity) {
-      atoms += static_cast<std::int64_t>(configs[end].natoms());
+           atoms + static_cast<std::int64_t>(configs.natoms(end)) <= options.batch_capacity) {
+      atoms += static_cast<std::int64_t>(configs.natoms(end));
       ++end;
     }
     if (batch % world == rank) {
-      std::vector<typename F::Structure> s(structures.begin() + static_cast<std::ptrdiff_t>(begin),
-                                           structures.begin() + static_cast<std::ptrdiff_t>(end));
-      std::vector<const data::Config*> cs;
+      std::vector<data::Config> cs;
       for (std::size_t k = begin; k < end; ++k) {
-        cs.push_back(&configs[k]);
+        cs.push_back(configs.load(k));
       }
-      const FamilyOutput out = F::forward(model, F::batch(model, s), options.virials, false);
-      accumulate_batch(r.metrics, cs, out.out, options.keep_predictions ? &r.predictions : nullptr,
+      std::vector<const data::Config*> ptrs;
+      for (const auto& c : cs) {
+        ptrs.push_back(&c);
+      }
+      const FamilyOutput out =
+          F::forward(model, F::batch(model, structures_of<F>(model, cs)), options.virials, false);
+      accumulate_batch(r.metrics, ptrs, out.out, options.keep_predictions ? &r.predictions : nullptr,
                        out.magmoms);
     }
     begin = end;
@@ -300,17 +300,13 @@ int run_eval_command(const std::vector<std::string>& args, std::ostream& out) {
                                                 : eval_with<double>(flags, out);
 }
 
-template EvalResult evaluate_model<MaceFamily<float>>(MaceTorchModel<float>&,
-                                                     const std::vector<data::Config>&, const EvalOptions&,
-                                                     MPI_Comm);
-template EvalResult evaluate_model<MaceFamily<double>>(MaceTorchModel<double>&,
-                                                      const std::vector<data::Config>&, const EvalOptions&,
-                                                      MPI_Comm);
-template EvalResult evaluate_model<ChgnetFamily<float>>(ChgnetTorchModel<float>&,
-                                                       const std::vector<data::Config>&, const EvalOptions&,
-                                                       MPI_Comm);
-template EvalResult evaluate_model<ChgnetFamily<double>>(ChgnetTorchModel<double>&,
-                                                        const std::vector<data::Config>&, const EvalOptions&,
-                                                        MPI_Comm);
+template EvalResult evaluate_model<MaceFamily<float>>(MaceTorchModel<float>&, const data::GraphSet&,
+                                                      const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model<MaceFamily<double>>(MaceTorchModel<double>&, const data::GraphSet&,
+                                                       const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model<ChgnetFamily<float>>(ChgnetTorchModel<float>&, const data::GraphSet&,
+                                                        const EvalOptions&, MPI_Comm);
+template EvalResult evaluate_model<ChgnetFamily<double>>(ChgnetTorchModel<double>&, const data::GraphSet&,
+                                                         const EvalOptions&, MPI_Comm);
 
 }  // namespace fastmlip::trainer::train

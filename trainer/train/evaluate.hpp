@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/graph_set.hpp"
 #include "models/mace.hpp"
 #include "train/family.hpp"
 #include "train/metrics.hpp"
@@ -46,10 +47,10 @@ struct EvalResult {
 
 /// Evaluates `model` (of family F, train/family.hpp: MaceFamily<T> or ChgnetFamily<T>) on
 /// `configs`: consecutive batches of up to batch_capacity atoms, rank r of `comm` taking every
-/// world-th batch, metrics summed over the ranks (collective).
+/// world-th batch and reading only its own frames, metrics summed over the ranks (collective).
 template <class F>
-EvalResult evaluate_model(typename F::Model& model, const std::vector<data::Config>& configs,
-                          const EvalOptions& options, MPI_Comm comm);
+EvalResult evaluate_model(typename F::Model& model, const data::GraphSet& configs, const EvalOptions& options,
+                          MPI_Comm comm);
 
 /// The text of `train-potential eval --help`.
 std::string eval_help();

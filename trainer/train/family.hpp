@@ -40,6 +40,18 @@ ForwardOptions forward_options(bool virials, bool create_graph) {
 
 /// What the trainer needs of one model family (--model): its model from a potential file, a
 /// data::Config as the model's structure, batches and the forward pass. T: the precision.
+/// The structures of `configs` for family F's model (F::structure of each).
+template <class F>
+std::vector<typename F::Structure> structures_of(const typename F::Model& m,
+                                                 const std::vector<data::Config>& configs) {
+  std::vector<typename F::Structure> out;
+  out.reserve(configs.size());
+  for (const auto& c : configs) {
+    out.push_back(F::structure(m, c));
+  }
+  return out;
+}
+
 template <class T>
 struct MaceFamily {
   using Scalar = T;
@@ -53,34 +65,30 @@ struct MaceFamily {
   }
   /// The model's species indices; an element the model lacks is an InputError naming the frame
   /// and the atom.
-  static std::vector<Structure> structures(const Model& m, const std::vector<data::Config>& configs) {
-    std::vector<Structure> out;
-    out.reserve(configs.size());
-    for (const auto& c : configs) {
-      Structure s;
-      s.positions = c.positions;
-      s.cell = c.cell;
-      s.pbc = c.pbc;
-      s.total_charge = c.total_charge.value_or(0.0);
-      s.total_spin = c.total_spin.value_or(1.0);
-      // Here, once per frame and naming it, rather than as a batch's error in the forward pass.
-      if (const std::string problem = m.graph_feature_problem(s.total_charge, s.total_spin);
-          !problem.empty()) {
-        throw InputError("train-potential: " + c.where() + ": " + problem);
-      }
-      for (std::size_t i = 0; i < c.natoms(); ++i) {
-        const int k = m.species_index(c.atomic_numbers[i]);
-        if (k < 0) {
-          throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
-                           " has Z = " + std::to_string(c.atomic_numbers[i]) +
-                           ", which the model does not have (give a foundation model that covers it)");
-        }
-        s.species.push_back(k);
-      }
-      out.push_back(std::move(s));
+  static Structure structure(const Model& m, const data::Config& c) {
+    Structure s;
+    s.positions = c.positions;
+    s.cell = c.cell;
+    s.pbc = c.pbc;
+    s.total_charge = c.total_charge.value_or(0.0);
+    s.total_spin = c.total_spin.value_or(1.0);
+    // Here, once per frame and naming it, rather than as a batch's error in the forward pass.
+    if (const std::string problem = m.graph_feature_problem(s.total_charge, s.total_spin); !problem.empty()) {
+      throw InputError("train-potential: " + c.where() + ": " + problem);
     }
-    return out;
+    for (std::size_t i = 0; i < c.natoms(); ++i) {
+      const int k = m.species_index(c.atomic_numbers[i]);
+      if (k < 0) {
+        throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
+                         " has Z = " + std::to_string(c.atomic_numbers[i]) +
+                         ", which the model does not have (give a foundation model that covers it)");
+      }
+      s.species.push_back(k);
+    }
+    return s;
   }
+  /// Whether the model has element z (what structure() checks of each atom).
+  static bool covers(const Model& m, int z) { return m.species_index(z) >= 0; }
   static Batch batch(const Model& m, const std::vector<Structure>& s) {
     return make_mace_batch(s, m.cutoff());
   }
@@ -103,22 +111,18 @@ struct ChgnetFamily {
     co.seed = static_cast<std::uint64_t>(o.get_int("seed"));
     return std::make_unique<Model>(file, co);
   }
-  static std::vector<Structure> structures(const Model& m, const std::vector<data::Config>& configs) {
-    std::vector<Structure> out;
-    out.reserve(configs.size());
-    for (const auto& c : configs) {
-      for (std::size_t i = 0; i < c.natoms(); ++i) {
-        if (c.atomic_numbers[i] < 1 || c.atomic_numbers[i] > m.num_elements()) {
-          throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
-                           " has Z = " + std::to_string(c.atomic_numbers[i]) +
-                           ", which the CHGNet model does not have (it covers Z = 1.." +
-                           std::to_string(m.num_elements()) + ")");
-        }
+  static Structure structure(const Model& m, const data::Config& c) {
+    for (std::size_t i = 0; i < c.natoms(); ++i) {
+      if (!covers(m, c.atomic_numbers[i])) {
+        throw InputError("train-potential: " + c.where() + ": atom " + std::to_string(i + 1) +
+                         " has Z = " + std::to_string(c.atomic_numbers[i]) +
+                         ", which the CHGNet model does not have (it covers Z = 1.." +
+                         std::to_string(m.num_elements()) + ")");
       }
-      out.push_back({c.positions, c.atomic_numbers, c.cell, c.pbc});
     }
-    return out;
+    return {c.positions, c.atomic_numbers, c.cell, c.pbc};
   }
+  static bool covers(const Model& m, int z) { return z >= 1 && z <= m.num_elements(); }
   static Batch batch(const Model& m, const std::vector<Structure>& s) {
     return make_chgnet_batch(s, m.cutoff(), m.bond_cutoff());
   }

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -102,7 +101,7 @@ void preprocess_file(const std::string& file, const std::string& dir, const data
                      (ds.skip_warning.empty() ? std::string() : " (" + ds.skip_warning + ")"));
   }
   const std::size_t n = ds.configs.size();
-  std::vector<std::uint32_t> counts(2 * n, 0), all(rank == 0 ? 2 * n : 0, 0);
+  std::vector<std::uint32_t> counts(3 * n, 0), all(rank == 0 ? 3 * n : 0, 0);
   {
     data::ShardWriter shard(partial, rank);
     for (std::size_t g = static_cast<std::size_t>(rank); g < n; g += static_cast<std::size_t>(world)) {
@@ -118,8 +117,9 @@ void preprocess_file(const std::string& file, const std::string& dir, const data
                          std::to_string(gc.angles) +
                          " angles: more than a dataset graph may hold (2^32 - 1)");
       }
-      counts[2 * g] = static_cast<std::uint32_t>(gc.edges);
-      counts[2 * g + 1] = static_cast<std::uint32_t>(gc.angles);
+      counts[3 * g] = static_cast<std::uint32_t>(gc.edges);
+      counts[3 * g + 1] = static_cast<std::uint32_t>(gc.angles);
+      counts[3 * g + 2] = static_cast<std::uint32_t>(gc.connected);
       shard.put(g, c);
     }
     shard.close();
@@ -137,22 +137,18 @@ void preprocess_file(const std::string& file, const std::string& dir, const data
     meta.isolated_atom_energies = ds.isolated_atom_energies;
     meta.skipped = ds.skipped;
     meta.skip_warning = ds.skip_warning;
-    std::map<std::string, std::uint16_t> type_ids;
     std::vector<data::StoreEntry> entries(n);
+    std::vector<data::GraphSummary> summaries(n);
     for (std::size_t g = 0; g < n; ++g) {
       const data::Config& c = ds.configs[g];
-      auto it = type_ids.find(c.config_type);
-      if (it == type_ids.end()) {
-        if (meta.config_types.size() == 65535) {
-          throw InputError("train-potential preprocess: " + file + ": more than 65535 config_types");
-        }
-        it = type_ids.emplace(c.config_type, static_cast<std::uint16_t>(meta.config_types.size())).first;
-        meta.config_types.push_back(c.config_type);
-      }
-      entries[g] = {static_cast<std::uint32_t>(c.natoms()), all[2 * g], all[2 * g + 1],
-                    static_cast<std::uint16_t>(g % static_cast<std::size_t>(world)), it->second};
+      entries[g] = {static_cast<std::uint32_t>(c.natoms()), all[3 * g], all[3 * g + 1],
+                    static_cast<std::uint16_t>(g % static_cast<std::size_t>(world)), meta.add(c)};
+      // The statistics' summary; its neighbour counts are the shards' writers' (at `cutoff`).
+      summaries[g] = data::summarize(c, 0.0);
+      summaries[g].edges = all[3 * g];
+      summaries[g].connected = all[3 * g + 2];
     }
-    data::write_store_index(partial, meta, entries);
+    data::write_store_index(partial, meta, entries, summaries);
     std::error_code ec;
     fs::rename(partial, dir, ec);
     if (ec) {
