@@ -201,9 +201,11 @@ void Frame::set_array(const std::string& name, int width, std::vector<double> va
 
 ExtxyzReader::ExtxyzReader(std::istream& in, std::string source) : m_in(in), m_source(std::move(source)) {}
 
-bool ExtxyzReader::next(Frame& frame) {
+bool ExtxyzReader::next(Frame& frame) { return next(frame, {}); }
+
+bool ExtxyzReader::next(Frame& frame, const std::function<bool(const Frame&, std::size_t)>& want) {
   try {
-    if (!read_frame(frame)) {
+    if (!read_frame(frame, want ? &want : nullptr)) {
       return false;
     }
   } catch (const FileError& e) {
@@ -213,7 +215,7 @@ bool ExtxyzReader::next(Frame& frame) {
   return true;
 }
 
-bool ExtxyzReader::read_frame(Frame& frame) {
+bool ExtxyzReader::read_frame(Frame& frame, const std::function<bool(const Frame&, std::size_t)>* want) {
   std::string line;
   // Skip blank lines between frames (some writers leave a trailing newline).
   do {
@@ -329,6 +331,18 @@ bool ExtxyzReader::read_frame(Frame& frame) {
     total_width += c.width;
   }
 
+  if (want != nullptr && !(*want)(frame, static_cast<std::size_t>(natoms))) {
+    for (long a = 0; a < natoms; ++a) {
+      if (!std::getline(m_in, line)) {
+        throw FileError(m_source, m_line + 1,
+                        "file ends inside a frame: expected " + std::to_string(natoms) +
+                            " atom lines after line " + std::to_string(count_line) + ", found " +
+                            std::to_string(a));
+      }
+      ++m_line;
+    }
+    return true;
+  }
   // Grown atom by atom: the count is the file's claim, and a huge one in a short file must end
   // in "file ends inside a frame", not in an allocation of that many atoms.
   frame.species.reserve(static_cast<std::size_t>(std::min(natoms, 4096L)));

@@ -9,6 +9,7 @@
 /// Voigt xx yy zz yz xz xy, tensile positive), `virial` (eV), per-atom `forces` (eV/A).
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <istream>
 #include <map>
 #include <memory>
@@ -66,9 +67,15 @@ class ExtxyzReader {
   ExtxyzReader(std::istream& in, std::string source);
   /// Reads the next frame into `frame`; returns false at a clean end of input.
   bool next(Frame& frame);
+  /// As next(), but after the count and comment lines asks `want(frame, natoms)`, the frame
+  /// holding its cell, pbc, info and the per-atom columns' names and types (no values yet). When
+  /// that is false the atom lines are passed over unparsed (counted, so that the lines and
+  /// frames of later errors stay right) and the frame has no atoms: what a reader that needs only
+  /// some frames of a large file does with the others.
+  bool next(Frame& frame, const std::function<bool(const Frame&, std::size_t)>& want);
 
  private:
-  bool read_frame(Frame& frame);
+  bool read_frame(Frame& frame, const std::function<bool(const Frame&, std::size_t)>* want);
   std::istream& m_in;
   std::string m_source;
   long m_line = 0;

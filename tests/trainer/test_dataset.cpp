@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -198,6 +200,53 @@ TEST(TrainerDataset, IsolatedAtomsGiveE0s) {
   o.keep_isolated_atoms = true;
   ds = read(text, o);
   EXPECT_EQ(ds.configs.size(), 3u);
+}
+
+TEST(TrainerDataset, AScanParsesOnlyTheWantedFramesAndNumbersThemAsTheReader) {
+  // Frames: a graph, an IsolatedAtom, one lacking forces (skipped), a graph whose atom line is
+  // malformed, a graph, a one-atom graph.
+  const std::string text =
+      "2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-1\nCu 0 0 0 0 0 0\nNi 2 0 0 0 0 0\n"
+      "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-3.5 config_type=IsolatedAtom\nCu 0 0 0 0 "
+      "0 0\n"
+      "2\nProperties=species:S:1:pos:R:3 REF_energy=-2\nCu 0 0 0\nNi 2 0 0\n"
+      "2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-3\nCu 0 0 0 0 0 0\nNi 2 zero 0 0 0 0\n"
+      "3\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-4 config_type=bulk\n"
+      "Cu 0 0 0 0 0 0\nNi 2 0 0 0 0 0\nNi 0 2 0 0 0 0\n"
+      "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=-5\nNi 0 0 0 1 2 3\n";
+  ReadOptions o;
+  o.allow_missing = true;
+  o.extract_isolated_atoms = true;
+  const auto scan = [&](const std::function<bool(std::size_t)>& wanted, std::vector<std::size_t>& got,
+                        std::vector<Config>& configs) {
+    Dataset ds;
+    std::istringstream in(text);
+    const std::size_t n = scan_dataset(in, "mem.xyz", o, ds, wanted, [&](std::size_t g, Config&& c) {
+      got.push_back(g);
+      configs.push_back(std::move(c));
+    });
+    EXPECT_EQ(n, 4u);  // the skipped frame and the IsolatedAtom are not graphs
+    EXPECT_EQ(ds.skipped, 1u);
+    EXPECT_EQ(ds.isolated_atom_energies, (std::map<int, double>{{29, -3.5}}));
+    EXPECT_TRUE(contains(ds.skip_warning, "skipped 1 of 6 frames")) << ds.skip_warning;
+    EXPECT_TRUE(ds.configs.empty());
+  };
+  // Graphs 0, 2 and 3 only: the malformed atom line of graph 1 is never parsed.
+  std::vector<std::size_t> got;
+  std::vector<Config> configs;
+  scan([](std::size_t g) { return g != 1; }, got, configs);
+  EXPECT_EQ(got, (std::vector<std::size_t>{0, 2, 3}));
+  ASSERT_EQ(configs.size(), 3u);
+  EXPECT_EQ(configs[1].config_type, "bulk");
+  EXPECT_EQ(configs[1].frame, 5);
+  EXPECT_EQ(configs[1].line, 16);  // the lines of the frames passed over are counted
+  EXPECT_EQ(configs[2].forces, (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(configs[2].where(), "mem.xyz:21 (frame 6)");
+  // Wanted, the same frame is the reader's error, naming its line.
+  std::vector<std::size_t> all;
+  std::vector<Config> all_configs;
+  const std::string msg = error_of([&] { scan([](std::size_t) { return true; }, all, all_configs); });
+  EXPECT_TRUE(contains(msg, "mem.xyz:15: frame 4: atom 2")) << msg;
 }
 
 TEST(TrainerDataset, ReadOptionsFromTrainerOptions) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <sstream>
 
@@ -93,68 +94,111 @@ std::string Config::where() const {
   return source + ":" + std::to_string(line) + " (frame " + std::to_string(frame) + ")";
 }
 
-Dataset read_dataset(std::istream& in, const std::string& source, const ReadOptions& opt) {
-  Dataset ds;
+namespace {
+
+/// The required labels a frame lacks, from its comment line and column layout alone.
+std::vector<std::string> missing_labels(const io::Frame& f, const ReadOptions& opt) {
+  std::vector<std::string> missing;
+  if (opt.require_energy && f.find_info(opt.keys.energy) == nullptr) {
+    missing.push_back(opt.keys.energy);
+  }
+  if (opt.require_forces && f.find_array(opt.keys.forces) == nullptr) {
+    missing.push_back(opt.keys.forces);
+  }
+  if (opt.require_stress && f.find_info(opt.keys.stress) == nullptr &&
+      f.find_info(opt.keys.virials) == nullptr) {
+    missing.push_back(opt.keys.stress + "' or '" + opt.keys.virials);
+  }
+  return missing;
+}
+
+std::string config_type_of(const io::Frame& f) {
+  const std::string* ct = f.find_info("config_type");
+  return ct != nullptr ? *ct : "Default";
+}
+
+/// A frame that has every required label as a Config: its labels checked, its weights.
+Config config_of(const io::Frame& f, const ReadOptions& opt) {
+  Config c;
+  c.source = f.source;
+  c.line = f.line;
+  c.frame = f.index;
+  c.positions = f.positions;
+  c.cell = f.cell;
+  c.pbc = f.pbc;
+  c.atomic_numbers.reserve(f.natoms());
+  for (const auto& s : f.species) {
+    c.atomic_numbers.push_back(atomic_number(s));
+  }
+  c.config_type = config_type_of(f);
+  // mace-torch's total_charge / total_spin info keys (its defaults): what a model with
+  // embedding_specs embeds per structure (MACE-OMOL).
+  if (const std::string* q = f.find_info("total_charge")) {
+    c.total_charge = info_numbers(f, "total_charge", *q, "total charge", 1)[0];
+  }
+  if (const std::string* s = f.find_info("total_spin")) {
+    c.total_spin = info_numbers(f, "total_spin", *s, "total spin", 1)[0];
+  }
+  if (const std::string* e = f.find_info(opt.keys.energy)) {
+    c.energy = info_numbers(f, opt.keys.energy, *e, "energy", 1)[0];
+  }
+  if (const io::AtomColumn* col = f.find_array(opt.keys.forces)) {
+    if (col->type != 'R' || col->width != 3) {
+      throw FileError(f.source, f.line,
+                      "frame " + std::to_string(f.index) + ": forces column '" + opt.keys.forces + "' is " +
+                          col->type + ":" + std::to_string(col->width) + ", expected R:3");
+    }
+    for (std::size_t k = 0; k < col->numbers.size(); ++k) {
+      if (!std::isfinite(col->numbers[k])) {
+        throw NumericalError(where(f) + ": forces '" + opt.keys.forces + "' of atom " +
+                             std::to_string(k / 3 + 1) + " (" + f.species[k / 3] + ") are not finite");
+      }
+    }
+    c.forces = col->numbers;
+  }
+  if (const std::string* s = f.find_info(opt.keys.stress)) {
+    c.stress = to_matrix(info_numbers(f, opt.keys.stress, *s, "stress", 0));
+  }
+  if (const std::string* s = f.find_info(opt.keys.virials)) {
+    c.virials = to_matrix(info_numbers(f, opt.keys.virials, *s, "virials", 0));
+  }
+  // Weights, as config_from_atoms.
+  double type_weight = 1.0;
+  for (const auto& [type, w] : opt.config_type_weights) {
+    if (type == c.config_type) {
+      type_weight = w;
+    }
+  }
+  c.weight = info_weight(f, "config_weight") * type_weight;
+  c.energy_weight = c.energy ? info_weight(f, "config_energy_weight") : 0.0;
+  c.forces_weight = !c.forces.empty() ? info_weight(f, "config_forces_weight") : 0.0;
+  c.stress_weight = c.stress ? info_weight(f, "config_stress_weight") : 0.0;
+  c.virials_weight = c.virials ? info_weight(f, "config_virials_weight") : 0.0;
+  return c;
+}
+
+}  // namespace
+
+std::size_t scan_dataset(std::istream& in, const std::string& source, const ReadOptions& opt, Dataset& ds,
+                         const std::function<bool(std::size_t)>& wanted,
+                         const std::function<void(std::size_t, Config&&)>& take) {
   io::ExtxyzReader reader(in, source);
   io::Frame f;
-  std::size_t total = 0;
-  while (reader.next(f)) {
+  std::size_t total = 0, graphs = 0;
+  // What the comment line says of the frame being read: whether it is kept, and if so whether
+  // its atoms are parsed. A single atom always is (an IsolatedAtom frame's element is on its
+  // atom line, and every caller needs those energies).
+  std::vector<std::string> missing;
+  bool isolated = false, graph = false;
+  const auto decide = [&](const io::Frame& h, std::size_t natoms) {
+    missing = missing_labels(h, opt);
+    isolated =
+        missing.empty() && opt.extract_isolated_atoms && natoms == 1 && config_type_of(h) == "IsolatedAtom";
+    graph = missing.empty() && (!isolated || opt.keep_isolated_atoms);
+    return natoms == 1 || (graph && wanted(graphs));
+  };
+  while (reader.next(f, decide)) {
     ++total;
-    Config c;
-    c.source = f.source;
-    c.line = f.line;
-    c.frame = f.index;
-    c.positions = f.positions;
-    c.cell = f.cell;
-    c.pbc = f.pbc;
-    c.atomic_numbers.reserve(f.natoms());
-    for (const auto& s : f.species) {
-      c.atomic_numbers.push_back(atomic_number(s));
-    }
-    if (const std::string* ct = f.find_info("config_type")) {
-      c.config_type = *ct;
-    }
-
-    // Labels present in the frame.
-    std::vector<std::string> missing;
-    // mace-torch's total_charge / total_spin info keys (its defaults): what a model with
-    // embedding_specs embeds per structure (MACE-OMOL).
-    if (const std::string* q = f.find_info("total_charge")) {
-      c.total_charge = info_numbers(f, "total_charge", *q, "total charge", 1)[0];
-    }
-    if (const std::string* s = f.find_info("total_spin")) {
-      c.total_spin = info_numbers(f, "total_spin", *s, "total spin", 1)[0];
-    }
-    if (const std::string* e = f.find_info(opt.keys.energy)) {
-      c.energy = info_numbers(f, opt.keys.energy, *e, "energy", 1)[0];
-    } else if (opt.require_energy) {
-      missing.push_back(opt.keys.energy);
-    }
-    if (const io::AtomColumn* col = f.find_array(opt.keys.forces)) {
-      if (col->type != 'R' || col->width != 3) {
-        throw FileError(f.source, f.line,
-                        "frame " + std::to_string(f.index) + ": forces column '" + opt.keys.forces + "' is " +
-                            col->type + ":" + std::to_string(col->width) + ", expected R:3");
-      }
-      for (std::size_t k = 0; k < col->numbers.size(); ++k) {
-        if (!std::isfinite(col->numbers[k])) {
-          throw NumericalError(where(f) + ": forces '" + opt.keys.forces + "' of atom " +
-                               std::to_string(k / 3 + 1) + " (" + f.species[k / 3] + ") are not finite");
-        }
-      }
-      c.forces = col->numbers;
-    } else if (opt.require_forces) {
-      missing.push_back(opt.keys.forces);
-    }
-    if (const std::string* s = f.find_info(opt.keys.stress)) {
-      c.stress = to_matrix(info_numbers(f, opt.keys.stress, *s, "stress", 0));
-    }
-    if (const std::string* s = f.find_info(opt.keys.virials)) {
-      c.virials = to_matrix(info_numbers(f, opt.keys.virials, *s, "virials", 0));
-    }
-    if (opt.require_stress && !c.stress && !c.virials) {
-      missing.push_back(opt.keys.stress + "' or '" + opt.keys.virials);
-    }
     if (!missing.empty()) {
       if (!opt.allow_missing) {
         std::string keys;
@@ -172,34 +216,34 @@ Dataset read_dataset(std::istream& in, const std::string& source, const ReadOpti
       }
       continue;
     }
-
-    // Weights, as config_from_atoms.
-    double type_weight = 1.0;
-    for (const auto& [type, w] : opt.config_type_weights) {
-      if (type == c.config_type) {
-        type_weight = w;
-      }
+    const std::size_t g = graphs;
+    graphs += graph ? 1 : 0;
+    if (!isolated && !wanted(g)) {
+      continue;  // another reader's frame: its atoms were not parsed
     }
-    c.weight = info_weight(f, "config_weight") * type_weight;
-    c.energy_weight = c.energy ? info_weight(f, "config_energy_weight") : 0.0;
-    c.forces_weight = !c.forces.empty() ? info_weight(f, "config_forces_weight") : 0.0;
-    c.stress_weight = c.stress ? info_weight(f, "config_stress_weight") : 0.0;
-    c.virials_weight = c.virials ? info_weight(f, "config_virials_weight") : 0.0;
-
-    if (opt.extract_isolated_atoms && c.natoms() == 1 && c.config_type == "IsolatedAtom") {
+    Config c = config_of(f, opt);
+    if (isolated) {
       if (!c.energy) {
         throw FileError(
             f.source, f.line,
             "frame " + std::to_string(f.index) + ": IsolatedAtom frame has no '" + opt.keys.energy + "'");
       }
       ds.isolated_atom_energies[c.atomic_numbers[0]] = *c.energy;
-      if (!opt.keep_isolated_atoms) {
+      if (!graph || !wanted(g)) {
         continue;
       }
     }
-    ds.configs.push_back(std::move(c));
+    take(g, std::move(c));
   }
   set_skip_warning(ds, source, total);
+  return graphs;
+}
+
+Dataset read_dataset(std::istream& in, const std::string& source, const ReadOptions& opt) {
+  Dataset ds;
+  scan_dataset(
+      in, source, opt, ds, [](std::size_t) { return true; },
+      [&](std::size_t, Config&& c) { ds.configs.push_back(std::move(c)); });
   return ds;
 }
 

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <map>
 #include <optional>
@@ -113,6 +114,16 @@ void set_skip_warning(Dataset& ds, const std::string& source, std::size_t total)
 /// (NaN/inf label); see the file comment.
 Dataset read_dataset(const std::string& path, const ReadOptions& options);
 Dataset read_dataset(std::istream& in, const std::string& source, const ReadOptions& options);
+
+/// read_dataset frame by frame, keeping nothing: `take(g, config)` gets each kept configuration
+/// g (0-based, in file order: the Dataset::configs index read_dataset would give it) for which
+/// `wanted(g)` is true; the atom lines of the other kept frames are passed over unparsed, so a
+/// frame's checks are made by the reader that wants it. `ds` gets the skip counts, the warning
+/// and the IsolatedAtom energies (every reader sees all of these), and no configs. Returns the
+/// number of kept configurations.
+std::size_t scan_dataset(std::istream& in, const std::string& source, const ReadOptions& options, Dataset& ds,
+                         const std::function<bool(std::size_t)>& wanted,
+                         const std::function<void(std::size_t, Config&&)>& take);
 
 /// ReadOptions from the trainer options: the four keys, allow_missing, config_type_weights,
 /// keep_isolated_atoms; energy and forces are required when their loss weight is positive,

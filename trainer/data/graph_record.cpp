@@ -190,4 +190,30 @@ Config decode_graph_record(const char* p, std::size_t size, const std::string& w
   return decode_graph_payload(p + 16, len, where);
 }
 
+void put_summary(ByteWriter& w, const GraphSummary& s) {
+  w.put(s.connected);
+  w.put(static_cast<std::uint8_t>(s.has_energy));
+  w.put(s.energy);
+  w.put(s.force_sq);
+  w.put(static_cast<std::uint32_t>(s.composition.size()));
+  for (const auto& [z, count] : s.composition) {
+    w.put(static_cast<std::uint16_t>(z));
+    w.put(count);
+  }
+}
+
+GraphSummary get_summary(ByteReader& r) {
+  GraphSummary s;
+  s.connected = r.get<std::uint32_t>();
+  s.has_energy = r.get<std::uint8_t>() != 0;
+  s.energy = r.get<double>();
+  s.force_sq = r.get<double>();
+  const auto kinds = r.get<std::uint32_t>();
+  for (std::uint32_t k = 0; k < kinds; ++k) {
+    const int z = r.get<std::uint16_t>();
+    s.composition.emplace_back(z, r.get<std::uint32_t>());
+  }
+  return s;
+}
+
 }  // namespace fastmlip::trainer::data

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "data/dataset.hpp"
+#include "data/graph_summary.hpp"
 
 namespace fastmlip::trainer::data {
 
@@ -96,5 +97,12 @@ class ByteReader {
   const char* m_end;
   std::string m_where;
 };
+
+/// A graph summary's own fields (its atoms with a neighbour, energy, squared forces and atoms
+/// per element; not its atoms and edges, which the index's table holds): in the index, and
+/// between the ranks that preprocess a file.
+void put_summary(ByteWriter& w, const GraphSummary& s);
+/// The fields put_summary wrote; FileError (from `r`) when they end early.
+GraphSummary get_summary(ByteReader& r);
 
 }  // namespace fastmlip::trainer::data

@@ -12,25 +12,32 @@ namespace fastmlip::trainer::data {
 
 // Here rather than in store.cpp: an extxyz file's summary is made the same way, also in a build
 // without LMDB.
-std::uint16_t StoreMeta::add(const Config& c) {
-  for (int z : c.atomic_numbers) {
-    const auto at = std::lower_bound(elements.begin(), elements.end(), z);
-    if (at == elements.end() || *at != z) {
-      elements.insert(at, z);
+std::uint16_t StoreMeta::add(const std::string& config_type,
+                             const std::vector<std::pair<int, std::uint32_t>>& composition, bool magmoms,
+                             bool stress_or_virials, bool cell) {
+  for (const auto& zc : composition) {
+    const auto at = std::lower_bound(elements.begin(), elements.end(), zc.first);
+    if (at == elements.end() || *at != zc.first) {
+      elements.insert(at, zc.first);
     }
   }
-  any_magmoms = any_magmoms || !c.magmoms.empty();
-  any_stress_or_virials = any_stress_or_virials || c.stress || c.virials;
-  any_cell = any_cell || c.cell;
-  const auto type = std::find(config_types.begin(), config_types.end(), c.config_type);
+  any_magmoms = any_magmoms || magmoms;
+  any_stress_or_virials = any_stress_or_virials || stress_or_virials;
+  any_cell = any_cell || cell;
+  const auto type = std::find(config_types.begin(), config_types.end(), config_type);
   if (type != config_types.end()) {
     return static_cast<std::uint16_t>(type - config_types.begin());
   }
   if (config_types.size() == 65535) {
-    throw InputError(c.where() + ": more than 65535 config_types in one dataset");
+    throw InputError("more than 65535 config_types in one dataset (the next: '" + config_type + "')");
   }
-  config_types.push_back(c.config_type);
+  config_types.push_back(config_type);
   return static_cast<std::uint16_t>(config_types.size() - 1);
+}
+
+std::uint16_t StoreMeta::add(const Config& c) {
+  return add(c.config_type, summarize(c, 0.0).composition, !c.magmoms.empty(), c.stress || c.virials,
+             c.cell.has_value());
 }
 
 GraphSet::GraphSet(std::vector<Config> configs)

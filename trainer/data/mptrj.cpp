@@ -209,19 +209,49 @@ Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options) {
   return read_mptrj(in, path, options);
 }
 
-Dataset read_labelled_file(const std::string& path, const ReadOptions& options) {
-  if (is_preprocessed_dataset(path)) {
-    return read_preprocessed(path, options);
-  }
-  if (std::filesystem::path(path).extension() != ".json") {
-    return read_dataset(path, options);
-  }
+namespace {
+
+Dataset read_json(const std::string& path, const ReadOptions& options) {
   MptrjReadOptions mo;
   mo.require_energy = options.require_energy;
   mo.require_forces = options.require_forces;
   mo.require_stress = options.require_stress;
   mo.allow_missing = options.allow_missing;
   return read_mptrj(path, mo);
+}
+
+bool is_json(const std::string& path) { return std::filesystem::path(path).extension() == ".json"; }
+
+}  // namespace
+
+Dataset read_labelled_file(const std::string& path, const ReadOptions& options) {
+  if (is_preprocessed_dataset(path)) {
+    return read_preprocessed(path, options);
+  }
+  return is_json(path) ? read_json(path, options) : read_dataset(path, options);
+}
+
+std::size_t scan_labelled_file(const std::string& path, const ReadOptions& options, Dataset& ds,
+                               const std::function<bool(std::size_t)>& wanted,
+                               const std::function<void(std::size_t, Config&&)>& take) {
+  if (!is_json(path)) {
+    std::ifstream in(path);
+    if (!in) {
+      throw FileError(path, 0, "cannot open the dataset");
+    }
+    return scan_dataset(in, path, options, ds, wanted, take);
+  }
+  Dataset whole = read_json(path, options);
+  for (std::size_t g = 0; g < whole.configs.size(); ++g) {
+    if (wanted(g)) {
+      take(g, std::move(whole.configs[g]));
+    }
+  }
+  ds.skipped = whole.skipped;
+  ds.missing_by_key = std::move(whole.missing_by_key);
+  ds.isolated_atom_energies = std::move(whole.isolated_atom_energies);
+  ds.skip_warning = std::move(whole.skip_warning);
+  return whole.configs.size();
 }
 
 }  // namespace fastmlip::trainer::data

@@ -31,6 +31,7 @@
 ///
 /// The file is parsed whole (as chgnet's read_json does): the full MPtrj (about 1.6 million
 /// frames, 11 GB of JSON) wants splitting into pieces first.
+#include <functional>
 #include <istream>
 #include <string>
 
@@ -61,6 +62,14 @@ Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options);
 /// extended XYZ (read_dataset). The label requirements and allow_missing of `options` apply to both; its
 /// keys, config_type weights and isolated-atom handling to extended XYZ only.
 Dataset read_labelled_file(const std::string& path, const ReadOptions& options);
+
+/// read_labelled_file's extended XYZ or MPtrj JSON (not a preprocessed dataset) frame by frame,
+/// as scan_dataset: `take(g, config)` for each kept configuration g with `wanted(g)`, the other
+/// frames' atoms unparsed (extended XYZ; a JSON document is parsed whole); `ds` gets the skip
+/// counts, warning and IsolatedAtom energies. Returns the number of kept configurations.
+std::size_t scan_labelled_file(const std::string& path, const ReadOptions& options, Dataset& ds,
+                               const std::function<bool(std::size_t)>& wanted,
+                               const std::function<void(std::size_t, Config&&)>& take);
 Dataset read_mptrj(std::istream& in, const std::string& source, const MptrjReadOptions& options);
 
 /// kBar per eV/A^3: VASP's stress unit in the trainer's.

@@ -291,15 +291,7 @@ void write_store_index(const std::string& dir, const StoreMeta& meta, const std:
   blob.str() += b.str();
   ByteWriter sb;
   for (const auto& g : summaries) {
-    sb.put(g.connected);
-    sb.put(static_cast<std::uint8_t>(g.has_energy));
-    sb.put(g.energy);
-    sb.put(g.force_sq);
-    sb.put(static_cast<std::uint32_t>(g.composition.size()));
-    for (const auto& [z, count] : g.composition) {
-      sb.put(static_cast<std::uint16_t>(z));
-      sb.put(count);
-    }
+    put_summary(sb, g);
   }
   ByteWriter sums;
   sums.put(crc32_of(sb.str().data(), sb.str().size()));
@@ -451,19 +443,12 @@ std::vector<GraphSummary> PreprocessedDataset::summaries() const {
   std::vector<GraphSummary> out(m->entries.size());
   for (std::size_t g = 0; g < out.size(); ++g) {
     GraphSummary& s = out[g];
+    s = get_summary(r);
     s.atoms = m->entries[g].atoms;
     s.edges = m->entries[g].edges;
-    s.connected = r.get<std::uint32_t>();
-    s.has_energy = r.get<std::uint8_t>() != 0;
-    s.energy = r.get<double>();
-    s.force_sq = r.get<double>();
-    const auto kinds = r.get<std::uint32_t>();
     std::uint64_t atoms = 0;
-    for (std::uint32_t k = 0; k < kinds && atoms <= s.atoms; ++k) {
-      const int z = r.get<std::uint16_t>();
-      const auto count = r.get<std::uint32_t>();
-      s.composition.emplace_back(z, count);
-      atoms += count;
+    for (const auto& zc : s.composition) {
+      atoms += zc.second;
     }
     if (atoms != s.atoms || s.connected > s.atoms) {
       throw FileError(index, 0,

@@ -74,8 +74,11 @@ struct StoreMeta {
   std::size_t skipped = 0;
   std::string skip_warning;
 
-  /// Counts `c` into config_types, elements and the label flags; returns its config_type's
+  /// Counts a graph into config_types, elements and the label flags; returns its config_type's
   /// number (InputError past 65535 types).
+  std::uint16_t add(const std::string& config_type,
+                    const std::vector<std::pair<int, std::uint32_t>>& composition, bool magmoms,
+                    bool stress_or_virials, bool cell);
   std::uint16_t add(const Config& c);
 };
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "train/preprocess.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -8,6 +10,7 @@
 #include <system_error>
 
 #include "core/error.hpp"
+#include "data/graph_record.hpp"
 #include "data/mptrj.hpp"
 #include "data/store.hpp"
 #include "graph/neighbor_list.hpp"
@@ -93,40 +96,71 @@ void preprocess_file(const std::string& file, const std::string& dir, const data
     }
   }
   MPI_Barrier(comm);
-  // Every rank reads the file (the graph numbers are the file's order after the reader's
-  // choices), counts and writes its own graphs.
-  data::Dataset ds = data::read_labelled_file(file, ro);
-  if (ds.configs.empty()) {
+  // Every rank reads the file: the comment line of every frame (which frames are kept decides the
+  // graph numbers) and the atoms of its own graphs r, r + W, ..., which it counts and writes into
+  // its shard, one at a time. What the index needs of each graph goes to rank 0.
+  data::Dataset ds;  // the skips, warning and IsolatedAtom energies (every rank sees them all)
+  data::ByteWriter mine;
+  std::size_t n = 0;
+  {
+    data::ShardWriter shard(partial, rank);
+    const auto W = static_cast<std::size_t>(world), r = static_cast<std::size_t>(rank);
+    n = data::scan_labelled_file(
+        file, ro, ds, [&](std::size_t g) { return g % W == r; },
+        [&](std::size_t g, data::Config&& c) {
+          graph::GraphCounts gc;
+          try {
+            gc = graph::count_graph(c.positions, c.cell, c.pbc, cutoff, kBondCutoff);
+          } catch (const Error& e) {
+            throw InputError(c.where() + ": " + e.what());
+          }
+          if (gc.edges > UINT32_MAX || gc.angles > UINT32_MAX || c.natoms() > UINT32_MAX) {
+            throw InputError(c.where() + ": " + std::to_string(gc.edges) + " edges and " +
+                             std::to_string(gc.angles) +
+                             " angles: more than a dataset graph may hold (2^32 - 1)");
+          }
+          data::GraphSummary sum = data::summarize(c, 0.0);
+          sum.connected = static_cast<std::uint32_t>(gc.connected);
+          mine.put(static_cast<std::uint64_t>(g));
+          mine.put(static_cast<std::uint32_t>(gc.edges));
+          mine.put(static_cast<std::uint32_t>(gc.angles));
+          mine.put(static_cast<std::uint8_t>((c.magmoms.empty() ? 0 : 1) | (c.stress || c.virials ? 2 : 0) |
+                                             (c.cell ? 4 : 0)));
+          mine.put_string(c.config_type);
+          data::put_summary(mine, sum);
+          shard.put(g, c);
+        });
+    shard.close();
+  }
+  if (n == 0) {
     throw InputError("train-potential preprocess: " + file + ": no configurations to store" +
                      (ds.skip_warning.empty() ? std::string() : " (" + ds.skip_warning + ")"));
   }
-  const std::size_t n = ds.configs.size();
-  std::vector<std::uint32_t> counts(3 * n, 0), all(rank == 0 ? 3 * n : 0, 0);
-  {
-    data::ShardWriter shard(partial, rank);
-    for (std::size_t g = static_cast<std::size_t>(rank); g < n; g += static_cast<std::size_t>(world)) {
-      const data::Config& c = ds.configs[g];
-      graph::GraphCounts gc;
-      try {
-        gc = graph::count_graph(c.positions, c.cell, c.pbc, cutoff, kBondCutoff);
-      } catch (const Error& e) {
-        throw InputError(c.where() + ": " + e.what());
-      }
-      if (gc.edges > UINT32_MAX || gc.angles > UINT32_MAX || c.natoms() > UINT32_MAX) {
-        throw InputError(c.where() + ": " + std::to_string(gc.edges) + " edges and " +
-                         std::to_string(gc.angles) +
-                         " angles: more than a dataset graph may hold (2^32 - 1)");
-      }
-      counts[3 * g] = static_cast<std::uint32_t>(gc.edges);
-      counts[3 * g + 1] = static_cast<std::uint32_t>(gc.angles);
-      counts[3 * g + 2] = static_cast<std::uint32_t>(gc.connected);
-      shard.put(g, c);
-    }
-    shard.close();
+  // Every shard is on disk once rank 0 has every rank's part: the index comes after.
+  if (mine.str().size() > static_cast<std::size_t>(INT_MAX)) {
+    throw InputError("train-potential preprocess: " + file + ": rank " + std::to_string(rank) +
+                     "'s graphs need more than 2 GB of index data; preprocess on more ranks");
   }
-  // Each graph's counts come from one rank, zeros from the others.
-  MPI_Reduce(counts.data(), all.data(), static_cast<int>(counts.size()), MPI_UINT32_T, MPI_SUM, 0, comm);
-  // The index, last: only when every shard is on disk (the reduce above waits for every rank).
+  const int bytes = static_cast<int>(mine.str().size());
+  std::vector<int> sizes(static_cast<std::size_t>(world)), offsets(static_cast<std::size_t>(world), 0);
+  MPI_Gather(&bytes, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm);
+  std::string parts;
+  if (rank == 0) {
+    long long total = 0;
+    for (int k = 0; k < world; ++k) {
+      offsets[static_cast<std::size_t>(k)] = static_cast<int>(std::min<long long>(total, INT_MAX));
+      total += sizes[static_cast<std::size_t>(k)];
+    }
+    if (total > INT_MAX) {
+      throw InputError("train-potential preprocess: " + file +
+                       ": the index data exceed 2 GB on rank 0; preprocess the file in parts");
+    }
+    parts.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(mine.str().data(), bytes, MPI_CHAR, parts.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
+              comm);
+  mine.str().clear();
+  mine.str().shrink_to_fit();
   if (rank == 0) {
     data::StoreMeta meta;
     meta.shards = world;
@@ -139,14 +173,37 @@ void preprocess_file(const std::string& file, const std::string& dir, const data
     meta.skip_warning = ds.skip_warning;
     std::vector<data::StoreEntry> entries(n);
     std::vector<data::GraphSummary> summaries(n);
+    std::vector<std::string> types(n);
+    std::vector<std::uint8_t> flags(n);
+    std::vector<bool> seen(n, false);
+    data::ByteReader in(parts.data(), parts.size(), "preprocess (the ranks' index data)");
+    while (!in.at_end()) {
+      const auto g = static_cast<std::size_t>(in.get<std::uint64_t>());
+      if (g >= n || seen[g]) {
+        throw Error("train-potential preprocess: graph " + std::to_string(g) + " of " + std::to_string(n) +
+                    " came from two ranks or none");
+      }
+      seen[g] = true;
+      entries[g].edges = in.get<std::uint32_t>();
+      entries[g].angles = in.get<std::uint32_t>();
+      flags[g] = in.get<std::uint8_t>();
+      types[g] = in.get_string();
+      summaries[g] = data::get_summary(in);
+      summaries[g].edges = entries[g].edges;
+      for (const auto& zc : summaries[g].composition) {
+        entries[g].atoms += zc.second;
+      }
+      summaries[g].atoms = entries[g].atoms;
+    }
+    // In graph order, so that the config types are numbered as they first occur.
     for (std::size_t g = 0; g < n; ++g) {
-      const data::Config& c = ds.configs[g];
-      entries[g] = {static_cast<std::uint32_t>(c.natoms()), all[3 * g], all[3 * g + 1],
-                    static_cast<std::uint16_t>(g % static_cast<std::size_t>(world)), meta.add(c)};
-      // The statistics' summary; its neighbour counts are the shards' writers' (at `cutoff`).
-      summaries[g] = data::summarize(c, 0.0);
-      summaries[g].edges = all[3 * g];
-      summaries[g].connected = all[3 * g + 2];
+      if (!seen[g]) {
+        throw Error("train-potential preprocess: no rank wrote graph " + std::to_string(g) + " of " +
+                    std::to_string(n));
+      }
+      entries[g].shard = static_cast<std::uint16_t>(g % static_cast<std::size_t>(world));
+      entries[g].config_type = meta.add(types[g], summaries[g].composition, (flags[g] & 1) != 0,
+                                        (flags[g] & 2) != 0, (flags[g] & 4) != 0);
     }
     data::write_store_index(partial, meta, entries, summaries);
     std::error_code ec;

@@ -6,8 +6,10 @@
 /// A training run then takes --train_file OUTPUT/train (and the others likewise) with the same
 /// data options, and trains exactly as from the files themselves.
 ///
-/// On W ranks, rank r counts and writes graphs r, r + W, ... into its own shard; rank 0 writes
-/// the index last and renames the finished directory into place.
+/// On W ranks, rank r parses, counts and writes graphs r, r + W, ... into its own shard, one at a
+/// time (of an extended XYZ file it reads only the comment lines of the other frames); rank 0
+/// gathers what the index needs of every graph, writes the index last and renames the finished
+/// directory into place.
 #include <mpi.h>
 
 #include <ostream>
