@@ -967,6 +967,23 @@ TEST(TrainPotential, PreprocessedDatasetsTrainBitwiseAsTheFiles) {
     }
   }
 
+  // From the dataset, the guarantees hold as from the file: --accumulate_bins 2 trains as from
+  // the file with it, bitwise; a restart within an epoch (after step 1 of --checkpoint_interval
+  // 1) continues to the straight run's model, bitwise.
+  const Result acc_file = run(dir, common + files + " --accumulate_bins 2 --work_dir acc_file");
+  const Result acc_pre = run(dir, common + stored + " --accumulate_bins 2 --work_dir acc_pre");
+  ASSERT_EQ(acc_file.status, 0) << acc_file.out << acc_file.err;
+  ASSERT_EQ(acc_pre.status, 0) << acc_pre.out << acc_pre.err;
+  EXPECT_EQ(read_text(dir + "/acc_file/tiny.safetensors"), read_text(dir + "/acc_pre/tiny.safetensors"));
+  const Result steps =
+      run(dir, common + stored + " --checkpoint_interval 1 --keep_checkpoints --work_dir steps");
+  ASSERT_EQ(steps.status, 0) << steps.out << steps.err;
+  const Result resumed =
+      run(dir, common + stored + " --work_dir resumed --restart steps/checkpoints/tiny_step-1.ckpt");
+  ASSERT_EQ(resumed.status, 0) << resumed.out << resumed.err;
+  EXPECT_EQ(read_text(dir + "/steps/tiny.safetensors"), read_text(dir + "/resumed/tiny.safetensors"));
+  EXPECT_EQ(read_text(dir + "/pre1/tiny.safetensors"), read_text(dir + "/resumed/tiny.safetensors"));
+
   // Refusals: an existing dataset, other data options, a damaged record.
   const Result again = run(dir, "preprocess --config tiny.yaml --output pre");
   EXPECT_EQ(again.status, 1);
