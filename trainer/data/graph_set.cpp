@@ -110,28 +110,17 @@ OpenedData open_labelled_data(const std::string& path, const ReadOptions& option
   if (is_preprocessed_dataset(path)) {
     auto store = std::make_shared<const PreprocessedDataset>(path);
     check_store_options(*store, options, check);
-    const StoreMeta& meta = store->meta();
-    d.isolated_atom_energies = meta.isolated_atom_energies;
-    d.skip_warning = meta.skip_warning;
-    d.elements = meta.elements;
-    d.any_magmoms = meta.any_magmoms;
-    d.any_stress_or_virials = meta.any_stress_or_virials;
-    d.any_cell = meta.any_cell;
+    d.meta = store->meta();
     d.graphs = GraphSet(std::move(store));
     return d;
   }
   Dataset ds = read_labelled_file(path, options);
-  // The same summary a dataset's index holds, from the frames themselves.
-  StoreMeta summary;
   for (const auto& c : ds.configs) {
-    summary.add(c);
+    d.meta.add(c);
   }
-  d.isolated_atom_energies = std::move(ds.isolated_atom_energies);
-  d.skip_warning = std::move(ds.skip_warning);
-  d.elements = std::move(summary.elements);
-  d.any_magmoms = summary.any_magmoms;
-  d.any_stress_or_virials = summary.any_stress_or_virials;
-  d.any_cell = summary.any_cell;
+  d.meta.isolated_atom_energies = std::move(ds.isolated_atom_energies);
+  d.meta.skipped = ds.skipped;
+  d.meta.skip_warning = std::move(ds.skip_warning);
   d.graphs = GraphSet(std::move(ds.configs));
   return d;
 }

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,13 +62,13 @@ class GraphSet {
   bool m_all = true;
 };
 
-/// A labelled file or preprocessed dataset opened for a run, with what its reader learnt of it.
+/// A labelled file or preprocessed dataset opened for a run, with what is known of it as a whole:
+/// a dataset's index meta, or the same made from a file's frames (its IsolatedAtom energies, skip
+/// warning, config types, elements and label flags; the dataset-only fields left at their
+/// defaults).
 struct OpenedData {
   GraphSet graphs;
-  std::map<int, double> isolated_atom_energies;  ///< Z -> eV (extract_isolated_atoms)
-  std::string skip_warning;                      ///< as Dataset::skip_warning
-  std::vector<int> elements;                     ///< the atomic numbers present, ascending
-  bool any_magmoms = false, any_stress_or_virials = false, any_cell = false;
+  StoreMeta meta;
 };
 
 /// `path` as a graph set: a preprocessed dataset (checked against `options` as `check` says, and

@@ -126,7 +126,7 @@ int eval_family(const io::PotentialFile& file, const std::map<std::string, std::
   const data::GraphSet& configs = ds.graphs;
   EvalOptions eo;
   eo.batch_capacity = positive_int("batch_capacity", flags.at("batch_capacity"));
-  eo.virials = ds.any_stress_or_virials || (predictions && ds.any_cell);
+  eo.virials = ds.meta.any_stress_or_virials || (predictions && ds.meta.any_cell);
   eo.keep_predictions = predictions;
   const EvalResult r = evaluate_model<F>(model, configs, eo, MPI_COMM_SELF);
   out << "eval: " << model_path << " on " << data_path << " (" << configs.size() << " configurations)\n"

@@ -259,28 +259,28 @@ void Trainer<F>::read_data() {
   data::ReadOptions ro = data::read_options_from(m_o);
   ro.extract_isolated_atoms = true;
   data::OpenedData train = data::open_labelled_data(m_o.get_string("train_file"), ro);
-  m_isolated = train.isolated_atom_energies;
-  if (!train.skip_warning.empty()) {
-    m_log.line("warning: " + train.skip_warning);
+  m_isolated = train.meta.isolated_atom_energies;
+  if (!train.meta.skip_warning.empty()) {
+    m_log.line("warning: " + train.meta.skip_warning);
   }
-  std::set<int> elements(train.elements.begin(), train.elements.end());
-  m_magmom_labels = train.any_magmoms;
+  std::set<int> elements(train.meta.elements.begin(), train.meta.elements.end());
+  m_magmom_labels = train.meta.any_magmoms;
   bool streamed = train.graphs.store() != nullptr;
   // The validation and test files: the training file's keys and labels, IsolatedAtom frames kept.
   const auto open_other = [&](const std::string& option) {
     data::ReadOptions oo = ro;
     oo.extract_isolated_atoms = false;
     data::OpenedData d = data::open_labelled_data(m_o.get_string(option), oo);
-    if (!d.skip_warning.empty()) {
-      m_log.line("warning: " + d.skip_warning);
+    if (!d.meta.skip_warning.empty()) {
+      m_log.line("warning: " + d.meta.skip_warning);
     }
     streamed = streamed || d.graphs.store() != nullptr;
     return d;
   };
   if (m_o.has("valid_file")) {
     data::OpenedData valid = open_other("valid_file");
-    elements.insert(valid.elements.begin(), valid.elements.end());
-    m_magmom_labels = m_magmom_labels || valid.any_magmoms;
+    elements.insert(valid.meta.elements.begin(), valid.meta.elements.end());
+    m_magmom_labels = m_magmom_labels || valid.meta.any_magmoms;
     m_valid = std::move(valid.graphs);
     m_train = std::move(train.graphs);
   } else {
