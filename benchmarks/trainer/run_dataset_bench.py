@@ -3,11 +3,13 @@
 
     .venv/bin/python benchmarks/trainer/run_dataset_bench.py --graphs 26508            # Table 3 at 1%
     .venv/bin/python benchmarks/trainer/run_dataset_bench.py --graphs 265082 --json r.json
+    .venv/bin/python benchmarks/trainer/run_dataset_bench.py --draw mptrj --graphs 158031   # MPtrj's rows at 10%
 
 One command, one run, each step alone on the machine, in this order:
 
 1. the data: `fastmlip-pack --synthetic table3:N --write-sizes` (the MACE paper's Table 3 size
-   distribution at N graphs), then make_synthetic_dataset.py writes it as labelled extxyz;
+   distribution at N graphs; with --draw mptrj its MPtrj rows only), then
+   make_synthetic_dataset.py writes it as labelled extxyz;
 2. `train-potential preprocess` on 1 rank and on 2 ranks (mpirun): wall time, the peak resident
    set size of the largest rank (GNU time around each rank), the dataset's bytes on disk against
    the extxyz file's;
@@ -153,10 +155,10 @@ def startup(exe, train_file, work, tag, normalisation):
     return out
 
 
-def sampler_cost(pack, graphs):
+def sampler_cost(pack, spec):
     """The trainer's planner (--sampler fastmlip, capacity 3072, one rank) on the same sizes: its
     time for one epoch's plan and the number of steps, from fastmlip-pack's report."""
-    r = subprocess.run([pack, "--synthetic", f"table3:{graphs}", "--capacity", "3072", "--algorithm", "fastmlip",
+    r = subprocess.run([pack, "--synthetic", spec, "--capacity", "3072", "--algorithm", "fastmlip",
                         "--epochs", "2"], check=True, stdout=subprocess.PIPE, text=True)
     row = next(l.split() for l in r.stdout.splitlines() if l.startswith("fastmlip "))
     return {"steps": int(row[2]), "plan_s_per_epoch": float(row[6])}  # pack_s: the epochs' mean
@@ -165,6 +167,8 @@ def sampler_cost(pack, graphs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", type=int, default=26508, help="N of table3:N (265082 is 10%%)")
+    ap.add_argument("--draw", choices=["table3", "mptrj"], default="table3",
+                    help="fastmlip-pack's synthetic size distribution: all of Table 3, or its MPtrj rows")
     ap.add_argument("--build", default=str(REPO / "build"))
     ap.add_argument("--venv", default=str(REPO / ".venv"), help="mace-torch's venv (tests/reference/setup-venv.sh)")
     ap.add_argument("--skip-mace", action="store_true")
@@ -178,11 +182,11 @@ def main():
            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
            "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], stdout=subprocess.PIPE,
                                     text=True).stdout.strip(),
-           "graphs": args.graphs}
+           "graphs": args.graphs, "draw": args.draw}
     try:
         sizes = f"{work}/sizes.txt"
         data = f"{work}/synth.xyz"
-        subprocess.run([pack, "--synthetic", f"table3:{args.graphs}", "--write-sizes", sizes, "--capacity", "100000"],
+        subprocess.run([pack, "--synthetic", f"{args.draw}:{args.graphs}", "--write-sizes", sizes, "--capacity", "100000"],
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run([sys.executable, str(REPO / "benchmarks/trainer/make_synthetic_dataset.py"), "--sizes", sizes,
                         "--output", data], check=True)
@@ -190,7 +194,7 @@ def main():
         res["atoms"] = sum(int(l.split()[0]) for l in open(sizes) if l.strip() and not l.startswith("#"))
         res["preprocess"] = [preprocess(exe, data, f"{work}/pre{r}", r, work) for r in (1, 2)]
         res["mace_prepare_data"] = {"status": "skipped"} if args.skip_mace else mace_prepare(args.venv, data, work)
-        res["sampler"] = sampler_cost(pack, args.graphs)
+        res["sampler"] = sampler_cost(pack, f"{args.draw}:{args.graphs}")
         res["startup"] = [startup(exe, source, work, tag + "_" + str(k), norm)
                           for k, norm in enumerate((FIXED, COMPUTED))
                           for source, tag in ((data, "from_xyz"), (f"{work}/pre1/train", "from_pre"))]

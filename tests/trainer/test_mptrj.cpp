@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../common/error_text.hpp"
 #include "core/error.hpp"
@@ -122,6 +124,54 @@ TEST(TrainerMptrj, BadInputNamesTheFrameAndTheKey) {
   msg = error(one_frame(labels + R"(, "magmom": [1, 2])"));
   EXPECT_TRUE(contains(msg, "'magmom'") && contains(msg, "list of 1 numbers")) << msg;
   EXPECT_TRUE(contains(error_of([] { read_mptrj("/nonexistent/mptrj.json", {}); }), "cannot open"));
+  // The layout, checked as the parser goes.
+  EXPECT_TRUE(contains(error("5"), "top level must be an object of mp-ids"));
+  EXPECT_TRUE(contains(error(R"({"mp-1": 5})"), "'mp-1' must be an object of frames"));
+  EXPECT_TRUE(contains(error(R"({"mp-1": [1]})"), "'mp-1' must be an object of frames"));
+  msg = error(R"({"mp-1": {"mp-1-0": [1, 2]}})");
+  EXPECT_TRUE(contains(msg, "frame 1 (mp-1-0)") && contains(msg, "must be an object")) << msg;
+}
+
+TEST(TrainerMptrj, AScanConvertsOnlyTheWantedFramesAndNumbersThemAsTheReader) {
+  const std::string labels = R"("corrected_total_energy": -1.5, "force": [[0, 0, 1]])";
+  const std::string li = R"({"species": [{"element": "Li", "occu": 1}], "xyz": [0, 0, 0]})";
+  const std::string bad = R"({"species": [{"element": "Xx", "occu": 1}], "xyz": [0, 0, 0]})";
+  const auto frame = [&](const std::string& id, const std::string& site, const std::string& l) {
+    return "\"" + id +
+           R"(": {"structure": {"lattice": {"matrix": [[3, 0, 0], [0, 3, 0], [0, 0, 3]]}, "sites": [)" +
+           site + "]}" + (l.empty() ? "" : ", " + l) + "}";
+  };
+  // Graphs 0 (a-0), 1 (a-2, with an unknown element), 2 (b-0); a-1 lacks its forces (skipped).
+  const std::string text = "{\"mp-a\": {" + frame("a-0", li, labels) + ", " +
+                           frame("a-1", li, R"("corrected_total_energy": -2)") + ", " +
+                           frame("a-2", bad, labels) + "}, \"mp-b\": {" +
+                           frame("b-0", li, R"("corrected_total_energy": -3, "force": [[1, 2, 3]])") + "}}";
+  MptrjReadOptions o;
+  o.allow_missing = true;
+  const auto scan = [&](const std::function<bool(std::size_t)>& wanted, std::vector<std::size_t>& got,
+                        std::vector<Config>& configs) {
+    Dataset ds;
+    std::istringstream in(text);
+    const std::size_t n = scan_mptrj(in, "mem.json", o, ds, wanted, [&](std::size_t g, Config&& c) {
+      got.push_back(g);
+      configs.push_back(std::move(c));
+    });
+    EXPECT_EQ(n, 3u);
+    EXPECT_EQ(ds.skipped, 1u);
+    EXPECT_TRUE(ds.configs.empty());
+  };
+  std::vector<std::size_t> got;
+  std::vector<Config> configs;
+  scan([](std::size_t g) { return g != 1; }, got, configs);  // the bad structure is not converted
+  EXPECT_EQ(got, (std::vector<std::size_t>{0, 2}));
+  ASSERT_EQ(configs.size(), 2u);
+  EXPECT_EQ(configs[1].id, "b-0");
+  EXPECT_EQ(configs[1].frame, 4);
+  EXPECT_EQ(configs[1].forces, (std::vector<double>{1, 2, 3}));
+  std::vector<std::size_t> all;
+  std::vector<Config> all_configs;
+  const std::string msg = error_of([&] { scan([](std::size_t) { return true; }, all, all_configs); });
+  EXPECT_TRUE(contains(msg, "frame 3 (a-2)") && contains(msg, "Xx")) << msg;
 }
 
 // Bug (fuzz_mptrj, issue 17): a number beyond double's range made nlohmann's out_of_range escape

@@ -1254,6 +1254,24 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
   EXPECT_NE(np2.out.find("2 rank(s)"), std::string::npos) << np2.out;
   EXPECT_TRUE(std::isfinite(std::stod(csv_rows(read_text(dir + "/np2/results/c_train.csv"))[1][2])));
 
+  // The JSON preprocessed on 2 ranks (each parses the document one frame at a time and converts
+  // its own frames): training from the datasets gives the straight run's export, CSV (with the
+  // magmom columns, from the index's label flags) and test metrics, bit for bit.
+  const Result pre = run(dir,
+                         "preprocess --model chgnet --train_file '" + kMptrj + "' --valid_file '" + kMptrj +
+                             "' --test_file '" + kMptrj + "' --output pre",
+                         kMpiexec + " -np 2");
+  ASSERT_EQ(pre.status, 0) << pre.out << pre.err;
+  const Result fromdata = run(dir, "--model chgnet --foundation_model '" + kChgnet +
+                                       "' --train_file pre/train --valid_file pre/valid --test_file pre/test "
+                                       "--batch_capacity 4 --name c --work_dir fromdata --max_num_epochs 2");
+  ASSERT_EQ(fromdata.status, 0) << fromdata.out << fromdata.err;
+  EXPECT_EQ(read_text(dir + "/fromdata/c.safetensors"), read_text(dir + "/straight/c.safetensors"));
+  EXPECT_EQ(read_text(dir + "/fromdata/results/c_train.csv"),
+            read_text(dir + "/straight/results/c_train.csv"));
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/fromdata/results/c_test.json")).at("overall"),
+            test_json.at("overall"));
+
   // Direct heads: trained, exported with the rest, and read back by the trainer's model.
   const Result dh = run(dir, chgnet_args("dh") + " --max_num_epochs 1 --direct_heads");
   ASSERT_EQ(dh.status, 0) << dh.out << dh.err;

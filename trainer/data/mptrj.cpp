@@ -122,82 +122,116 @@ bool present(const Json& frame, const std::string& key) {
 
 }  // namespace
 
-Dataset read_mptrj(std::istream& in, const std::string& source, const MptrjReadOptions& opt) {
-  Json root;
+std::size_t scan_mptrj(std::istream& in, const std::string& source, const MptrjReadOptions& opt, Dataset& ds,
+                       const std::function<bool(std::size_t)>& wanted,
+                       const std::function<void(std::size_t, Config&&)>& take) {
+  long index = 0;
+  std::size_t graphs = 0;
+  std::string mp_id, id;
+  // One frame object, as the parser finishes it: its labels and, when wanted, the configuration.
+  const auto frame_done = [&](const Json& frame) {
+    const Frame f{source, ++index, id};
+    // Required labels first: a frame lacking one is an error or (allow_missing) skipped.
+    std::vector<std::string> missing;
+    const std::pair<bool, const std::string*> required[] = {{opt.require_energy, &opt.energy_key},
+                                                            {opt.require_forces, &opt.forces_key},
+                                                            {opt.require_stress, &opt.stress_key},
+                                                            {opt.require_magmoms, &opt.magmom_key}};
+    for (const auto& [need, key] : required) {
+      if (need && !present(frame, *key)) {
+        missing.push_back(*key);
+      }
+    }
+    if (!missing.empty()) {
+      if (!opt.allow_missing) {
+        f.fail("no '" + missing[0] + "' (a required label; allow_missing skips such frames)");
+      }
+      ++ds.skipped;
+      for (const auto& k : missing) {
+        ++ds.missing_by_key[k];
+      }
+      return;
+    }
+    const std::size_t g = graphs++;
+    if (!wanted(g)) {
+      return;  // another reader's frame
+    }
+    Config c;
+    c.source = source;
+    c.frame = index;
+    c.id = id;
+    read_structure(f, member(f, frame, "structure", "the frame"), c);
+    const std::size_t n = c.natoms();
+    if (present(frame, opt.energy_key)) {
+      const double e = number(f, frame.at(opt.energy_key), "'" + opt.energy_key + "'");
+      const std::string suffix = "_per_atom";
+      const bool per_atom =
+          opt.energy_key.size() > suffix.size() &&
+          opt.energy_key.compare(opt.energy_key.size() - suffix.size(), suffix.size(), suffix) == 0;
+      c.energy = per_atom ? e * static_cast<double>(n) : e;
+    }
+    if (present(frame, opt.forces_key)) {
+      c.forces = rows3(f, frame.at(opt.forces_key), n, "'" + opt.forces_key + "'");
+    }
+    if (present(frame, opt.stress_key)) {
+      const auto s = rows3(f, frame.at(opt.stress_key), 3, "'" + opt.stress_key + "'");
+      std::array<double, 9> stress{};
+      for (int k = 0; k < 9; ++k) {
+        stress[k] = -s[k] / kKbarPerEvPerA3;  // VASP kBar, compressive positive -> eV/A^3, tensile positive
+      }
+      c.stress = stress;
+    }
+    if (present(frame, opt.magmom_key)) {
+      c.magmoms = numbers(f, frame.at(opt.magmom_key), static_cast<long>(n), "'" + opt.magmom_key + "'");
+      for (double& m : c.magmoms) {
+        m = std::abs(m);
+      }
+    }
+    take(g, std::move(c));
+  };
+  // The parser's callback sees each frame object whole when it ends (depth 2) and discards it,
+  // so the document is read one frame at a time, never held.
+  using Event = Json::parse_event_t;
+  const Json::parser_callback_t on = [&](int depth, Event event, Json& parsed) {
+    if (depth == 0 && (event == Event::array_start || (event == Event::value && !parsed.is_object()))) {
+      throw FileError(source, 0, "the top level must be an object of mp-ids (the MPtrj layout)");
+    }
+    if (event == Event::key && depth == 1) {
+      mp_id = parsed.get<std::string>();
+    } else if (event == Event::key && depth == 2) {
+      id = parsed.get<std::string>();
+    } else if (depth == 1 && (event == Event::array_start || event == Event::value)) {
+      throw FileError(source, 0, "'" + mp_id + "' must be an object of frames (the MPtrj layout)");
+    } else if (depth == 2 && (event == Event::array_start || event == Event::value)) {
+      const Frame f{source, index + 1, id};
+      f.fail("the frame must be an object (the MPtrj layout)");
+    } else if (depth == 2 && event == Event::object_end) {
+      frame_done(parsed);
+      return false;
+    } else if (depth == 1 && event == Event::object_end) {
+      return false;  // an mp-id's frames are done
+    }
+    return true;
+  };
   try {
-    root = Json::parse(in);
+    const Json rest = Json::parse(in, on);
+    if (!rest.is_object()) {
+      throw FileError(source, 0, "the top level must be an object of mp-ids (the MPtrj layout)");
+    }
   } catch (const Json::exception& e) {
     // parse_error for bad syntax, out_of_range for a number beyond double's range ("1e400").
     throw FileError(source, 0,
                     std::string("not valid JSON: ") + e.what() + " (numbers must be finite doubles)");
   }
-  if (!root.is_object()) {
-    throw FileError(source, 0, "the top level must be an object of mp-ids (the MPtrj layout)");
-  }
-  Dataset ds;
-  long index = 0;
-  for (const auto& [mp_id, frames] : root.items()) {
-    if (!frames.is_object()) {
-      throw FileError(source, 0, "'" + mp_id + "' must be an object of frames (the MPtrj layout)");
-    }
-    for (const auto& [id, frame] : frames.items()) {
-      const Frame f{source, ++index, id};
-      Config c;
-      c.source = source;
-      c.frame = index;
-      c.id = id;
-      read_structure(f, member(f, frame, "structure", "the frame"), c);
-      const std::size_t n = c.natoms();
-      // Required labels first: a frame lacking one is an error or (allow_missing) skipped.
-      std::vector<std::string> missing;
-      const std::pair<bool, const std::string*> required[] = {{opt.require_energy, &opt.energy_key},
-                                                              {opt.require_forces, &opt.forces_key},
-                                                              {opt.require_stress, &opt.stress_key},
-                                                              {opt.require_magmoms, &opt.magmom_key}};
-      for (const auto& [need, key] : required) {
-        if (need && !present(frame, *key)) {
-          missing.push_back(*key);
-        }
-      }
-      if (!missing.empty()) {
-        if (!opt.allow_missing) {
-          f.fail("no '" + missing[0] + "' (a required label; allow_missing skips such frames)");
-        }
-        ++ds.skipped;
-        for (const auto& k : missing) {
-          ++ds.missing_by_key[k];
-        }
-        continue;
-      }
-      if (present(frame, opt.energy_key)) {
-        const double e = number(f, frame.at(opt.energy_key), "'" + opt.energy_key + "'");
-        const std::string suffix = "_per_atom";
-        const bool per_atom =
-            opt.energy_key.size() > suffix.size() &&
-            opt.energy_key.compare(opt.energy_key.size() - suffix.size(), suffix.size(), suffix) == 0;
-        c.energy = per_atom ? e * static_cast<double>(n) : e;
-      }
-      if (present(frame, opt.forces_key)) {
-        c.forces = rows3(f, frame.at(opt.forces_key), n, "'" + opt.forces_key + "'");
-      }
-      if (present(frame, opt.stress_key)) {
-        const auto s = rows3(f, frame.at(opt.stress_key), 3, "'" + opt.stress_key + "'");
-        std::array<double, 9> stress{};
-        for (int k = 0; k < 9; ++k) {
-          stress[k] = -s[k] / kKbarPerEvPerA3;  // VASP kBar, compressive positive -> eV/A^3, tensile positive
-        }
-        c.stress = stress;
-      }
-      if (present(frame, opt.magmom_key)) {
-        c.magmoms = numbers(f, frame.at(opt.magmom_key), static_cast<long>(n), "'" + opt.magmom_key + "'");
-        for (double& m : c.magmoms) {
-          m = std::abs(m);
-        }
-      }
-      ds.configs.push_back(std::move(c));
-    }
-  }
   set_skip_warning(ds, source, static_cast<std::size_t>(index));
+  return graphs;
+}
+
+Dataset read_mptrj(std::istream& in, const std::string& source, const MptrjReadOptions& opt) {
+  Dataset ds;
+  scan_mptrj(
+      in, source, opt, ds, [](std::size_t) { return true; },
+      [&](std::size_t, Config&& c) { ds.configs.push_back(std::move(c)); });
   return ds;
 }
 
@@ -211,13 +245,13 @@ Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options) {
 
 namespace {
 
-Dataset read_json(const std::string& path, const ReadOptions& options) {
+MptrjReadOptions mptrj_options(const ReadOptions& options) {
   MptrjReadOptions mo;
   mo.require_energy = options.require_energy;
   mo.require_forces = options.require_forces;
   mo.require_stress = options.require_stress;
   mo.allow_missing = options.allow_missing;
-  return read_mptrj(path, mo);
+  return mo;
 }
 
 bool is_json(const std::string& path) { return std::filesystem::path(path).extension() == ".json"; }
@@ -228,7 +262,7 @@ Dataset read_labelled_file(const std::string& path, const ReadOptions& options) 
   if (is_preprocessed_dataset(path)) {
     return read_preprocessed(path, options);
   }
-  return is_json(path) ? read_json(path, options) : read_dataset(path, options);
+  return is_json(path) ? read_mptrj(path, mptrj_options(options)) : read_dataset(path, options);
 }
 
 std::size_t scan_labelled_file(const std::string& path, const ReadOptions& options, Dataset& ds,
@@ -241,17 +275,11 @@ std::size_t scan_labelled_file(const std::string& path, const ReadOptions& optio
     }
     return scan_dataset(in, path, options, ds, wanted, take);
   }
-  Dataset whole = read_json(path, options);
-  for (std::size_t g = 0; g < whole.configs.size(); ++g) {
-    if (wanted(g)) {
-      take(g, std::move(whole.configs[g]));
-    }
+  std::ifstream in(path);
+  if (!in) {
+    throw FileError(path, 0, "cannot open the dataset");
   }
-  ds.skipped = whole.skipped;
-  ds.missing_by_key = std::move(whole.missing_by_key);
-  ds.isolated_atom_energies = std::move(whole.isolated_atom_energies);
-  ds.skip_warning = std::move(whole.skip_warning);
-  return whole.configs.size();
+  return scan_mptrj(in, path, mptrj_options(options), ds, wanted, take);
 }
 
 }  // namespace fastmlip::trainer::data

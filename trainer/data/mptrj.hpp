@@ -29,8 +29,9 @@
 /// number and id, and the key. chgnet's StructureData (chgnet.data.dataset) has no file format
 /// of its own: it is built in Python from lists, so there is nothing else to read.
 ///
-/// The file is parsed whole (as chgnet's read_json does): the full MPtrj (about 1.6 million
-/// frames, 11 GB of JSON) wants splitting into pieces first.
+/// The file is read one frame at a time (the JSON parser hands over each frame object as it ends
+/// and forgets it), so the full MPtrj (about 1.6 million frames, 11 GB of JSON) is never held
+/// as JSON; read_mptrj keeps the configurations, scan_mptrj only those asked for.
 #include <functional>
 #include <istream>
 #include <string>
@@ -56,6 +57,13 @@ struct MptrjReadOptions {
 /// label), NumericalError (a NaN or infinite label).
 Dataset read_mptrj(const std::string& path, const MptrjReadOptions& options);
 
+/// read_mptrj frame by frame, as scan_dataset (data/dataset.hpp): `take(g, config)` for each kept
+/// frame g with `wanted(g)` (the others' structures are not converted); `ds` gets the skip
+/// counts and warning. Returns the number of kept frames.
+std::size_t scan_mptrj(std::istream& in, const std::string& source, const MptrjReadOptions& options,
+                       Dataset& ds, const std::function<bool(std::size_t)>& wanted,
+                       const std::function<void(std::size_t, Config&&)>& take);
+
 /// A labelled dataset file as train-potential takes one: a preprocessed dataset directory
 /// (data/store.hpp, made by `train-potential preprocess` with the same options), MPtrj-style JSON
 /// (the reader above, its own keys, VASP units converted) when the name ends in .json, else
@@ -65,7 +73,7 @@ Dataset read_labelled_file(const std::string& path, const ReadOptions& options);
 
 /// read_labelled_file's extended XYZ or MPtrj JSON (not a preprocessed dataset) frame by frame,
 /// as scan_dataset: `take(g, config)` for each kept configuration g with `wanted(g)`, the other
-/// frames' atoms unparsed (extended XYZ; a JSON document is parsed whole); `ds` gets the skip
+/// frames' atoms unparsed (extended XYZ) or structures unconverted (JSON); `ds` gets the skip
 /// counts, warning and IsolatedAtom energies. Returns the number of kept configurations.
 std::size_t scan_labelled_file(const std::string& path, const ReadOptions& options, Dataset& ds,
                                const std::function<bool(std::size_t)>& wanted,
