@@ -44,7 +44,7 @@ E0S = "{1: -1.1, 6: -8.0, 7: -8.3, 8: -4.9, 3: -1.9, 12: -1.5, 14: -5.4, 26: -8.
 # A small model and fixed normalisation: the start-up measured is the data's.
 TRAIN = ["--name", "synth", "--valid_fraction", "0.05", "--r_max", "5.0", "--num_channels", "8",
          "--max_L", "0", "--max_ell", "1", "--correlation", "2", "--num_interactions", "1",
-         "--batch_capacity", "3072", "--max_num_epochs", "1", "--checkpoint_interval", "1"]
+         "--max_num_epochs", "1", "--checkpoint_interval", "1"]
 FIXED = ["--E0s", E0S, "--compute_avg_num_neighbors", "false", "--avg_num_neighbors", "30", "--mean", "0",
          "--std", "1"]
 COMPUTED = ["--E0s", "average", "--compute_avg_num_neighbors", "true", "--scaling", "rms_forces_scaling"]
@@ -113,11 +113,12 @@ def mace_prepare(venv, data, work):
             "bytes": du(out)}
 
 
-def startup(exe, train_file, work, tag, normalisation):
+def startup(exe, train_file, work, tag, normalisation, capacity):
     """Launch to the "data:" and "model:" lines and the first step's checkpoint; the peak RSS
     then; the run is then stopped."""
     run_dir = pathlib.Path(work) / tag
-    cmd = [exe, "--train_file", train_file, "--work_dir", str(run_dir)] + TRAIN + normalisation
+    cmd = [exe, "--train_file", train_file, "--work_dir", str(run_dir), "--batch_capacity", str(capacity)] + TRAIN + \
+        normalisation
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -155,10 +156,10 @@ def startup(exe, train_file, work, tag, normalisation):
     return out
 
 
-def sampler_cost(pack, spec):
-    """The trainer's planner (--sampler fastmlip, capacity 3072, one rank) on the same sizes: its
-    time for one epoch's plan and the number of steps, from fastmlip-pack's report."""
-    r = subprocess.run([pack, "--synthetic", spec, "--capacity", "3072", "--algorithm", "fastmlip",
+def sampler_cost(pack, spec, capacity):
+    """The trainer's planner (--sampler fastmlip, one rank) on the same sizes: its time for one
+    epoch's plan and the number of steps, from fastmlip-pack's report."""
+    r = subprocess.run([pack, "--synthetic", spec, "--capacity", str(capacity), "--algorithm", "fastmlip",
                         "--epochs", "2"], check=True, stdout=subprocess.PIPE, text=True)
     row = next(l.split() for l in r.stdout.splitlines() if l.startswith("fastmlip "))
     return {"steps": int(row[2]), "plan_s_per_epoch": float(row[6])}  # pack_s: the epochs' mean
@@ -172,6 +173,9 @@ def main():
     ap.add_argument("--build", default=str(REPO / "build"))
     ap.add_argument("--venv", default=str(REPO / ".venv"), help="mace-torch's venv (tests/reference/setup-venv.sh)")
     ap.add_argument("--skip-mace", action="store_true")
+    ap.add_argument("--capacity", type=int, default=3072,
+                    help="--batch_capacity of the training runs (a small one keeps the first step's own memory "
+                         "small, so that the peak RSS shows the data's part)")
     ap.add_argument("--json")
     args = ap.parse_args()
     exe = str(pathlib.Path(args.build) / "bin" / "train-potential")
@@ -182,7 +186,7 @@ def main():
            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
            "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], stdout=subprocess.PIPE,
                                     text=True).stdout.strip(),
-           "graphs": args.graphs, "draw": args.draw}
+           "graphs": args.graphs, "draw": args.draw, "capacity": args.capacity}
     try:
         sizes = f"{work}/sizes.txt"
         data = f"{work}/synth.xyz"
@@ -194,8 +198,8 @@ def main():
         res["atoms"] = sum(int(l.split()[0]) for l in open(sizes) if l.strip() and not l.startswith("#"))
         res["preprocess"] = [preprocess(exe, data, f"{work}/pre{r}", r, work) for r in (1, 2)]
         res["mace_prepare_data"] = {"status": "skipped"} if args.skip_mace else mace_prepare(args.venv, data, work)
-        res["sampler"] = sampler_cost(pack, f"{args.draw}:{args.graphs}")
-        res["startup"] = [startup(exe, source, work, tag + "_" + str(k), norm)
+        res["sampler"] = sampler_cost(pack, f"{args.draw}:{args.graphs}", args.capacity)
+        res["startup"] = [startup(exe, source, work, tag + "_" + str(k), norm, args.capacity)
                           for k, norm in enumerate((FIXED, COMPUTED))
                           for source, tag in ((data, "from_xyz"), (f"{work}/pre1/train", "from_pre"))]
     finally:
