@@ -2,6 +2,7 @@
 #include "data/graph_set.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <utility>
 
@@ -92,7 +93,12 @@ GraphSet GraphSet::subset(const std::vector<std::size_t>& picks) const {
   s.m_all = false;
   s.m_picks.reserve(picks.size());
   for (std::size_t i : picks) {
-    s.m_picks.push_back(at(i));
+    const std::size_t g = at(i);
+    if (g > UINT32_MAX) {
+      throw InputError("GraphSet::subset: graph " + std::to_string(g) +
+                       " is past the 2^32 graphs a subset numbers");
+    }
+    s.m_picks.push_back(static_cast<std::uint32_t>(g));
   }
   return s;
 }

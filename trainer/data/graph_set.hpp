@@ -57,8 +57,9 @@ class GraphSet {
 
   std::shared_ptr<const std::vector<Config>> m_configs;
   std::shared_ptr<const PreprocessedDataset> m_store;
-  /// The graphs of a subset; with m_all, every graph in order (no table, 0 bytes per graph).
-  std::vector<std::uint64_t> m_picks;
+  /// The graphs of a subset (4 bytes each: a dataset's index numbers its graphs in 32 bits too);
+  /// with m_all, every graph in order (no table).
+  std::vector<std::uint32_t> m_picks;
   bool m_all = true;
 };
 

@@ -501,7 +501,7 @@ sampling::BatchSampler Trainer<F>::sampler_for(const data::GraphSet& set, std::i
   // -np 2 train on the same global batches.
   pp.ranks = m_world * bins_per_rank;
   pp.seed = static_cast<std::uint64_t>(m_o.get_int("seed"));
-  return sampling::BatchSampler(sizes, m_o.get_string("sampler"), pp);
+  return sampling::BatchSampler(std::move(sizes), m_o.get_string("sampler"), pp);  // no second copy
 }
 
 template <class F>
