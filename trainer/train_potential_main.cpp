@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "models/device.hpp"
 #include "options.hpp"
 #include "train/evaluate.hpp"
 #include "train/preprocess.hpp"
@@ -87,7 +88,31 @@ int main(int argc, char** argv) {
   }
   // Kokkos is finalised at exit, after the model's Views are gone (see
   // tests/kernels/kokkos_gtest_main.cpp for why the order matters).
+  // With CUDA kernels, Kokkos runs on the GPU this rank trains on (training_device: node-local
+  // rank mod the GPUs), where LibTorch puts the model.
+#if defined(KOKKOS_ENABLE_CUDA)
+  Kokkos::InitializationSettings kokkos_settings;
+  try {
+    const torch::Device device = fastmlip::trainer::train::training_device(cl.options, MPI_COMM_WORLD);
+    // Kokkos-CUDA stops the process where it finds no GPU: say why first.
+    if (const std::string problem = fastmlip::trainer::device_problem(device); !problem.empty()) {
+      return fail("option 'device': " + problem, world);
+    }
+    if (!device.is_cuda() && torch::cuda::device_count() == 0) {
+      return fail(
+          "this train-potential was built with CUDA kernels (the trainer-cuda preset), whose Kokkos needs a "
+          "GPU to "
+          "start, and LibTorch sees none; run it on a GPU node, or use a CPU build (the default preset)",
+          world);
+    }
+    kokkos_settings.set_device_id(device.is_cuda() ? device.index() : 0);
+  } catch (const std::exception& e) {
+    return fail(e.what(), world);
+  }
+  Kokkos::initialize(kokkos_settings);
+#else
   Kokkos::initialize();
+#endif
   std::atexit([] { Kokkos::finalize(); });
   try {
     fastmlip::trainer::train::run_training(cl.options, MPI_COMM_WORLD, std::cout);

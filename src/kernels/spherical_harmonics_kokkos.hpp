@@ -15,8 +15,8 @@ namespace fastmlip::kernels {
 
 template <class ExecSpace, class T>
 class SphericalHarmonicsKokkos {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "SphericalHarmonicsKokkos: T must be float or double");
+  // Dual numbers too: the trainer's double backward (trainer/models/kernel_ops.hpp).
+  static_assert(is_kernel_scalar_v<T>, "SphericalHarmonicsKokkos: T must be float, double or a Dual of them");
   using Functor = impl::SphericalHarmonicsFunctor<ExecSpace, T>;
 
  public:

@@ -28,6 +28,7 @@
 #include "../common/json_fixtures.hpp"
 #include "../models/mace_test_graph.hpp"
 #include "io/potential_file.hpp"
+#include "models/device.hpp"
 #include "models/mace.hpp"
 #include "models/mace/mace_model.hpp"
 
@@ -736,6 +737,90 @@ TEST(MaceTorchFloat32, AgreesWithFloat64ForwardAndDoubleBackward) {
   }
   std::printf("float32 vs float64: force-loss weight gradients max rel err %.1e\n", worst);
   EXPECT_LE(worst, 1e-3);
+}
+
+// ---- on a GPU (issue 23): the same model, loss and gradients as on the CPU -------------------
+
+/// The potentials the device tests run: every fresh variant, and the fixtures of the blocks only
+/// fine-tuning brings (MACE-MH-1's non-linear block, whose LayerNorm MLPs run as LibTorch ops on
+/// a GPU; OMOL's charge and spin embeddings, run on the host and copied).
+std::vector<std::pair<std::string, io::PotentialFile>> device_test_potentials() {
+  std::vector<std::pair<std::string, io::PotentialFile>> out;
+  for (int variant = 0; variant <= 3; ++variant) {
+    out.emplace_back("fresh variant " + std::to_string(variant),
+                     trainer::make_mace_potential(small_config(variant)));
+  }
+  for (const char* name :
+       {"ssmace_2int_L1_corr2_ell2_mh1.safetensors", "ssmace_2int_L1_corr2_ell2_charge_spin.safetensors"}) {
+    const std::string path = kFixtures + "/" + name;
+    if (std::filesystem::exists(path)) {
+      out.emplace_back(name, io::read_potential_file(path));
+    }
+  }
+  return out;
+}
+
+/// One batch's energies, forces, virials and the force loss's weight gradients (the double
+/// backward) on `device`, and against the CPU: within `tol` relative.
+template <class T>
+void check_device_against_cpu(const io::PotentialFile& pot, const torch::Device& device, double tol,
+                              const std::string& what) {
+  MaceTorchModel<T> cpu(pot), gpu(pot, "", device);
+  EXPECT_EQ(gpu.device(), device);
+  const auto batch = small_batch(cpu.cutoff(), 21, static_cast<int>(pot.species().size()));
+  MaceForwardOptions train;
+  train.virials = true;
+  train.create_graph = true;
+  const auto oc = cpu.forward(batch, train);
+  const auto og = gpu.forward(batch, train);
+  ASSERT_EQ(og.energy.device(), device) << what;
+  EXPECT_LE(rel_err(values(og.energy.cpu()), values(oc.energy)), tol) << what << " energy";
+  EXPECT_LE(rel_err(values(og.forces.cpu()), values(oc.forces)), tol) << what << " forces";
+  EXPECT_LE(rel_err(values(og.virials.cpu()), values(oc.virials)), tol) << what << " virials";
+  torch::manual_seed(3);
+  const auto dtype = std::is_same_v<T, double> ? torch::kFloat64 : torch::kFloat32;
+  const auto vf = torch::randn({batch.positions.size(0), 3}, torch::kFloat64).to(dtype);
+  const auto vw = torch::randn({batch.num_graphs, 3, 3}, torch::kFloat64).to(dtype);
+  const auto gc = torch::autograd::grad({force_loss(oc, vf, vw)}, cpu.parameters());
+  const auto gg = torch::autograd::grad({force_loss(og, vf.to(device), vw.to(device))}, gpu.parameters());
+  ASSERT_EQ(gc.size(), gg.size());
+  for (std::size_t k = 0; k < gc.size(); ++k) {
+    EXPECT_LE(rel_err(values(gg[k].cpu()), values(gc[k])), tol)
+        << what << ": force-loss gradient of " << cpu.named_parameters()[k].first;
+  }
+}
+
+TEST(MaceTorchDevice, OnTheGpuEveryModelGivesTheCpusLossAndGradients) {
+  const torch::Device gpu(torch::kCUDA, 0);
+  if (const std::string problem = trainer::device_problem(gpu); !problem.empty()) {
+    GTEST_SKIP() << problem;
+  }
+  for (const auto& [what, pot] : device_test_potentials()) {
+    check_device_against_cpu<double>(pot, gpu, 1e-10, what + " (float64)");
+    check_device_against_cpu<float>(pot, gpu, 1e-5, what + " (float32)");
+  }
+}
+
+TEST(MaceTorchDevice, AModelOnAGpuThisBuildCannotUseSaysWhy) {
+  const torch::Device gpu(torch::kCUDA, 0);
+  const std::string problem = trainer::device_problem(gpu);
+  if (problem.empty()) {
+    GTEST_SKIP() << "this build and machine run models on " << gpu.str();
+  }
+  const auto pot = trainer::make_mace_potential(small_config(0));
+  try {
+    MaceTorchModel<double> m(pot, "", gpu);
+    FAIL() << "a model on " << gpu.str() << " was built where: " << problem;
+  } catch (const UnsupportedError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("MaceTorchModel"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(problem), std::string::npos) << msg;
+    if (!trainer::kDeviceKernelsCuda) {
+      EXPECT_NE(msg.find("trainer-cuda preset"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(trainer::device_problem(torch::kCPU), "");
+  EXPECT_NE(trainer::device_problem(torch::Device(torch::kMeta)).find("not supported"), std::string::npos);
 }
 
 }  // namespace

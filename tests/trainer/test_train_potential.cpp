@@ -42,11 +42,12 @@
 #include <thread>
 #include <vector>
 
+#include "../models/chgnet_test_util.hpp"
 #include "../models/mace_test_graph.hpp"
 #include "io/extxyz.hpp"
 #include "io/potential_file.hpp"
-#include "../models/chgnet_test_util.hpp"
 #include "models/chgnet.hpp"
+#include "models/device.hpp"
 #include "models/mace.hpp"
 #include "models/mace/mace_model.hpp"
 #include "train/checkpoint.hpp"
@@ -246,6 +247,23 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("al.xyz:1 (frame 1): atom 2 has Z = 13, which the model does not have"),
             std::string::npos)
+      << r.err;
+  // --device cuda where this build or machine cannot: why, and what to do, before any data is read.
+  if (const std::string problem = trainer::device_problem(torch::Device(torch::kCUDA)); !problem.empty()) {
+    r = run(dir, "--name x --train_file missing.xyz --device cuda");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("train-potential: error: option 'device' (command line): " + problem),
+              std::string::npos)
+        << r.err;
+    if (!trainer::kDeviceKernelsCuda) {
+      EXPECT_NE(r.err.find("build the trainer-cuda preset"), std::string::npos) << r.err;
+    }
+  }
+  r = run(dir, "--name x --model chgnet --train_file missing.xyz --device cuda");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(
+      r.err.find("option 'device' (command line): CHGNet training on --device cuda is not implemented yet"),
+      std::string::npos)
       << r.err;
   r = run(dir, "--name x --train_file data.xyz --foundation_model m.safetensors --r_max 4");
   EXPECT_EQ(r.status, 1);
@@ -1327,6 +1345,62 @@ TEST(TrainPotential, ChgnetRefusals) {
                                  "--forces_key forces");
   EXPECT_EQ(og.status, 1);
   EXPECT_NE(og.err.find("atom 2 has Z = 118"), std::string::npos) << og.err;
+  fs::remove_all(dir);
+}
+
+// On a GPU (issue 23; skipped without one): training lowers the loss, a restart on the GPU is
+// bitwise, a GPU checkpoint continues on the CPU to round-off, and two ranks sharing the GPU
+// train as one rank accumulating two bins.
+TEST(TrainPotential, OnAGpuTrainsRestartsAndMovesToTheCpu) {
+  if (const std::string problem = trainer::device_problem(torch::Device(torch::kCUDA)); !problem.empty()) {
+    GTEST_SKIP() << problem;
+  }
+  const std::string dir = temp_dir("gpu");
+  write_dataset(dir + "/data.xyz", 16);
+  write_config(dir + "/tiny.yaml", dir + "/data.xyz");
+  const std::string common = "--config tiny.yaml --scheduler CosineAnnealingLR";
+  const Result a = run(dir, common + " --device cuda --work_dir straight --max_num_epochs 3");
+  ASSERT_EQ(a.status, 0) << a.out << a.err;
+  EXPECT_NE(a.out.find("rank 0 on cuda:0"), std::string::npos) << a.out;
+  const auto rows = csv_rows(read_text(dir + "/straight/results/tiny_train.csv"));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_LT(std::stod(rows[3][2]), std::stod(rows[1][2])) << "the training loss did not go down";
+
+  const Result b1 = run(dir, common + " --device cuda --work_dir split --max_num_epochs 2");
+  ASSERT_EQ(b1.status, 0) << b1.out << b1.err;
+  const Result b2 = run(dir, common +
+                                 " --device cuda --work_dir split --max_num_epochs 3 --restart "
+                                 "split/checkpoints/tiny.ckpt");
+  ASSERT_EQ(b2.status, 0) << b2.out << b2.err;
+  EXPECT_EQ(read_text(dir + "/split/tiny.safetensors"), read_text(dir + "/straight/tiny.safetensors"));
+  EXPECT_EQ(read_text(dir + "/split/results/tiny_train.csv"),
+            read_text(dir + "/straight/results/tiny_train.csv"));
+
+  // The GPU's epoch-2 checkpoint, continued on the CPU: the same model to round-off.
+  const Result c1 = run(dir, common + " --device cuda --work_dir moved --max_num_epochs 2");
+  ASSERT_EQ(c1.status, 0) << c1.out << c1.err;
+  const Result c2 = run(dir, common +
+                                 " --device cpu --work_dir moved --max_num_epochs 3 --restart "
+                                 "moved/checkpoints/tiny.ckpt");
+  ASSERT_EQ(c2.status, 0) << c2.out << c2.err;
+  std::string worst;
+  EXPECT_LT(max_relative_difference(trainer::train::read_checkpoint(dir + "/moved/checkpoints/tiny.ckpt"),
+                                    trainer::train::read_checkpoint(dir + "/straight/checkpoints/tiny.ckpt"),
+                                    &worst),
+            1e-9)
+      << "worst tensor " << worst;
+
+  const Result one =
+      run(dir, common + " --device cuda --work_dir one --max_num_epochs 2 --accumulate_bins 2");
+  ASSERT_EQ(one.status, 0) << one.out << one.err;
+  const Result two =
+      run(dir, common + " --device cuda --work_dir two --max_num_epochs 2", kMpiexec + " -np 2");
+  ASSERT_EQ(two.status, 0) << two.out << two.err;
+  EXPECT_LT(
+      max_relative_difference(trainer::train::read_checkpoint(dir + "/one/checkpoints/tiny.ckpt"),
+                              trainer::train::read_checkpoint(dir + "/two/checkpoints/tiny.ckpt"), &worst),
+      1e-10)
+      << "worst tensor " << worst;
   fs::remove_all(dir);
 }
 

@@ -57,8 +57,9 @@ inline void refuse_frequency_tangent(const torch::Tensor& tangent, const std::st
 
 /// A basis kernel with learnable frequencies as an op: inputs x [n] (r or theta) and the
 /// frequencies [K]; output [n, width]. `Params` holds what is fixed (cutoff, envelope); its
-/// frequencies are replaced by the input's at each call (an upload of K numbers).
-template <class T, template <class, class> class Kernel, class Params>
+/// frequencies are replaced by the input's at each call (an upload of K numbers). Device-generic
+/// as kernel_ops.hpp's ops are.
+template <class T, template <class, class> class Kernel, class Params, class Exec = KernelExec>
 class BasisWithFrequenciesOp final : public KernelOp {
  public:
   BasisWithFrequenciesOp(Params fixed, std::string name)
@@ -67,16 +68,18 @@ class BasisWithFrequenciesOp final : public KernelOp {
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
     const auto k = kernel<T>(in[1]);
-    torch::Tensor out = ops_detail::zeros<T>({in[0].size(0), width(k)});
-    k.compute(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(out));
+    torch::Tensor out = ops_detail::zeros<T>({in[0].size(0), width(k)}, in[0]);
+    k.compute(ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(out));
     return out;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     const auto k = kernel<T>(in[1]);
-    torch::Tensor gx = ops_detail::zeros<T>({in[0].size(0)}), gw = ops_detail::zeros<T>({in[1].size(0)});
-    k.reverse(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gx));
-    k.reverse_frequencies(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gw));
+    torch::Tensor gx = ops_detail::zeros<T>({in[0].size(0)}, in[0]),
+                  gw = ops_detail::zeros<T>({in[1].size(0)}, in[0]);
+    k.reverse(ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(g), ops_detail::vec<T, Exec>(gx));
+    k.reverse_frequencies(ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(g),
+                          ops_detail::vec<T, Exec>(gw));
     return {gx, gw};
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
@@ -85,32 +88,31 @@ class BasisWithFrequenciesOp final : public KernelOp {
     chgnet_ops_detail::refuse_frequency_tangent(tangent[1], m_name);
     const auto k = kernel<Dual<T>>(in[1]);
     const auto n = in[0].size(0), K = in[1].size(0), W = width(k);
-    auto x = ops_detail::pack<T>(in[0], tangent[0]);
-    auto gd = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> out(static_cast<std::size_t>(n * W)), gx(static_cast<std::size_t>(n)),
-        gw(static_cast<std::size_t>(K));
-    const ops_detail::Vec<Dual<T>> xv(x.data(), n);
-    const auto gv = ops_detail::dmat<T>(gd, n, W);
-    k.compute(xv, ops_detail::dmat<T>(out, n, W));
-    k.reverse(xv, gv, ops_detail::Vec<Dual<T>>(gx.data(), n));
-    k.reverse_frequencies(xv, gv, ops_detail::Vec<Dual<T>>(gw.data(), K));
-    return {ops_detail::tangents<T>(out, {n, W}),
-            {ops_detail::tangents<T>(gx, {n}), ops_detail::tangents<T>(gw, {K})}};
+    const auto x = ops_detail::duals<T>(in[0], tangent[0]);
+    const auto gd = ops_detail::duals<T>(g, torch::Tensor());
+    auto out = ops_detail::dual_zeros<T>({n, W}, g), gx = ops_detail::dual_zeros<T>({n}, g),
+         gw = ops_detail::dual_zeros<T>({K}, g);
+    const auto xv = ops_detail::dvec<T, Exec>(x);
+    const auto gv = ops_detail::dmat<T, Exec>(gd);
+    k.compute(xv, ops_detail::dmat<T, Exec>(out));
+    k.reverse(xv, gv, ops_detail::dvec<T, Exec>(gx));
+    k.reverse_frequencies(xv, gv, ops_detail::dvec<T, Exec>(gw));
+    return {ops_detail::tangent_of(out), {ops_detail::tangent_of(gx), ops_detail::tangent_of(gw)}};
   }
 
  private:
   template <class S>
-  Kernel<KernelExec, S> kernel(const torch::Tensor& frequencies) const {
+  Kernel<Exec, S> kernel(const torch::Tensor& frequencies) const {
     Params p = m_fixed;
     p.frequencies = chgnet_ops_detail::frequencies_of<T>(frequencies);
-    return Kernel<KernelExec, S>(p);
+    return Kernel<Exec, S>(p);
   }
   template <class S>
-  static std::int64_t width(const kernels::RadialBasisKokkos<KernelExec, S>& k) {
+  static std::int64_t width(const kernels::RadialBasisKokkos<Exec, S>& k) {
     return k.num_basis();
   }
   template <class S>
-  static std::int64_t width(const kernels::FourierKokkos<KernelExec, S>& k) {
+  static std::int64_t width(const kernels::FourierKokkos<Exec, S>& k) {
     return k.width();
   }
   Params m_fixed;
@@ -118,11 +120,12 @@ class BasisWithFrequenciesOp final : public KernelOp {
 };
 
 /// B = RadialBessel(r; w), w = f / r_cut: inputs r [E] and w [N].
-template <class T>
-using ChgnetBesselOp = BasisWithFrequenciesOp<T, kernels::RadialBasisKokkos, kernels::RadialBasisParams>;
+template <class T, class Exec = KernelExec>
+using ChgnetBesselOp =
+    BasisWithFrequenciesOp<T, kernels::RadialBasisKokkos, kernels::RadialBasisParams, Exec>;
 /// F = Fourier(theta; k): inputs theta [A] and k [K].
-template <class T>
-using ChgnetFourierOp = BasisWithFrequenciesOp<T, kernels::FourierKokkos, kernels::FourierParams>;
+template <class T, class Exec = KernelExec>
+using ChgnetFourierOp = BasisWithFrequenciesOp<T, kernels::FourierKokkos, kernels::FourierParams, Exec>;
 
 // ---- dense layers, LayerNorm, gated MLPs -----------------------------------------------------
 

@@ -3,11 +3,11 @@
 // clang-format off
 /// \file The core kernels a MACE forward pass runs, each as a KernelOp (kernel_function.hpp):
 /// compute stage, reverse stage (input and weight gradients) and their Dual<T> twins for the
-/// double backward. T is float or double, the precision of the tensors; the kernels run on
-/// Kokkos' default host execution space, as the plugin's MaceModel does.
+/// double backward. T is float or double, the precision of the tensors; Exec is the Kokkos
+/// execution space whose memory holds them (below).
 ///
 ///   op              inputs                          output
-///   SphericalHarm.  u [E, 3]                        Y [E, (lmax+1)^2]        math/spherical_harmonics.hpp
+///   SphericalHarm.  u [E, 3]                        Y [E, (lmax+1)^2]        kernels/spherical_harmonics_kokkos.hpp
 ///   Bessel          r [E]                           B [E, num_bessel]        kernels/radial_basis_kokkos.hpp
 ///   RadialMLP       B [E, n_0], W_l [n_l, n_l+1]    R [E, n_L]               kernels/radial_mlp_kokkos.hpp
 ///   ChannelwiseTP   x [N, d1], Y [E, d2], R [E, w]  A [N, d_out]             kernels/channelwise_tp_kokkos.hpp
@@ -30,13 +30,14 @@
 #include "kernels/linear_kokkos.hpp"
 #include "kernels/radial_basis_kokkos.hpp"
 #include "kernels/radial_mlp_kokkos.hpp"
+#include "kernels/spherical_harmonics_kokkos.hpp"
 #include "kernels/symmetric_contraction_kokkos.hpp"
 #include "math/dual.hpp"
-#include "math/spherical_harmonics.hpp"
 #include "models/mace/graph_embedding.hpp"
 
 namespace fastmlip::trainer {
 
+/// The host execution space: the kernels of a model whose tensors are in CPU memory.
 using KernelExec = Kokkos::DefaultHostExecutionSpace;
 
 template <class T>
@@ -46,36 +47,116 @@ constexpr torch::Dtype torch_dtype() {
   return std::is_same_v<T, double> ? torch::kFloat64 : torch::kFloat32;
 }
 
+/// Every op below is a template on T and on the Kokkos execution space Exec whose memory holds
+/// the tensors: Kokkos' host space for CPU tensors (KernelExec), Kokkos::Cuda for CUDA tensors
+/// in a build with a Kokkos-CUDA (models/device.hpp picks one from a torch::Device). The ops
+/// read and write the tensors' own storage through unmanaged views, allocate their outputs
+/// where the inputs live, and pass dual numbers as tensors of shape [..., 2] (value, tangent),
+/// so the same source runs on the host, where CI tests it, and on the GPU. What stays on the
+/// host is small and per call: weights a kernel folds (RadialMLP, the symmetric contraction,
+/// the bases' frequencies) and the joint embedding of a batch's charges and spins.
+///
+/// Streams: the kernels launch on Exec's default instance. On a GPU that is Kokkos' own stream,
+/// created blocking, and LibTorch's ops run on the legacy default stream, which orders itself
+/// with every blocking stream: a kernel sees what LibTorch wrote before it, and LibTorch what
+/// the kernel wrote.
 namespace ops_detail {
 
-template <class S>
-using Mat = Kokkos::View<S**, Kokkos::LayoutRight, KernelExec>;
-template <class S>
-using Vec = Kokkos::View<S*, KernelExec>;
-using Labels = Kokkos::View<const int*, KernelExec>;
+template <class S, class Exec = KernelExec>
+using Mat = Kokkos::View<S**, Kokkos::LayoutRight, Exec>;
+template <class S, class Exec = KernelExec>
+using Vec = Kokkos::View<S*, Exec>;
+template <class Exec = KernelExec>
+using Labels = Kokkos::View<const int*, Exec>;
+
+/// Precision T on the device of `like`.
+template <class T>
+torch::TensorOptions options(const torch::Tensor& like) {
+  return torch::TensorOptions().dtype(torch_dtype<T>()).device(like.device());
+}
 
 template <class T>
-torch::Tensor zeros(std::initializer_list<std::int64_t> shape) {
-  return torch::zeros(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
+torch::Tensor zeros(std::initializer_list<std::int64_t> shape, const torch::Tensor& like) {
+  return torch::zeros(shape, options<T>(like));
 }
 
 /// Uninitialised, for outputs a kernel writes in full.
 template <class T>
-torch::Tensor empty(std::initializer_list<std::int64_t> shape) {
-  return torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
+torch::Tensor empty(std::initializer_list<std::int64_t> shape, const torch::Tensor& like) {
+  return torch::empty(shape, options<T>(like));
 }
 
 /// A 2-D view of a contiguous tensor's storage (no copy).
-template <class T>
-Mat<T> mat(const torch::Tensor& t) {
-  return Mat<T>(t.data_ptr<T>(), t.size(0), t.size(1));
+template <class T, class Exec = KernelExec>
+Mat<T, Exec> mat(const torch::Tensor& t) {
+  return Mat<T, Exec>(t.data_ptr<T>(), t.size(0), t.size(1));
 }
-template <class T>
-Vec<T> vec(const torch::Tensor& t) {
-  return Vec<T>(t.data_ptr<T>(), t.size(0));
+template <class T, class Exec = KernelExec>
+Vec<T, Exec> vec(const torch::Tensor& t) {
+  return Vec<T, Exec>(t.data_ptr<T>(), t.size(0));
 }
 
-/// Dual numbers value + eps * tangent from two tensors of one shape (tangent may be undefined: 0).
+// Dual numbers as tensors: [..., 2], value then tangent, which is Dual<T>'s layout.
+static_assert(sizeof(Dual<double>) == 2 * sizeof(double) && sizeof(Dual<float>) == 2 * sizeof(float) &&
+                  std::is_standard_layout_v<Dual<double>>,
+              "a tensor [..., 2] must be an array of Dual<T>");
+
+/// value + eps * tangent (an undefined tangent is zero), on value's device.
+template <class T>
+torch::Tensor duals(const torch::Tensor& value, const torch::Tensor& tangent) {
+  return torch::stack({value, tangent.defined() ? tangent : torch::zeros_like(value)}, -1).contiguous();
+}
+/// Zero dual numbers of `shape` on like's device (zeros, as the kernels' accumulating outputs need).
+template <class T>
+torch::Tensor dual_zeros(std::vector<std::int64_t> shape, const torch::Tensor& like) {
+  shape.push_back(2);
+  return torch::zeros(shape, options<T>(like));
+}
+template <class T, class Exec = KernelExec>
+Mat<Dual<T>, Exec> dmat(const torch::Tensor& d) {
+  return Mat<Dual<T>, Exec>(reinterpret_cast<Dual<T>*>(d.data_ptr<T>()), d.size(0), d.size(1));
+}
+template <class T, class Exec = KernelExec>
+Vec<Dual<T>, Exec> dvec(const torch::Tensor& d) {
+  return Vec<Dual<T>, Exec>(reinterpret_cast<Dual<T>*>(d.data_ptr<T>()), d.size(0));
+}
+/// The tangent parts of a dual tensor [..., 2].
+inline torch::Tensor tangent_of(const torch::Tensor& d) { return d.select(-1, 1).contiguous(); }
+
+/// A tensor's values on the host, as double (weights a kernel folds on the host).
+template <class T>
+std::vector<double> to_double(const torch::Tensor& t) {
+  const auto c = t.to(torch::kCPU).contiguous();
+  const T* p = c.data_ptr<T>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+/// Values (plain or the values of duals) as a tensor of `shape` on like's device.
+template <class T, class S>
+torch::Tensor from_values(const std::vector<S>& values, std::vector<std::int64_t> shape,
+                          const torch::Tensor& like) {
+  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
+  T* p = out.data_ptr<T>();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    p[i] = static_cast<T>(value_of(values[i]));
+  }
+  return out.to(like.device());
+}
+/// The tangents of host duals as a tensor of `shape` on like's device.
+template <class T, class D>
+torch::Tensor tangents_to(const std::vector<D>& x, std::vector<std::int64_t> shape,
+                          const torch::Tensor& like) {
+  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
+  T* p = out.data_ptr<T>();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    p[i] = static_cast<T>(x[i].d);
+  }
+  return out.to(like.device());
+}
+
+// Host-memory helpers of the CHGNet dense family (chgnet_ops.hpp), whose kernels take arrays.
+
+/// Dual numbers value + eps * tangent from two CPU tensors of one shape (tangent may be undefined: 0).
 template <class T>
 std::vector<Dual<T>> pack(const torch::Tensor& value, const torch::Tensor& tangent) {
   const auto v = value.contiguous();
@@ -93,7 +174,7 @@ std::vector<Dual<T>> pack(const torch::Tensor& value, const torch::Tensor& tange
   return out;
 }
 
-/// The tangent parts of dual numbers as a tensor of `shape`.
+/// The tangent parts of dual numbers as a CPU tensor of `shape`.
 template <class T, class D>
 torch::Tensor tangents(const std::vector<D>& x, std::vector<std::int64_t> shape) {
   torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
@@ -104,68 +185,59 @@ torch::Tensor tangents(const std::vector<D>& x, std::vector<std::int64_t> shape)
   return out;
 }
 
-template <class T>
-Mat<Dual<T>> dmat(std::vector<Dual<T>>& x, std::int64_t rows, std::int64_t cols) {
-  return Mat<Dual<T>>(x.data(), rows, cols);
-}
-
-template <class T>
-std::vector<double> to_double(const torch::Tensor& t) {
-  const auto c = t.contiguous();
-  const T* p = c.data_ptr<T>();
-  return std::vector<double>(p, p + c.numel());
-}
-
-template <class T, class S>
-torch::Tensor from_values(const std::vector<S>& values, std::vector<std::int64_t> shape) {
-  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
-  T* p = out.data_ptr<T>();
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    p[i] = static_cast<T>(value_of(values[i]));
-  }
-  return out;
-}
-
 }  // namespace ops_detail
 
 // ---- spherical harmonics ------------------------------------------------------------------
 
 /// Y = SH(u): e3nn's o3.SphericalHarmonics(lmax, normalize=True, "component").
-template <class T>
+template <class T, class Exec = KernelExec>
 class SphericalHarmonicsOp final : public KernelOp {
  public:
-  explicit SphericalHarmonicsOp(int lmax) : m_lmax(lmax) {}
+  explicit SphericalHarmonicsOp(int lmax) : m_k(lmax), m_kd(lmax) {}
   std::string name() const override { return "spherical harmonics"; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    const auto E = in[0].size(0);
-    torch::Tensor Y = ops_detail::zeros<T>({E, width()});
-    compute_spherical_harmonics(m_lmax, static_cast<std::size_t>(E), in[0].data_ptr<T>(), Y.data_ptr<T>());
+    torch::Tensor Y = ops_detail::empty<T>({in[0].size(0), m_k.dim()}, in[0]);
+    m_k.compute(vectors<T>(in[0]), ops_detail::mat<T, Exec>(Y));
     return Y;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
-    const auto E = in[0].size(0);
-    torch::Tensor gu = ops_detail::zeros<T>({E, 3});
-    reverse_spherical_harmonics(m_lmax, static_cast<std::size_t>(E), in[0].data_ptr<T>(), g.data_ptr<T>(),
-                                gu.data_ptr<T>());
+    torch::Tensor gu = ops_detail::empty<T>({in[0].size(0), 3}, in[0]);
+    m_k.reverse(vectors<T>(in[0]), ops_detail::mat<T, Exec>(g), grad_vectors<T>(gu));
     return {gu};
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
     const auto E = in[0].size(0);
-    auto u = ops_detail::pack<T>(in[0], tangent[0]);
-    auto gd = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> Y(static_cast<std::size_t>(E * width())), gu(static_cast<std::size_t>(E * 3));
-    compute_spherical_harmonics(m_lmax, static_cast<std::size_t>(E), u.data(), Y.data());
-    reverse_spherical_harmonics(m_lmax, static_cast<std::size_t>(E), u.data(), gd.data(), gu.data());
-    return {ops_detail::tangents<T>(Y, {E, width()}), {ops_detail::tangents<T>(gu, {E, 3})}};
+    const auto u = ops_detail::duals<T>(in[0], tangent[0]);
+    const auto gd = ops_detail::duals<T>(g, torch::Tensor());
+    auto Y = ops_detail::dual_zeros<T>({E, m_k.dim()}, g), gu = ops_detail::dual_zeros<T>({E, 3}, g);
+    m_kd.compute(dual_vectors(u), ops_detail::dmat<T, Exec>(Y));
+    m_kd.reverse(dual_vectors(u), ops_detail::dmat<T, Exec>(gd), dual_grad_vectors(gu));
+    return {ops_detail::tangent_of(Y), {ops_detail::tangent_of(gu)}};
   }
 
  private:
-  std::int64_t width() const { return (m_lmax + 1) * (m_lmax + 1); }
-  int m_lmax;
+  using K = kernels::SphericalHarmonicsKokkos<Exec, T>;
+  using KD = kernels::SphericalHarmonicsKokkos<Exec, Dual<T>>;
+  template <class S>
+  static typename K::Vectors vectors(const torch::Tensor& u) {
+    return typename K::Vectors(u.data_ptr<S>(), u.size(0));
+  }
+  template <class S>
+  static typename K::GradVectors grad_vectors(const torch::Tensor& g) {
+    return typename K::GradVectors(g.data_ptr<S>(), g.size(0));
+  }
+  static typename KD::Vectors dual_vectors(const torch::Tensor& d) {
+    return typename KD::Vectors(reinterpret_cast<const Dual<T>*>(d.data_ptr<T>()), d.size(0));
+  }
+  static typename KD::GradVectors dual_grad_vectors(const torch::Tensor& d) {
+    return typename KD::GradVectors(reinterpret_cast<Dual<T>*>(d.data_ptr<T>()), d.size(0));
+  }
+  K m_k;
+  KD m_kd;
 };
 
 // ---- radial basis ---------------------------------------------------------------------------
@@ -173,48 +245,71 @@ class SphericalHarmonicsOp final : public KernelOp {
 /// B = b(r) x polynomial envelope (mace-torch's radial_embedding; b Bessel, Gaussian or
 /// Chebyshev). The basis constants are fixed (mace-torch's default, trainable=False): only r is
 /// an input.
-template <class T>
+template <class T, class Exec = KernelExec>
 class RadialBasisOp final : public KernelOp {
  public:
   explicit RadialBasisOp(const kernels::RadialBasisParams& p) : m_k(p), m_kd(p), m_n(p.num_basis()) {}
   std::string name() const override { return "radial basis"; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    torch::Tensor B = ops_detail::zeros<T>({in[0].size(0), m_n});
-    m_k.compute(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(B));
+    torch::Tensor B = ops_detail::zeros<T>({in[0].size(0), m_n}, in[0]);
+    m_k.compute(ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(B));
     return B;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
-    torch::Tensor gr = ops_detail::zeros<T>({in[0].size(0)});
-    m_k.reverse(ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g), ops_detail::vec<T>(gr));
+    torch::Tensor gr = ops_detail::zeros<T>({in[0].size(0)}, in[0]);
+    m_k.reverse(ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(g), ops_detail::vec<T, Exec>(gr));
     return {gr};
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
     const auto E = in[0].size(0);
-    auto r = ops_detail::pack<T>(in[0], tangent[0]);
-    auto gd = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> B(static_cast<std::size_t>(E * m_n)), gr(static_cast<std::size_t>(E));
-    const ops_detail::Vec<Dual<T>> rv(r.data(), E);
-    m_kd.compute(rv, ops_detail::dmat<T>(B, E, m_n));
-    m_kd.reverse(rv, ops_detail::dmat<T>(gd, E, m_n), ops_detail::Vec<Dual<T>>(gr.data(), E));
-    return {ops_detail::tangents<T>(B, {E, m_n}), {ops_detail::tangents<T>(gr, {E})}};
+    const auto r = ops_detail::duals<T>(in[0], tangent[0]);
+    const auto gd = ops_detail::duals<T>(g, torch::Tensor());
+    auto B = ops_detail::dual_zeros<T>({E, m_n}, g), gr = ops_detail::dual_zeros<T>({E}, g);
+    const auto rv = ops_detail::dvec<T, Exec>(r);
+    m_kd.compute(rv, ops_detail::dmat<T, Exec>(B));
+    m_kd.reverse(rv, ops_detail::dmat<T, Exec>(gd), ops_detail::dvec<T, Exec>(gr));
+    return {ops_detail::tangent_of(B), {ops_detail::tangent_of(gr)}};
   }
 
  private:
-  kernels::RadialBasisKokkos<KernelExec, T> m_k;
-  kernels::RadialBasisKokkos<KernelExec, Dual<T>> m_kd;
+  kernels::RadialBasisKokkos<Exec, T> m_k;
+  kernels::RadialBasisKokkos<Exec, Dual<T>> m_kd;
   std::int64_t m_n;
 };
+
+namespace ops_detail {
+
+/// x(r) and dx/dr of mace-torch's distance transform, one edge per iteration, on Exec.
+template <class S, class Exec>
+struct DistanceTransformFunctor {
+  kernels::DistanceTransformConstants c;
+  Kokkos::View<const S*, Exec> r, rsum;
+  Kokkos::View<S*, Exec> x, dxdr;
+  KOKKOS_INLINE_FUNCTION void operator()(int e) const {
+    kernels::impl::distance_transform(c, r(e), rsum(e), x(e), dxdr(e));
+  }
+};
+
+template <class S, class Exec>
+void distance_transform(const kernels::DistanceTransformConstants& c, Kokkos::View<const S*, Exec> r,
+                        Kokkos::View<const S*, Exec> rsum, Kokkos::View<S*, Exec> x,
+                        Kokkos::View<S*, Exec> dxdr) {
+  Kokkos::parallel_for("fastmlip::trainer::distance_transform", Kokkos::RangePolicy<Exec>(0, r.extent(0)),
+                       DistanceTransformFunctor<S, Exec>{c, r, rsum, x, dxdr});
+}
+
+}  // namespace ops_detail
 
 /// B = b(x(r)) x polynomial envelope(r), x the distance transform (Agnesi or Soft) of r for the
 /// edge's two elements (mace-torch's radial_embedding with a distance_transform;
 /// kernels/distance_transform.hpp). Inputs r [E] and rsum [E], the sum of the edge's two
 /// covalent radii: a constant of the species (its gradient is zero). The transform's constants
 /// are fixed, as mace-torch's buffers are.
-template <class T>
+template <class T, class Exec = KernelExec>
 class TransformedBasisOp final : public KernelOp {
  public:
   TransformedBasisOp(const kernels::RadialBasisParams& p, const kernels::DistanceTransformParams& t)
@@ -227,51 +322,47 @@ class TransformedBasisOp final : public KernelOp {
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
     const auto E = in[0].size(0);
-    torch::Tensor x = ops_detail::zeros<T>({E}), s = ops_detail::zeros<T>({E});
-    transform<T>(in[0], in[1], x.data_ptr<T>(), s.data_ptr<T>());
-    torch::Tensor B = ops_detail::zeros<T>({E, m_n});
-    m_k.compute_at(ops_detail::vec<T>(x), ops_detail::vec<T>(in[0]), ops_detail::mat<T>(B));
+    torch::Tensor x = ops_detail::zeros<T>({E}, in[0]), s = ops_detail::zeros<T>({E}, in[0]);
+    transform(in, x, s);
+    torch::Tensor B = ops_detail::zeros<T>({E, m_n}, in[0]);
+    m_k.compute_at(ops_detail::vec<T, Exec>(x), ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(B));
     return B;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     const auto E = in[0].size(0);
-    torch::Tensor x = ops_detail::zeros<T>({E}), s = ops_detail::zeros<T>({E});
-    transform<T>(in[0], in[1], x.data_ptr<T>(), s.data_ptr<T>());
-    torch::Tensor gr = ops_detail::zeros<T>({E});
-    m_k.reverse_at(ops_detail::vec<T>(x), ops_detail::vec<T>(s), ops_detail::vec<T>(in[0]), ops_detail::mat<T>(g),
-                   ops_detail::vec<T>(gr));
-    return {gr, ops_detail::zeros<T>({E})};
+    torch::Tensor x = ops_detail::zeros<T>({E}, in[0]), s = ops_detail::zeros<T>({E}, in[0]);
+    transform(in, x, s);
+    torch::Tensor gr = ops_detail::zeros<T>({E}, in[0]);
+    m_k.reverse_at(ops_detail::vec<T, Exec>(x), ops_detail::vec<T, Exec>(s), ops_detail::vec<T, Exec>(in[0]),
+                   ops_detail::mat<T, Exec>(g), ops_detail::vec<T, Exec>(gr));
+    return {gr, ops_detail::zeros<T>({E}, in[0])};
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
     const auto E = in[0].size(0);
-    auto r = ops_detail::pack<T>(in[0], tangent[0]);
-    auto gd = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> x(static_cast<std::size_t>(E)), s(static_cast<std::size_t>(E));
-    const auto rsum = in[1].contiguous();
-    for (std::int64_t e = 0; e < E; ++e) {
-      kernels::impl::distance_transform(m_t, r[e], Dual<T>(rsum.data_ptr<T>()[e]), x[e], s[e]);
-    }
-    std::vector<Dual<T>> B(static_cast<std::size_t>(E * m_n)), gr(static_cast<std::size_t>(E));
-    const ops_detail::Vec<Dual<T>> rv(r.data(), E), xv(x.data(), E), sv(s.data(), E);
-    m_kd.compute_at(xv, rv, ops_detail::dmat<T>(B, E, m_n));
-    m_kd.reverse_at(xv, sv, rv, ops_detail::dmat<T>(gd, E, m_n), ops_detail::Vec<Dual<T>>(gr.data(), E));
-    return {ops_detail::tangents<T>(B, {E, m_n}),
-            {ops_detail::tangents<T>(gr, {E}), ops_detail::zeros<T>({E})}};
+    const auto r = ops_detail::duals<T>(in[0], tangent[0]);
+    const auto rsum = ops_detail::duals<T>(in[1], torch::Tensor());
+    const auto gd = ops_detail::duals<T>(g, torch::Tensor());
+    auto x = ops_detail::dual_zeros<T>({E}, g), s = ops_detail::dual_zeros<T>({E}, g);
+    const auto rv = ops_detail::dvec<T, Exec>(r), xv = ops_detail::dvec<T, Exec>(x),
+               sv = ops_detail::dvec<T, Exec>(s);
+    ops_detail::distance_transform<Dual<T>, Exec>(m_t, rv, ops_detail::dvec<T, Exec>(rsum), xv, sv);
+    auto B = ops_detail::dual_zeros<T>({E, m_n}, g), gr = ops_detail::dual_zeros<T>({E}, g);
+    m_kd.compute_at(xv, rv, ops_detail::dmat<T, Exec>(B));
+    m_kd.reverse_at(xv, sv, rv, ops_detail::dmat<T, Exec>(gd), ops_detail::dvec<T, Exec>(gr));
+    return {ops_detail::tangent_of(B), {ops_detail::tangent_of(gr), ops_detail::zeros<T>({E}, g)}};
   }
 
  private:
-  template <class S>
-  void transform(const torch::Tensor& r, const torch::Tensor& rsum, S* x, S* s) const {
-    const auto rc = r.contiguous(), rsc = rsum.contiguous();
-    for (std::int64_t e = 0; e < rc.numel(); ++e) {
-      kernels::impl::distance_transform(m_t, rc.data_ptr<T>()[e], rsc.data_ptr<T>()[e], x[e], s[e]);
-    }
+  void transform(const std::vector<torch::Tensor>& in, const torch::Tensor& x, const torch::Tensor& s) const {
+    ops_detail::distance_transform<T, Exec>(m_t, ops_detail::vec<T, Exec>(in[0]),
+                                            ops_detail::vec<T, Exec>(in[1]), ops_detail::vec<T, Exec>(x),
+                                            ops_detail::vec<T, Exec>(s));
   }
-  kernels::RadialBasisKokkos<KernelExec, T> m_k;
-  kernels::RadialBasisKokkos<KernelExec, Dual<T>> m_kd;
+  kernels::RadialBasisKokkos<Exec, T> m_k;
+  kernels::RadialBasisKokkos<Exec, Dual<T>> m_kd;
   std::int64_t m_n;
   kernels::DistanceTransformConstants m_t;
   std::string m_name;
@@ -281,7 +372,7 @@ class TransformedBasisOp final : public KernelOp {
 
 /// R = MLP(B) (mace-torch's conv_tp_weights). The kernel holds its weights, so one is built
 /// per call from the weight tensors (an upload of a few thousand numbers).
-template <class T>
+template <class T, class Exec = KernelExec>
 class RadialMLPOp final : public KernelOp {
  public:
   RadialMLPOp(const kernels::RadialMLP& shape, std::string name) : m_mlp(shape), m_name(std::move(name)) {}
@@ -289,18 +380,19 @@ class RadialMLPOp final : public KernelOp {
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
     const auto k = kernel(in);
-    torch::Tensor R = ops_detail::empty<T>({in[0].size(0), m_mlp.width_out()});
-    k.compute(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(R));
+    torch::Tensor R = ops_detail::empty<T>({in[0].size(0), m_mlp.width_out()}, in[0]);
+    k.compute(ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(R));
     return R;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     const auto k = kernel(in);
-    torch::Tensor gB = ops_detail::empty<T>({in[0].size(0), m_mlp.width_in()});
-    const auto gW = k.reverse_all(ops_detail::mat<T>(in[0]), ops_detail::mat<T>(g), ops_detail::mat<T>(gB));
+    torch::Tensor gB = ops_detail::empty<T>({in[0].size(0), m_mlp.width_in()}, in[0]);
+    const auto gW = k.reverse_all(ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(g),
+                                  ops_detail::mat<T, Exec>(gB));
     std::vector<torch::Tensor> out{gB};
     for (int l = 0; l < m_mlp.num_layers(); ++l) {
-      out.push_back(ops_detail::from_values<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}));
+      out.push_back(ops_detail::from_values<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}, g));
     }
     return out;
   }
@@ -313,30 +405,28 @@ class RadialMLPOp final : public KernelOp {
       mlp.weights[l] = ops_detail::to_double<T>(in[1 + l]);
       wt.push_back(ops_detail::to_double<T>(tangent[1 + l]));
     }
-    const kernels::RadialMLPKokkos<KernelExec, Dual<T>> k(mlp, wt);
+    const kernels::RadialMLPKokkos<Exec, Dual<T>> k(mlp, wt);
     const auto E = in[0].size(0);
-    auto B = ops_detail::pack<T>(in[0], tangent[0]);
-    auto gd = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> R(static_cast<std::size_t>(E * m_mlp.width_out())),
-        gB(static_cast<std::size_t>(E * m_mlp.width_in()));
-    const auto Bv = ops_detail::dmat<T>(B, E, m_mlp.width_in());
-    const auto gv = ops_detail::dmat<T>(gd, E, m_mlp.width_out());
-    const auto gW = k.reverse_all(Bv, gv, ops_detail::dmat<T>(gB, E, m_mlp.width_in()),
-                                  ops_detail::dmat<T>(R, E, m_mlp.width_out()));
-    std::vector<torch::Tensor> h{ops_detail::tangents<T>(gB, {E, m_mlp.width_in()})};
+    const auto B = ops_detail::duals<T>(in[0], tangent[0]);
+    const auto gd = ops_detail::duals<T>(g, torch::Tensor());
+    auto R = ops_detail::dual_zeros<T>({E, m_mlp.width_out()}, g),
+         gB = ops_detail::dual_zeros<T>({E, m_mlp.width_in()}, g);
+    const auto gW = k.reverse_all(ops_detail::dmat<T, Exec>(B), ops_detail::dmat<T, Exec>(gd),
+                                  ops_detail::dmat<T, Exec>(gB), ops_detail::dmat<T, Exec>(R));
+    std::vector<torch::Tensor> h{ops_detail::tangent_of(gB)};
     for (int l = 0; l < m_mlp.num_layers(); ++l) {
-      h.push_back(ops_detail::tangents<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}));
+      h.push_back(ops_detail::tangents_to<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}, g));
     }
-    return {ops_detail::tangents<T>(R, {E, m_mlp.width_out()}), h};
+    return {ops_detail::tangent_of(R), h};
   }
 
  private:
-  kernels::RadialMLPKokkos<KernelExec, T> kernel(const std::vector<torch::Tensor>& in) const {
+  kernels::RadialMLPKokkos<Exec, T> kernel(const std::vector<torch::Tensor>& in) const {
     kernels::RadialMLP mlp = m_mlp;
     for (int l = 0; l < m_mlp.num_layers(); ++l) {
       mlp.weights[l] = ops_detail::to_double<T>(in[1 + l]);
     }
-    return kernels::RadialMLPKokkos<KernelExec, T>(mlp);
+    return kernels::RadialMLPKokkos<Exec, T>(mlp);
   }
   kernels::RadialMLP m_mlp;  ///< widths and activation constant; weights come with each call
   std::string m_name;
@@ -345,119 +435,116 @@ class RadialMLPOp final : public KernelOp {
 // ---- channelwise tensor product -------------------------------------------------------------
 
 /// A[n] = sum over edges e into n of TP(x[sender(e)], Y[e], R[e]) (conv_tp and the scatter-sum).
-template <class T>
+template <class T, class Exec = KernelExec>
 struct ChannelwiseTPKernels {
   explicit ChannelwiseTPKernels(const kernels::ChannelwiseTP& tp) : k(tp), kd(tp) {}
-  kernels::ChannelwiseTPKokkos<KernelExec, T> k;
-  kernels::ChannelwiseTPKokkos<KernelExec, Dual<T>> kd;
+  kernels::ChannelwiseTPKokkos<Exec, T> k;
+  kernels::ChannelwiseTPKokkos<Exec, Dual<T>> kd;
 };
 
-template <class T>
+template <class T, class Exec = KernelExec>
 class ChannelwiseTPOp final : public KernelOp {
  public:
-  ChannelwiseTPOp(std::shared_ptr<const ChannelwiseTPKernels<T>> k,
-                  std::shared_ptr<const kernels::EdgeIndex<KernelExec>> graph, std::string name)
+  ChannelwiseTPOp(std::shared_ptr<const ChannelwiseTPKernels<T, Exec>> k,
+                  std::shared_ptr<const kernels::EdgeIndex<Exec>> graph, std::string name)
       : m_k(std::move(k)), m_graph(std::move(graph)), m_name(std::move(name)) {}
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    torch::Tensor A = ops_detail::zeros<T>({m_graph->num_nodes, m_k->k.descriptor().dim_out()});
-    m_k->k.compute(*m_graph, ops_detail::mat<T>(in[0]), ops_detail::mat<T>(in[1]), ops_detail::mat<T>(in[2]),
-                   ops_detail::mat<T>(A));
+    torch::Tensor A = ops_detail::zeros<T>({m_graph->num_nodes, m_k->k.descriptor().dim_out()}, in[0]);
+    m_k->k.compute(*m_graph, ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(in[1]),
+                   ops_detail::mat<T, Exec>(in[2]), ops_detail::mat<T, Exec>(A));
     return A;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     auto gx = torch::zeros_like(in[0]), gY = torch::zeros_like(in[1]), gw = torch::zeros_like(in[2]);
-    m_k->k.reverse(*m_graph, ops_detail::mat<T>(in[0]), ops_detail::mat<T>(in[1]), ops_detail::mat<T>(in[2]),
-                   ops_detail::mat<T>(g), ops_detail::mat<T>(gx), ops_detail::mat<T>(gY),
-                   ops_detail::mat<T>(gw));
+    m_k->k.reverse(*m_graph, ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(in[1]),
+                   ops_detail::mat<T, Exec>(in[2]), ops_detail::mat<T, Exec>(g), ops_detail::mat<T, Exec>(gx),
+                   ops_detail::mat<T, Exec>(gY), ops_detail::mat<T, Exec>(gw));
     return {gx, gY, gw};
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
-    std::vector<std::vector<Dual<T>>> d(3), gd(3);
-    std::vector<ops_detail::Mat<Dual<T>>> v(3), gv(3);
+    std::vector<torch::Tensor> d(3), gd(3);
     for (int k = 0; k < 3; ++k) {
-      d[k] = ops_detail::pack<T>(in[k], tangent[k]);
-      gd[k].resize(d[k].size());
-      v[k] = ops_detail::dmat<T>(d[k], in[k].size(0), in[k].size(1));
-      gv[k] = ops_detail::dmat<T>(gd[k], in[k].size(0), in[k].size(1));
+      d[k] = ops_detail::duals<T>(in[k], tangent[k]);
+      gd[k] = ops_detail::dual_zeros<T>({in[k].size(0), in[k].size(1)}, g);
     }
-    auto go = ops_detail::pack<T>(g, torch::Tensor());
-    const auto N = g.size(0), D = g.size(1);
-    std::vector<Dual<T>> A(go.size());
-    m_k->kd.compute(*m_graph, v[0], v[1], v[2], ops_detail::dmat<T>(A, N, D));
-    m_k->kd.reverse(*m_graph, v[0], v[1], v[2], ops_detail::dmat<T>(go, N, D), gv[0], gv[1], gv[2]);
-    std::vector<torch::Tensor> h;
-    for (int k = 0; k < 3; ++k) {
-      h.push_back(ops_detail::tangents<T>(gd[k], {in[k].size(0), in[k].size(1)}));
-    }
-    return {ops_detail::tangents<T>(A, {N, D}), h};
+    const auto go = ops_detail::duals<T>(g, torch::Tensor());
+    auto A = ops_detail::dual_zeros<T>({g.size(0), g.size(1)}, g);
+    const auto v = [&](int k) { return ops_detail::dmat<T, Exec>(d[k]); };
+    m_k->kd.compute(*m_graph, v(0), v(1), v(2), ops_detail::dmat<T, Exec>(A));
+    m_k->kd.reverse(*m_graph, v(0), v(1), v(2), ops_detail::dmat<T, Exec>(go),
+                    ops_detail::dmat<T, Exec>(gd[0]), ops_detail::dmat<T, Exec>(gd[1]),
+                    ops_detail::dmat<T, Exec>(gd[2]));
+    return {ops_detail::tangent_of(A),
+            {ops_detail::tangent_of(gd[0]), ops_detail::tangent_of(gd[1]), ops_detail::tangent_of(gd[2])}};
   }
 
  private:
-  std::shared_ptr<const ChannelwiseTPKernels<T>> m_k;
-  std::shared_ptr<const kernels::EdgeIndex<KernelExec>> m_graph;
+  std::shared_ptr<const ChannelwiseTPKernels<T, Exec>> m_k;
+  std::shared_ptr<const kernels::EdgeIndex<Exec>> m_graph;
   std::string m_name;
 };
 
 // ---- equivariant linear ---------------------------------------------------------------------
 
 /// o3.Linear (one weight set) or the element-indexed skip_tp (a set per element, chosen by
-/// `sets`, the nodes' species as int32).
-template <class T>
+/// `sets`, the nodes' species as int32, on the tensors' device).
+template <class T, class Exec = KernelExec>
 struct LinearKernels {
   explicit LinearKernels(const kernels::EquivariantLinear& lin) : desc(lin), k(lin), kd(lin) {}
   kernels::EquivariantLinear desc;
-  kernels::LinearKokkos<KernelExec, T> k;
-  kernels::LinearKokkos<KernelExec, Dual<T>> kd;
+  kernels::LinearKokkos<Exec, T> k;
+  kernels::LinearKokkos<Exec, Dual<T>> kd;
 };
 
-template <class T>
+template <class T, class Exec = KernelExec>
 class LinearOp final : public KernelOp {
  public:
-  LinearOp(std::shared_ptr<const LinearKernels<T>> k, torch::Tensor sets, std::string name)
+  LinearOp(std::shared_ptr<const LinearKernels<T, Exec>> k, torch::Tensor sets, std::string name)
       : m_k(std::move(k)), m_sets(std::move(sets)), m_name(std::move(name)) {}
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    torch::Tensor y = ops_detail::zeros<T>({in[0].size(0), m_k->desc.irreps_out.dim()});
-    m_k->k.compute(ops_detail::mat<T>(in[1]), labels(), ops_detail::mat<T>(in[0]), ops_detail::mat<T>(y));
+    torch::Tensor y = ops_detail::zeros<T>({in[0].size(0), m_k->desc.irreps_out.dim()}, in[0]);
+    m_k->k.compute(ops_detail::mat<T, Exec>(in[1]), labels(), ops_detail::mat<T, Exec>(in[0]),
+                   ops_detail::mat<T, Exec>(y));
     return y;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     auto gx = torch::zeros_like(in[0]), gW = torch::zeros_like(in[1]);
-    const auto W = ops_detail::mat<T>(in[1]), x = ops_detail::mat<T>(in[0]), gv = ops_detail::mat<T>(g);
-    m_k->k.reverse(W, labels(), x, gv, ops_detail::mat<T>(gx));
-    m_k->k.reverse_weights(W, labels(), x, gv, ops_detail::mat<T>(gW));
+    const auto W = ops_detail::mat<T, Exec>(in[1]), x = ops_detail::mat<T, Exec>(in[0]);
+    const auto gv = ops_detail::mat<T, Exec>(g);
+    m_k->k.reverse(W, labels(), x, gv, ops_detail::mat<T, Exec>(gx));
+    m_k->k.reverse_weights(W, labels(), x, gv, ops_detail::mat<T, Exec>(gW));
     return {gx, gW};
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
-    auto x = ops_detail::pack<T>(in[0], tangent[0]), W = ops_detail::pack<T>(in[1], tangent[1]);
-    auto go = ops_detail::pack<T>(g, torch::Tensor());
-    const auto n = in[0].size(0), din = in[0].size(1), dout = g.size(1);
-    const auto xv = ops_detail::dmat<T>(x, n, din), Wv = ops_detail::dmat<T>(W, in[1].size(0), in[1].size(1));
-    const auto gv = ops_detail::dmat<T>(go, n, dout);
-    std::vector<Dual<T>> y(go.size()), gx(x.size()), gW(W.size());
-    m_k->kd.compute(Wv, labels(), xv, ops_detail::dmat<T>(y, n, dout));
-    m_k->kd.reverse(Wv, labels(), xv, gv, ops_detail::dmat<T>(gx, n, din));
-    m_k->kd.reverse_weights(Wv, labels(), xv, gv, ops_detail::dmat<T>(gW, in[1].size(0), in[1].size(1)));
-    return {
-        ops_detail::tangents<T>(y, {n, dout}),
-        {ops_detail::tangents<T>(gx, {n, din}), ops_detail::tangents<T>(gW, {in[1].size(0), in[1].size(1)})}};
+    const auto x = ops_detail::duals<T>(in[0], tangent[0]), W = ops_detail::duals<T>(in[1], tangent[1]);
+    const auto go = ops_detail::duals<T>(g, torch::Tensor());
+    const auto xv = ops_detail::dmat<T, Exec>(x), Wv = ops_detail::dmat<T, Exec>(W);
+    const auto gv = ops_detail::dmat<T, Exec>(go);
+    auto y = ops_detail::dual_zeros<T>({g.size(0), g.size(1)}, g);
+    auto gx = ops_detail::dual_zeros<T>({in[0].size(0), in[0].size(1)}, g);
+    auto gW = ops_detail::dual_zeros<T>({in[1].size(0), in[1].size(1)}, g);
+    m_k->kd.compute(Wv, labels(), xv, ops_detail::dmat<T, Exec>(y));
+    m_k->kd.reverse(Wv, labels(), xv, gv, ops_detail::dmat<T, Exec>(gx));
+    m_k->kd.reverse_weights(Wv, labels(), xv, gv, ops_detail::dmat<T, Exec>(gW));
+    return {ops_detail::tangent_of(y), {ops_detail::tangent_of(gx), ops_detail::tangent_of(gW)}};
   }
 
  private:
-  ops_detail::Labels labels() const {
-    return m_sets.defined() ? ops_detail::Labels(m_sets.data_ptr<int>(), m_sets.size(0))
-                            : ops_detail::Labels();
+  ops_detail::Labels<Exec> labels() const {
+    return m_sets.defined() ? ops_detail::Labels<Exec>(m_sets.data_ptr<int>(), m_sets.size(0))
+                            : ops_detail::Labels<Exec>();
   }
-  std::shared_ptr<const LinearKernels<T>> m_k;
+  std::shared_ptr<const LinearKernels<T, Exec>> m_k;
   torch::Tensor m_sets;
   std::string m_name;
 };
@@ -466,61 +553,70 @@ class LinearOp final : public KernelOp {
 
 /// MACE's product basis. Weight inputs in mace-torch's layout, W[o][nu-1] = [E, K_nu, C],
 /// passed flattened in the order o major, nu = 1..correlation minor. The kernel folds its
-/// weights into per-element coefficients, so they are set again from the inputs at each stage
-/// (the op is used by one thread at a time; a model serves one batch at a time).
-template <class T>
+/// weights into per-element coefficients on the host, so they are set again from the inputs at
+/// each stage (the op is used by one thread at a time; a model serves one batch at a time).
+template <class T, class Exec = KernelExec>
 struct SymmetricContractionKernels {
   SymmetricContractionKernels(const kernels::SymmetricContraction& sc, int elements)
       : desc(sc), k(sc), kd(sc), num_elements(elements) {}
   kernels::SymmetricContraction desc;
-  kernels::SymmetricContractionKokkos<KernelExec, T> k;
-  kernels::SymmetricContractionKokkos<KernelExec, Dual<T>> kd;
+  kernels::SymmetricContractionKokkos<Exec, T> k;
+  kernels::SymmetricContractionKokkos<Exec, Dual<T>> kd;
   int num_elements;
 };
 
-template <class T>
+template <class T, class Exec = KernelExec>
 class SymmetricContractionOp final : public KernelOp {
  public:
-  SymmetricContractionOp(std::shared_ptr<SymmetricContractionKernels<T>> k, torch::Tensor species,
+  SymmetricContractionOp(std::shared_ptr<SymmetricContractionKernels<T, Exec>> k, torch::Tensor species,
                          std::string name)
       : m_k(std::move(k)), m_species(std::move(species)), m_name(std::move(name)) {}
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
     m_k->k.set_weights(weights(in), m_k->num_elements);
-    torch::Tensor y = ops_detail::zeros<T>({in[0].size(0), m_k->desc.dim_out()});
-    m_k->k.compute(labels(), ops_detail::mat<T>(in[0]), ops_detail::mat<T>(y));
+    torch::Tensor y = ops_detail::zeros<T>({in[0].size(0), m_k->desc.dim_out()}, in[0]);
+    m_k->k.compute(labels(), ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(y));
     return y;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
     m_k->k.set_weights(weights(in), m_k->num_elements);
     auto gx = torch::zeros_like(in[0]);
-    const auto x = ops_detail::mat<T>(in[0]), gv = ops_detail::mat<T>(g);
-    m_k->k.reverse(labels(), x, gv, ops_detail::mat<T>(gx));
-    return with_weights(gx, m_k->k.reverse_weights(labels(), x, gv), in);
+    const auto x = ops_detail::mat<T, Exec>(in[0]), gv = ops_detail::mat<T, Exec>(g);
+    m_k->k.reverse(labels(), x, gv, ops_detail::mat<T, Exec>(gx));
+    const auto gW = m_k->k.reverse_weights(labels(), x, gv);
+    std::vector<torch::Tensor> out{gx};
+    std::size_t k = 1;
+    for (const auto& per_o : gW) {
+      for (const auto& w : per_o) {
+        out.push_back(ops_detail::from_values<T>(w, in[k].sizes().vec(), g));
+        ++k;
+      }
+    }
+    return out;
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
     m_k->kd.set_weights(weights(in), weights(tangent), m_k->num_elements);
-    const auto n = in[0].size(0), din = in[0].size(1), dout = g.size(1);
-    auto x = ops_detail::pack<T>(in[0], tangent[0]);
-    auto go = ops_detail::pack<T>(g, torch::Tensor());
-    std::vector<Dual<T>> y(go.size()), gx(x.size());
-    const auto xv = ops_detail::dmat<T>(x, n, din), gv = ops_detail::dmat<T>(go, n, dout);
-    m_k->kd.compute(labels(), xv, ops_detail::dmat<T>(y, n, dout));
-    m_k->kd.reverse(labels(), xv, gv, ops_detail::dmat<T>(gx, n, din));
+    const auto x = ops_detail::duals<T>(in[0], tangent[0]);
+    const auto go = ops_detail::duals<T>(g, torch::Tensor());
+    auto y = ops_detail::dual_zeros<T>({g.size(0), g.size(1)}, g);
+    auto gx = ops_detail::dual_zeros<T>({in[0].size(0), in[0].size(1)}, g);
+    const auto xv = ops_detail::dmat<T, Exec>(x), gv = ops_detail::dmat<T, Exec>(go);
+    m_k->kd.compute(labels(), xv, ops_detail::dmat<T, Exec>(y));
+    m_k->kd.reverse(labels(), xv, gv, ops_detail::dmat<T, Exec>(gx));
     const auto gW = m_k->kd.reverse_weights(labels(), xv, gv);
-    std::vector<torch::Tensor> h{ops_detail::tangents<T>(gx, {n, din})};
+    std::vector<torch::Tensor> h{ops_detail::tangent_of(gx)};
     std::size_t k = 1;
     for (const auto& per_o : gW) {
       for (const auto& w : per_o) {
-        h.push_back(ops_detail::tangents<T>(w, in[k].sizes().vec()));
+        h.push_back(ops_detail::tangents_to<T>(w, in[k].sizes().vec(), g));
         ++k;
       }
     }
-    return {ops_detail::tangents<T>(y, {n, dout}), h};
+    return {ops_detail::tangent_of(y), h};
   }
 
  private:
@@ -535,24 +631,10 @@ class SymmetricContractionOp final : public KernelOp {
     }
     return W;
   }
-  template <class S>
-  static std::vector<torch::Tensor> with_weights(torch::Tensor gx,
-                                                 const std::vector<std::vector<std::vector<S>>>& gW,
-                                                 const std::vector<torch::Tensor>& in) {
-    std::vector<torch::Tensor> out{std::move(gx)};
-    std::size_t k = 1;
-    for (const auto& per_o : gW) {
-      for (const auto& w : per_o) {
-        out.push_back(ops_detail::from_values<T>(w, in[k].sizes().vec()));
-        ++k;
-      }
-    }
-    return out;
+  ops_detail::Labels<Exec> labels() const {
+    return ops_detail::Labels<Exec>(m_species.data_ptr<int>(), m_species.size(0));
   }
-  ops_detail::Labels labels() const {
-    return ops_detail::Labels(m_species.data_ptr<int>(), m_species.size(0));
-  }
-  std::shared_ptr<SymmetricContractionKernels<T>> m_k;
+  std::shared_ptr<SymmetricContractionKernels<T, Exec>> m_k;
   torch::Tensor m_species;
   std::string m_name;
 };
@@ -561,7 +643,8 @@ class SymmetricContractionOp final : public KernelOp {
 
 /// s [G, C]: each structure's joint embedding of its total charge and spin (MACE-OMOL). The
 /// values are the batch's data, bound to the op; the inputs are the weights alone, in
-/// GraphEmbedding::tensors() order.
+/// GraphEmbedding::tensors() order. A few small MLPs per structure: they run on the host, on
+/// copies of the weights, and the results go to the weights' device.
 template <class T>
 class GraphEmbeddingOp final : public KernelOp {
  public:
@@ -570,17 +653,20 @@ class GraphEmbeddingOp final : public KernelOp {
       : m_g(g), m_charge(std::move(charge)), m_spin(std::move(spin)) {}
   std::string name() const override { return "joint embedding"; }
 
-  torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    torch::Tensor s = ops_detail::empty<T>({structures(), m_g.channels});
+  torch::Tensor compute(const std::vector<torch::Tensor>& in_any) const override {
+    const auto in = on_host(in_any);
+    torch::Tensor s = torch::empty({structures(), m_g.channels}, torch::dtype(torch_dtype<T>()));
     const auto w = pointers<const T>(in);
     for (std::int64_t i = 0; i < structures(); ++i) {
       models::mace::compute_graph_embedding<T>(m_g, w, m_charge[i], m_spin[i],
                                                s.data_ptr<T>() + i * m_g.channels);
     }
-    return s;
+    return s.to(in_any[0].device());
   }
-  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
-                                     const torch::Tensor& g) const override {
+  std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in_any,
+                                     const torch::Tensor& g_any) const override {
+    const auto in = on_host(in_any);
+    const auto g = g_any.to(torch::kCPU).contiguous();
     std::vector<torch::Tensor> grads;
     for (const auto& t : in) {
       grads.push_back(torch::zeros_like(t));
@@ -591,11 +677,16 @@ class GraphEmbeddingOp final : public KernelOp {
       models::mace::reverse_graph_embedding<T>(m_g, w, m_charge[i], m_spin[i],
                                                g.data_ptr<T>() + i * m_g.channels, gw);
     }
+    for (auto& t : grads) {
+      t = t.to(g_any.device());
+    }
     return grads;
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
-      const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
-      const torch::Tensor& g) const override {
+      const std::vector<torch::Tensor>& in_any, const std::vector<torch::Tensor>& tangent_any,
+      const torch::Tensor& g_any) const override {
+    const auto in = on_host(in_any), tangent = on_host(tangent_any);
+    const auto g = g_any.to(torch::kCPU).contiguous();
     const std::int64_t G = structures(), C = m_g.channels;
     std::vector<std::vector<Dual<T>>> w, gw;
     std::vector<const Dual<T>*> wp;
@@ -616,13 +707,21 @@ class GraphEmbeddingOp final : public KernelOp {
     }
     std::vector<torch::Tensor> h;
     for (std::size_t k = 0; k < in.size(); ++k) {
-      h.push_back(ops_detail::tangents<T>(gw[k], in[k].sizes().vec()));
+      h.push_back(ops_detail::tangents_to<T>(gw[k], in[k].sizes().vec(), g_any));
     }
-    return {ops_detail::tangents<T>(s, {G, C}), h};
+    return {ops_detail::tangents_to<T>(s, {G, C}, g_any), h};
   }
 
  private:
   std::int64_t structures() const { return static_cast<std::int64_t>(m_charge.size()); }
+  /// CPU copies (the tensors themselves where they are on the CPU); undefined stays undefined.
+  static std::vector<torch::Tensor> on_host(const std::vector<torch::Tensor>& t) {
+    std::vector<torch::Tensor> out;
+    for (const auto& x : t) {
+      out.push_back(x.defined() ? x.to(torch::kCPU).contiguous() : x);
+    }
+    return out;
+  }
   template <class P>
   static std::vector<P*> pointers(const std::vector<torch::Tensor>& t) {
     std::vector<P*> out;

@@ -21,6 +21,7 @@
 #include "math/coupling_basis.hpp"
 #include "math/irreps.hpp"
 #include "models/chgnet_ops.hpp"
+#include "models/device.hpp"
 #include "models/kernel_ops.hpp"
 #include "models/mace/mace_layout.hpp"
 #include "models/mace/mace_model.hpp"
@@ -114,10 +115,25 @@ io::PotentialFile make_mace_potential(const MaceConfig& c) {
 
 // ---- the model ------------------------------------------------------------------------------
 
+/// What MaceTorchModel asks of its model, which lives on one device (MaceOn below).
 template <class T>
 struct MaceTorchModel<T>::Impl {
+  virtual ~Impl() = default;
+  virtual MaceOutput forward(const MaceBatch& b, const MaceForwardOptions& o) = 0;
+  virtual const std::vector<std::pair<std::string, torch::Tensor>>& named_params() const = 0;
+  virtual const models::mace::MaceSpec& model_spec() const = 0;
+  virtual io::PotentialFile to_file() const = 0;
+  virtual torch::Device device() const = 0;
+};
+
+/// The model on `device`, whose memory is Exec's: its parameters and buffers live there, a batch
+/// is moved there, and its kernels run there (kernel_ops.hpp).
+template <class T, class Exec>
+struct MaceOn final : MaceTorchModel<T>::Impl {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "MaceTorchModel: T must be float or double");
+  static constexpr bool kHost =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
 
   /// A trainable tensor and where it goes in the file: its shape there and, for the skip
   /// weights, the file index of each of our elements (regrouped by element).
@@ -130,9 +146,9 @@ struct MaceTorchModel<T>::Impl {
     const models::mace::InteractionSpec* I = nullptr;
     const models::mace::ProductSpec* P = nullptr;
     const models::mace::ReadoutSpec* R = nullptr;
-    std::shared_ptr<const LinearKernels<T>> up, lin, skip, prod, r1, r2, rmid;
-    std::shared_ptr<const ChannelwiseTPKernels<T>> tp;
-    std::shared_ptr<SymmetricContractionKernels<T>> sc;
+    std::shared_ptr<const LinearKernels<T, Exec>> up, lin, skip, prod, r1, r2, rmid;
+    std::shared_ptr<const ChannelwiseTPKernels<T, Exec>> tp;
+    std::shared_ptr<SymmetricContractionKernels<T, Exec>> sc;
     kernels::RadialMLP mlp_shape;
     torch::Tensor W_up, W_lin, W_skip, W_prod, W_r1, W_r2, W_rmid;
     torch::Tensor b_mid, b_2;  // NonLinearBiasReadoutBlock: [M] and [heads]
@@ -146,12 +162,13 @@ struct MaceTorchModel<T>::Impl {
     };
     NormedMLP nl_radial, nl_density;
     torch::Tensor W_source, W_target, alpha, beta, W_res, W_lin2;
-    std::shared_ptr<const LinearKernels<T>> res, lin2;
+    std::shared_ptr<const LinearKernels<T, Exec>> res, lin2;
     torch::Tensor gate_source, gate_gate, gate_scalar;  // [target dim]: int64, int64 (0 for scalars), bool
     torch::Tensor head_mask;  // non-linear readout: 1 on the selected head's hidden units
     std::string tag;
   };
 
+  torch::Device dev;
   io::PotentialFile file;
   models::mace::MaceSpec spec;
   std::vector<models::mace::Stage> stages;  // the core's stage list of this model
@@ -159,18 +176,22 @@ struct MaceTorchModel<T>::Impl {
   std::vector<Param> params;
   std::vector<Layer> layers;
   torch::Tensor W_emb;  // [E, C]
-  c10::intrusive_ptr<SphericalHarmonicsOp<T>> sh;
-  c10::intrusive_ptr<RadialBasisOp<T>> radial_basis;
-  c10::intrusive_ptr<TransformedBasisOp<T>> transformed;  // with a distance transform
+  c10::intrusive_ptr<SphericalHarmonicsOp<T, Exec>> sh;
+  c10::intrusive_ptr<RadialBasisOp<T, Exec>> radial_basis;
+  c10::intrusive_ptr<TransformedBasisOp<T, Exec>> transformed;  // with a distance transform
   torch::Tensor rcov;                                     // [E] its covalent radius per species
   torch::Tensor e0;  // [E]
   /// embedding_specs (MACE-OMOL): the joint embedding's weights (GraphEmbedding::tensors()
   /// order) and the embedding readout's.
   std::vector<torch::Tensor> W_graph;
   torch::Tensor W_emb_readout;  // [1, C x heads]
-  std::shared_ptr<const LinearKernels<T>> emb_readout;
+  std::shared_ptr<const LinearKernels<T, Exec>> emb_readout;
 
-  static torch::TensorOptions real() { return torch::TensorOptions().dtype(torch_dtype<T>()); }
+  torch::TensorOptions real() const { return torch::TensorOptions().dtype(torch_dtype<T>()).device(dev); }
+  /// A buffer of the file's (float64 host values) in this model's precision, on its device.
+  torch::Tensor buffer(const std::vector<double>& v) const {
+    return torch::tensor(v, torch::TensorOptions().dtype(torch::kFloat64)).to(real());
+  }
 
   torch::Tensor add_param(const std::string& name, const std::vector<std::int64_t>& shape,
                           std::vector<std::int64_t> file_index = {}) {
@@ -180,9 +201,7 @@ struct MaceTorchModel<T>::Impl {
     for (std::size_t i = 0; i < v.size(); ++i) {
       ours[i] = file_index.empty() ? v[i] : v[static_cast<std::size_t>(file_index[i])];
     }
-    auto value = torch::tensor(ours, torch::TensorOptions().dtype(torch::kFloat64))
-                     .reshape(shape)
-                     .to(torch_dtype<T>());
+    auto value = buffer(ours).reshape(shape);
     value.requires_grad_(true);
     named.emplace_back(name, value);
     params.push_back({t.shape, std::move(file_index)});
@@ -216,8 +235,8 @@ struct MaceTorchModel<T>::Impl {
     L.alpha = add_param(pi + "alpha", {});
     L.beta = add_param(pi + "beta", {});
     L.W_lin = add_param(pi + "linear_1.weight", {1, L.I->linear.weight_numel});
-    L.res = std::make_shared<const LinearKernels<T>>(N.linear_res);
-    L.lin2 = std::make_shared<const LinearKernels<T>>(N.linear_2);
+    L.res = std::make_shared<const LinearKernels<T, Exec>>(N.linear_res);
+    L.lin2 = std::make_shared<const LinearKernels<T, Exec>>(N.linear_2);
     L.W_res = add_param(pi + "linear_res.weight", {1, N.linear_res.weight_numel});
     L.W_lin2 = add_param(pi + "linear_2.weight", {1, N.linear_2.weight_numel});
     std::vector<std::int64_t> source(N.gate_source.begin(), N.gate_source.end()), gate;
@@ -226,24 +245,34 @@ struct MaceTorchModel<T>::Impl {
       gate.push_back(g < 0 ? 0 : g);
       scalar.push_back(g < 0);
     }
-    L.gate_source = torch::tensor(source, torch::dtype(torch::kInt64));
-    L.gate_gate = torch::tensor(gate, torch::dtype(torch::kInt64));
-    L.gate_scalar = torch::tensor(scalar, torch::dtype(torch::kInt32)).to(torch::kBool);
+    L.gate_source = torch::tensor(source, torch::dtype(torch::kInt64)).to(dev);
+    L.gate_gate = torch::tensor(gate, torch::dtype(torch::kInt64)).to(dev);
+    L.gate_scalar = torch::tensor(scalar, torch::dtype(torch::kInt32)).to(torch::kBool).to(dev);
   }
 
-  /// mace-torch's RadialMLP of x, on the core's dense and LayerNorm kernels (the CHGNet trainer's
-  /// DenseOp and LayerNormOp, twice differentiable).
+  /// mace-torch's RadialMLP of x. On the host, the core's dense and LayerNorm kernels (the
+  /// CHGNet trainer's DenseOp and LayerNormOp, twice differentiable); those take host arrays, so
+  /// on a GPU it is LibTorch's linear and layer_norm (eps 1e-5, torch's LayerNorm default), the
+  /// same arithmetic (tests/trainer/test_mace_torch.cpp compares the two on the host).
   static torch::Tensor normed_mlp(const typename Layer::NormedMLP& m, torch::Tensor x,
                                   const std::string& name) {
     const std::size_t depth = m.weight.size();
     for (std::size_t k = 0; k < depth; ++k) {
-      const DenseStages dense{static_cast<int>(m.weight[k].size(1)), static_cast<int>(m.weight[k].size(0)),
-                              true};
-      x = apply_kernel(c10::make_intrusive<DenseOp<T>>(dense, name), {x, m.weight[k], m.bias[k]});
+      if constexpr (kHost) {
+        const DenseStages dense{static_cast<int>(m.weight[k].size(1)), static_cast<int>(m.weight[k].size(0)),
+                                true};
+        x = apply_kernel(c10::make_intrusive<DenseOp<T>>(dense, name), {x, m.weight[k], m.bias[k]});
+      } else {
+        x = torch::linear(x, m.weight[k], m.bias[k]);
+      }
       if (k + 1 < depth) {
-        const LayerNormStages norm{static_cast<int>(m.weight[k].size(0))};
-        x = torch::silu(
-            apply_kernel(c10::make_intrusive<LayerNormOp<T>>(norm, name), {x, m.gamma[k], m.beta[k]}));
+        if constexpr (kHost) {
+          const LayerNormStages norm{static_cast<int>(m.weight[k].size(0))};
+          x = apply_kernel(c10::make_intrusive<LayerNormOp<T>>(norm, name), {x, m.gamma[k], m.beta[k]});
+        } else {
+          x = torch::layer_norm(x, {m.weight[k].size(0)}, m.gamma[k], m.beta[k], 1e-5);
+        }
+        x = torch::silu(x);
       }
     }
     return x;
@@ -255,7 +284,7 @@ struct MaceTorchModel<T>::Impl {
       W_graph.push_back(add_param(t.name, t.shape));
     }
     if (spec.embedding_readout) {
-      emb_readout = std::make_shared<const LinearKernels<T>>(*spec.embedding_readout);
+      emb_readout = std::make_shared<const LinearKernels<T, Exec>>(*spec.embedding_readout);
       W_emb_readout = add_param("embedding_readout.linear.weight", {1, spec.embedding_readout->weight_numel});
     }
   }
@@ -268,7 +297,7 @@ struct MaceTorchModel<T>::Impl {
       if (!t.defined()) {
         return std::vector<double>(static_cast<std::size_t>(b.num_graphs), fallback);
       }
-      const auto c = t.to(torch::kFloat64).contiguous();
+      const auto c = t.to(torch::kCPU, torch::kFloat64).contiguous();
       return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
     };
     auto op = c10::make_intrusive<GraphEmbeddingOp<T>>(spec.graph_embedding, values(b.total_charge, 0.0),
@@ -276,7 +305,7 @@ struct MaceTorchModel<T>::Impl {
     return apply_kernel(op, W_graph);
   }
 
-  Impl(const io::PotentialFile& f, const std::string& head) : file(f) {
+  MaceOn(const io::PotentialFile& f, const std::string& head, torch::Device device) : dev(device), file(f) {
     models::MaceOptions opt;
     opt.head = head;
     // Each structure of a batch has its own charge and spin: the embedding is evaluated per
@@ -285,14 +314,14 @@ struct MaceTorchModel<T>::Impl {
     spec = models::mace::load_mace_spec(file, opt);
     stages = models::mace::stage_list(spec);
     const int E = spec.num_elements, C = spec.embedding_irreps.dim();
-    sh = c10::make_intrusive<SphericalHarmonicsOp<T>>(spec.max_ell);
-    radial_basis = c10::make_intrusive<RadialBasisOp<T>>(spec.radial_basis);
+    sh = c10::make_intrusive<SphericalHarmonicsOp<T, Exec>>(spec.max_ell);
+    radial_basis = c10::make_intrusive<RadialBasisOp<T, Exec>>(spec.radial_basis);
     if (spec.distance_transform.active()) {
-      transformed = c10::make_intrusive<TransformedBasisOp<T>>(spec.radial_basis, spec.distance_transform);
-      rcov = torch::tensor(spec.distance_transform.covalent_radii, torch::TensorOptions().dtype(torch::kFloat64))
-                 .to(torch_dtype<T>());
+      transformed =
+          c10::make_intrusive<TransformedBasisOp<T, Exec>>(spec.radial_basis, spec.distance_transform);
+      rcov = buffer(spec.distance_transform.covalent_radii);
     }
-    e0 = torch::tensor(spec.e0, torch::TensorOptions().dtype(torch::kFloat64)).to(torch_dtype<T>());
+    e0 = buffer(spec.e0);
     W_emb = add_param("node_embedding.linear.weight", {E, C});
     add_graph_embedding();
     for (int t = 0; t < spec.num_interactions; ++t) {
@@ -303,13 +332,13 @@ struct MaceTorchModel<T>::Impl {
       L.tag = " (layer " + std::to_string(t) + ")";
       const std::string pi = "interactions." + std::to_string(t) + ".";
       const std::string pp = "products." + std::to_string(t) + ".";
-      L.up = std::make_shared<const LinearKernels<T>>(L.I->linear_up);
-      L.lin = std::make_shared<const LinearKernels<T>>(L.I->linear);
-      L.skip = std::make_shared<const LinearKernels<T>>(L.I->skip);
-      L.prod = std::make_shared<const LinearKernels<T>>(L.P->linear);
-      L.tp = std::make_shared<const ChannelwiseTPKernels<T>>(L.I->tp);
+      L.up = std::make_shared<const LinearKernels<T, Exec>>(L.I->linear_up);
+      L.lin = std::make_shared<const LinearKernels<T, Exec>>(L.I->linear);
+      L.skip = std::make_shared<const LinearKernels<T, Exec>>(L.I->skip);
+      L.prod = std::make_shared<const LinearKernels<T, Exec>>(L.P->linear);
+      L.tp = std::make_shared<const ChannelwiseTPKernels<T, Exec>>(L.I->tp);
       // use_agnostic_product: one weight set, every atom read as species 0.
-      L.sc = std::make_shared<SymmetricContractionKernels<T>>(L.P->sc, L.P->agnostic ? 1 : E);
+      L.sc = std::make_shared<SymmetricContractionKernels<T, Exec>>(L.P->sc, L.P->agnostic ? 1 : E);
       L.mlp_shape = L.I->mlp;
       L.W_up = add_param(pi + "linear_up.weight", {1, L.I->linear_up.weight_numel});
       for (int k = 0; k < L.I->mlp.num_layers(); ++k) {
@@ -346,16 +375,16 @@ struct MaceTorchModel<T>::Impl {
       // on the last layer; the other layers' features feed the next layer alone).
       const std::string& pr = L.R->prefix;
       if (L.R->present && !L.R->nonlinear) {
-        L.r1 = std::make_shared<const LinearKernels<T>>(L.R->linear_1);
+        L.r1 = std::make_shared<const LinearKernels<T, Exec>>(L.R->linear_1);
         L.W_r1 = add_param(pr + "linear.weight", {1, L.R->linear_1.weight_numel});
       } else if (L.R->present) {
-        L.r1 = std::make_shared<const LinearKernels<T>>(L.R->linear_1);
-        L.r2 = std::make_shared<const LinearKernels<T>>(L.R->linear_2);
+        L.r1 = std::make_shared<const LinearKernels<T, Exec>>(L.R->linear_1);
+        L.r2 = std::make_shared<const LinearKernels<T, Exec>>(L.R->linear_2);
         L.W_r1 = add_param(pr + "linear_1.weight", {1, L.R->linear_1.weight_numel});
         L.W_r2 = add_param(pr + "linear_2.weight", {1, L.R->linear_2.weight_numel});
         const int M = L.R->linear_1.irreps_out.dim(), P = L.R->hidden_per_head;
         if (L.R->bias) {
-          L.rmid = std::make_shared<const LinearKernels<T>>(L.R->linear_mid);
+          L.rmid = std::make_shared<const LinearKernels<T, Exec>>(L.R->linear_mid);
           L.W_rmid = add_param(pr + "linear_mid.weight", {1, L.R->linear_mid.weight_numel});
           L.b_mid = add_param(pr + "linear_mid.bias", {M});
           L.b_2 = add_param(pr + "linear_2.bias", {static_cast<std::int64_t>(spec.heads.size())});
@@ -364,7 +393,7 @@ struct MaceTorchModel<T>::Impl {
         for (int k = 0; k < M; ++k) {
           mask[k] = k / P == spec.head ? 1.0 : 0.0;
         }
-        L.head_mask = torch::tensor(mask, torch::TensorOptions().dtype(torch::kFloat64)).to(torch_dtype<T>());
+        L.head_mask = buffer(mask);
       }
       layers.push_back(std::move(L));
     }
@@ -379,9 +408,7 @@ struct MaceTorchModel<T>::Impl {
       z.push_back(s.z);
       radius.push_back(Z.covalent_radii[s.z]);
     }
-    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-    const auto zs = torch::tensor(z, f64).to(torch_dtype<T>()),
-               rs = torch::tensor(radius, f64).to(torch_dtype<T>());
+    const auto zs = buffer(z), rs = buffer(radius);
     const auto s_recv = species.index_select(0, receiver), s_send = species.index_select(0, sender);
     const auto zu = zs.index_select(0, s_send), zv = zs.index_select(0, s_recv);
     const auto a = Z.a_prefactor * Z.bohr_radius / (zu.pow(Z.a_exp) + zv.pow(Z.a_exp));
@@ -430,17 +457,29 @@ struct MaceTorchModel<T>::Impl {
     }
   }
 
-  MaceOutput forward(const MaceBatch& b, const MaceForwardOptions& o) {
-    validate(b);
+  /// The batch's tensors on this model's device (themselves where they are there already).
+  MaceBatch on_device(const MaceBatch& in) const {
+    MaceBatch b = in;
+    for (torch::Tensor* t : {&b.positions, &b.species, &b.batch, &b.sender, &b.receiver, &b.shifts, &b.cell,
+                             &b.total_charge, &b.total_spin}) {
+      if (t->defined()) {
+        *t = t->to(dev);
+      }
+    }
+    return b;
+  }
+
+  MaceOutput forward(const MaceBatch& b_in, const MaceForwardOptions& o) override {
+    validate(b_in);
+    const MaceBatch b = on_device(b_in);
     torch::AutoGradMode grad_mode(torch::GradMode::is_enabled() || o.forces || o.virials);
     const auto N = b.positions.size(0), G = b.num_graphs;
-    torch::Tensor pos = b.positions.to(torch_dtype<T>()).detach();
+    torch::Tensor pos = b.positions.to(real()).detach();
     if (o.forces) {
       pos.requires_grad_(true);
     }
     torch::Tensor disp;
-    torch::Tensor u =
-        pos.index_select(0, b.receiver) - pos.index_select(0, b.sender) + b.shifts.to(torch_dtype<T>());
+    torch::Tensor u = pos.index_select(0, b.receiver) - pos.index_select(0, b.sender) + b.shifts.to(real());
     if (o.virials) {
       // mace-torch's displacement trick (utils.get_symmetric_displacement): positions and
       // cell strained by (1 + S), S the symmetric part; every edge vector is a difference of
@@ -459,11 +498,12 @@ struct MaceTorchModel<T>::Impl {
     // The kernels read int32 labels; the edge index is built once per batch on the host.
     const auto species32 = b.species.to(torch::kInt32).contiguous();
     const auto zeros32 = torch::zeros_like(species32);  // use_agnostic_product's species
-    const auto send = b.sender.contiguous(), recv = b.receiver.contiguous();
+    const auto send = b_in.sender.to(torch::kCPU).contiguous(),
+               recv = b_in.receiver.to(torch::kCPU).contiguous();
     std::vector<int> sv(send.data_ptr<std::int64_t>(), send.data_ptr<std::int64_t>() + send.numel());
     std::vector<int> rv(recv.data_ptr<std::int64_t>(), recv.data_ptr<std::int64_t>() + recv.numel());
-    auto graph = std::make_shared<const kernels::EdgeIndex<KernelExec>>(
-        kernels::EdgeIndex<KernelExec>::build(static_cast<int>(N), sv, rv));
+    auto graph = std::make_shared<const kernels::EdgeIndex<Exec>>(
+        kernels::EdgeIndex<Exec>::build(static_cast<int>(N), sv, rv));
 
     // The model's stages (models/mace/mace_stages.hpp), each the core kernels as autograd
     // functions; the values they pass are kept by slot until the end of the pass.
@@ -490,9 +530,10 @@ struct MaceTorchModel<T>::Impl {
     for (const auto& s : stages) {
       using K = models::mace::StageKind;
       Layer* L = s.layer >= 0 ? &layers.at(s.layer) : nullptr;
-      const auto linear = [&](const std::shared_ptr<const LinearKernels<T>>& k, const torch::Tensor& in,
+      const auto linear = [&](const std::shared_ptr<const LinearKernels<T, Exec>>& k, const torch::Tensor& in,
                               const torch::Tensor& W, bool by_element, const char* what) {
-        auto op = c10::make_intrusive<LinearOp<T>>(k, by_element ? species32 : torch::Tensor(), what + L->tag);
+        auto op = c10::make_intrusive<LinearOp<T, Exec>>(k, by_element ? species32 : torch::Tensor(),
+                                                         what + L->tag);
         return apply_kernel(op, {in, W});
       };
       switch (s.kind) {
@@ -512,7 +553,8 @@ struct MaceTorchModel<T>::Impl {
             x0 = x0 + graph_embedding(b).index_select(0, b.batch);
             if (emb_readout) {
               // The loader's readout kernel, per structure here; its energy joins E0.
-              auto op = c10::make_intrusive<LinearOp<T>>(emb_readout, torch::Tensor(), "embedding_readout");
+              auto op =
+                  c10::make_intrusive<LinearOp<T, Exec>>(emb_readout, torch::Tensor(), "embedding_readout");
               emb_energy = apply_kernel(op, {x0, W_emb_readout}).select(1, spec.head);
             }
           }
@@ -541,19 +583,20 @@ struct MaceTorchModel<T>::Impl {
               R = R * fc;
             }
             value(s.out) =
-                apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L->tp, graph, "conv_tp" + L->tag),
+                apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T, Exec>>(L->tp, graph, "conv_tp" + L->tag),
                              {value(s.in), Y, R});
             break;
           }
           std::vector<torch::Tensor> mlp_in{B};
           mlp_in.insert(mlp_in.end(), L->W_mlp.begin(), L->W_mlp.end());
-          auto R = apply_kernel(c10::make_intrusive<RadialMLPOp<T>>(L->mlp_shape, "conv_tp_weights" + L->tag),
-                                mlp_in);
+          auto R = apply_kernel(
+              c10::make_intrusive<RadialMLPOp<T, Exec>>(L->mlp_shape, "conv_tp_weights" + L->tag), mlp_in);
           if (fc.defined()) {
             R = R * fc;
           }
-          value(s.out) = apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T>>(L->tp, graph, "conv_tp" + L->tag),
-                                      {value(s.in), Y, R});
+          value(s.out) =
+              apply_kernel(c10::make_intrusive<ChannelwiseTPOp<T, Exec>>(L->tp, graph, "conv_tp" + L->tag),
+                           {value(s.in), Y, R});
           break;
         }
         case K::InteractionLinear:
@@ -601,7 +644,7 @@ struct MaceTorchModel<T>::Impl {
           std::vector<torch::Tensor> sc_in{value(s.in)};
           sc_in.insert(sc_in.end(), L->W_sc.begin(), L->W_sc.end());
           const auto c =
-              apply_kernel(c10::make_intrusive<SymmetricContractionOp<T>>(
+              apply_kernel(c10::make_intrusive<SymmetricContractionOp<T, Exec>>(
                                L->sc, L->P->agnostic ? zeros32 : species32, "symmetric_contraction" + L->tag),
                            sc_in);
           value(s.out) = linear(L->prod, c, L->W_prod, false, "products.linear");
@@ -668,7 +711,11 @@ struct MaceTorchModel<T>::Impl {
     return out;
   }
 
-  io::PotentialFile to_file() const {
+  const std::vector<std::pair<std::string, torch::Tensor>>& named_params() const override { return named; }
+  const models::mace::MaceSpec& model_spec() const override { return spec; }
+  torch::Device device() const override { return dev; }
+
+  io::PotentialFile to_file() const override {
     io::PotentialFile out;
     out.metadata = file.metadata;
     out.extra_metadata = file.extra_metadata;
@@ -683,7 +730,7 @@ struct MaceTorchModel<T>::Impl {
         out.add(tensor);
         continue;
       }
-      const torch::Tensor v = named[it->second].second.detach().to(torch::kFloat64).contiguous();
+      const torch::Tensor v = named[it->second].second.detach().to(torch::kCPU, torch::kFloat64).contiguous();
       const double* p = v.data_ptr<double>();
       const auto& P = params[it->second];
       std::vector<double> values(static_cast<std::size_t>(v.numel()));
@@ -697,8 +744,11 @@ struct MaceTorchModel<T>::Impl {
 };
 
 template <class T>
-MaceTorchModel<T>::MaceTorchModel(const io::PotentialFile& file, const std::string& head)
-    : m_impl(std::make_unique<Impl>(file, head)) {}
+MaceTorchModel<T>::MaceTorchModel(const io::PotentialFile& file, const std::string& head,
+                                  torch::Device device)
+    : m_impl(with_exec(device, "MaceTorchModel", [&](auto exec) -> std::unique_ptr<Impl> {
+        return std::make_unique<MaceOn<T, typename decltype(exec)::type>>(file, head, device);
+      })) {}
 template <class T>
 MaceTorchModel<T>::~MaceTorchModel() = default;
 template <class T>
@@ -712,31 +762,35 @@ MaceOutput MaceTorchModel<T>::forward(const MaceBatch& batch, const MaceForwardO
 }
 template <class T>
 const std::vector<std::pair<std::string, torch::Tensor>>& MaceTorchModel<T>::named_parameters() const {
-  return m_impl->named;
+  return m_impl->named_params();
 }
 template <class T>
 std::vector<torch::Tensor> MaceTorchModel<T>::parameters() const {
   std::vector<torch::Tensor> out;
-  for (const auto& p : m_impl->named) {
+  for (const auto& p : m_impl->named_params()) {
     out.push_back(p.second);
   }
   return out;
 }
 template <class T>
+torch::Device MaceTorchModel<T>::device() const {
+  return m_impl->device();
+}
+template <class T>
 double MaceTorchModel<T>::cutoff() const {
-  return m_impl->spec.r_max;
+  return m_impl->model_spec().r_max;
 }
 template <class T>
 const std::vector<io::PotentialSpecies>& MaceTorchModel<T>::species() const {
-  return m_impl->spec.species;
+  return m_impl->model_spec().species;
 }
 template <class T>
 int MaceTorchModel<T>::species_index(int atomic_number) const {
-  return io::species_index(m_impl->spec.species, atomic_number);
+  return io::species_index(m_impl->model_spec().species, atomic_number);
 }
 template <class T>
 std::string MaceTorchModel<T>::graph_feature_problem(double total_charge, double total_spin) const {
-  const std::string problem = m_impl->spec.graph_embedding.value_problem(total_charge, total_spin);
+  const std::string problem = m_impl->model_spec().graph_embedding.value_problem(total_charge, total_spin);
   return problem.empty() ? problem : "its " + problem;
 }
 template <class T>

@@ -108,7 +108,11 @@ class MaceTorchModel {
   /// From a potential file (fine-tuning). `head` picks the head a multi-head model evaluates
   /// (MaceOptions::head's rules); every head's tensors are kept and saved. Throws what
   /// MaceModel's loader throws for a file it does not evaluate.
-  explicit MaceTorchModel(const io::PotentialFile& file, const std::string& head = "");
+  /// `device`: where the parameters live and the forward runs (models/device.hpp); a batch is
+  /// moved there, and the outputs are there. UnsupportedError where this build or process cannot
+  /// run on it (device_problem()).
+  explicit MaceTorchModel(const io::PotentialFile& file, const std::string& head = "",
+                          torch::Device device = torch::kCPU);
   ~MaceTorchModel();
   MaceTorchModel(MaceTorchModel&&) noexcept;
   MaceTorchModel& operator=(MaceTorchModel&&) noexcept;
@@ -121,6 +125,7 @@ class MaceTorchModel {
   const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters() const;
   std::vector<torch::Tensor> parameters() const;
 
+  torch::Device device() const;
   double cutoff() const;
   const std::vector<io::PotentialSpecies>& species() const;
   int species_index(int atomic_number) const;
@@ -135,6 +140,8 @@ class MaceTorchModel {
   void save(const std::string& path) const;
 
  private:
+  template <class, class>
+  friend struct MaceOn;
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };

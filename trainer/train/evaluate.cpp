@@ -195,15 +195,15 @@ void accumulate_batch(ErrorAccumulator& acc, const std::vector<const data::Confi
                       const MaceOutput& out, std::vector<ConfigPrediction>* keep,
                       const torch::Tensor& magmoms) {
   torch::NoGradGuard ng;
-  const auto e = out.energy.detach().to(torch::kFloat64).contiguous();
-  const auto f = out.forces.detach().to(torch::kFloat64).contiguous();
+  const auto e = out.energy.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  const auto f = out.forces.detach().to(torch::kCPU, torch::kFloat64).contiguous();
   torch::Tensor v;
   if (out.virials.defined()) {
-    v = out.virials.detach().to(torch::kFloat64).contiguous();
+    v = out.virials.detach().to(torch::kCPU, torch::kFloat64).contiguous();
   }
   torch::Tensor m;
   if (magmoms.defined()) {
-    m = magmoms.detach().to(torch::kFloat64).contiguous();
+    m = magmoms.detach().to(torch::kCPU, torch::kFloat64).contiguous();
   }
   std::size_t atom = 0;
   for (std::size_t g = 0; g < configs.size(); ++g) {

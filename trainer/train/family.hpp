@@ -60,8 +60,8 @@ struct MaceFamily {
   using Batch = MaceBatch;
   static constexpr bool kMace = true;
 
-  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options&) {
-    return std::make_unique<Model>(file);
+  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options&, torch::Device device) {
+    return std::make_unique<Model>(file, "", device);
   }
   /// The model's species indices; an element the model lacks is an InputError naming the frame
   /// and the atom.
@@ -105,7 +105,11 @@ struct ChgnetFamily {
   using Batch = ChgnetBatch;
   static constexpr bool kMace = false;
 
-  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options& o) {
+  static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options& o, torch::Device device) {
+    if (!device.is_cpu()) {
+      // check_implemented refuses it first; the dense family's ops (chgnet_ops.hpp) take host arrays.
+      throw UnsupportedError("train-potential: CHGNet training runs on the CPU only (--device cpu)");
+    }
     ChgnetTorchOptions co;
     co.direct_heads = o.get_bool("direct_heads");
     co.seed = static_cast<std::uint64_t>(o.get_int("seed"));

@@ -59,7 +59,8 @@ LossConfig loss_config_from(const Options& options) {
   return c;
 }
 
-LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, torch::Dtype dtype) {
+LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, torch::Dtype dtype,
+                              torch::Device device) {
   const auto g = static_cast<std::int64_t>(configs.size());
   std::int64_t n = 0;
   for (const auto* c : configs) {
@@ -125,13 +126,12 @@ LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, t
       }
     }
   }
-  if (dtype != torch::kFloat64) {
-    for (torch::Tensor* x : {&t.energy, &t.forces, &t.stress, &t.virials, &t.num_atoms, &t.weight,
-                             &t.energy_weight, &t.forces_weight, &t.stress_weight, &t.virials_weight,
-                             &t.magmoms, &t.magmom_weight, &t.has_magmom}) {
-      *x = x->to(dtype);
-    }
+  for (torch::Tensor* x :
+       {&t.energy, &t.forces, &t.stress, &t.virials, &t.num_atoms, &t.weight, &t.energy_weight,
+        &t.forces_weight, &t.stress_weight, &t.virials_weight, &t.magmoms, &t.magmom_weight, &t.has_magmom}) {
+    *x = x->to(device, dtype);
   }
+  t.batch = t.batch.to(device);
   return t;
 }
 

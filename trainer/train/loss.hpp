@@ -76,7 +76,9 @@ struct LossTargets {
 
 /// Targets of configurations concatenated in order (the atom order of make_mace_batch over the
 /// same structures), in `dtype` (float32 or float64).
-LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, torch::Dtype dtype);
+/// On `device`, where the model's predictions are (the tensors are built on the host, then moved).
+LossTargets make_loss_targets(const std::vector<const data::Config*>& configs, torch::Dtype dtype,
+                              torch::Device device = torch::kCPU);
 
 /// What the model predicted; stress and virials are needed only by the losses that use them.
 struct LossPredictions {

@@ -27,6 +27,7 @@
 #include "io/atomic_file.hpp"
 #include "io/potential_file.hpp"
 #include "models/chgnet.hpp"
+#include "models/device.hpp"
 #include "models/mace.hpp"
 #include "sampling/sampler.hpp"
 #include "train/checkpoint.hpp"
@@ -171,6 +172,7 @@ class Trainer {
         m_bar(out, rank_of(comm) == 0 && &out == &std::cout && stdout_is_a_user_terminal()) {
     MPI_Comm_rank(comm, &m_rank);
     MPI_Comm_size(comm, &m_world);
+    m_device = training_device(o, comm);
   }
 
   void run();
@@ -238,6 +240,7 @@ class Trainer {
   std::map<int, double> m_isolated;
   std::vector<int> m_elements;   // of the training and validation data, ascending
   bool m_magmom_labels = false;  // some training or validation frame has magnetic moments
+  torch::Device m_device = torch::kCPU;  ///< where the model, its batches and the loss live
   std::unique_ptr<typename F::Model> m_model;
   std::unique_ptr<Optimization> m_opt;
   LossConfig m_loss;
@@ -443,7 +446,8 @@ typename Trainer<F>::Bin Trainer<F>::prepare(const data::GraphSet& set,
     bin.configs.push_back(set.load(static_cast<std::size_t>(g)));
   }
   bin.batch = F::batch(*m_model, structures_of<F>(*m_model, bin.configs));
-  bin.targets = make_loss_targets(bin.pointers(), dtype());
+  // On the prefetch thread: the targets' copy to a GPU overlaps the step before.
+  bin.targets = make_loss_targets(bin.pointers(), dtype(), m_device);
   return bin;
 }
 
@@ -479,7 +483,7 @@ torch::Tensor Trainer<F>::batch_loss(const Bin& bin, bool train, ErrorAccumulato
     pred.virials = out.virials;
     // stress = -virials / volume; graphs without a cell have no stress label (weight 0), so a
     // volume of 1 there only keeps the arithmetic finite.
-    auto vol = torch::linalg_det(batch.cell.to(out.virials.scalar_type())).abs();
+    auto vol = torch::linalg_det(batch.cell.to(out.virials.device(), out.virials.scalar_type())).abs();
     vol = torch::where(vol > 0, vol, torch::ones_like(vol));
     pred.stress = -out.virials / vol.view({-1, 1, 1});
   }
@@ -644,12 +648,12 @@ void Trainer<F>::run() {
   }
   m_log.open(log_dir + "/" + m_name + ".log");
   m_log.line("train-potential: " + m_name + ", " + std::to_string(m_world) + " rank(s), " +
-             m_o.get_string("default_dtype"));
+             m_o.get_string("default_dtype") + (m_device.is_cpu() ? "" : ", rank 0 on " + m_device.str()));
   // LibTorch seeds its default generator non-deterministically; a run is a function of --seed
   // (and a restart restores the generator from the checkpoint).
   torch::manual_seed(static_cast<std::uint64_t>(m_o.get_int("seed")));
   read_data();
-  m_model = F::make(initial_potential(), m_o);
+  m_model = F::make(initial_potential(), m_o, m_device);
   // An element the model lacks is an error now, not in the middle of the training.
   check_frames(m_train);
   check_frames(m_valid);
@@ -898,7 +902,13 @@ void check_implemented(const Options& o) {
     throw not_yet(o, "model", "--model " + o.get_string("model"));
   }
   if (o.get_string("device") != "cpu") {
-    throw not_yet(o, "device", "training on --device " + o.get_string("device"));
+    if (o.get_string("model") == "chgnet") {
+      throw not_yet(o, "device", "CHGNet training on --device " + o.get_string("device"));
+    }
+    // Here, before any data is read: no GPU, or a build without CUDA kernels.
+    if (const std::string problem = device_problem(torch::Device(torch::kCUDA)); !problem.empty()) {
+      throw UnsupportedError("train-potential: option 'device' (" + o.origin("device") + "): " + problem);
+    }
   }
   if (o.get_bool("direct_heads") && o.get_string("model") != "chgnet") {
     throw InputError("train-potential: option 'direct_heads' (" + o.origin("direct_heads") +
@@ -909,6 +919,24 @@ void check_implemented(const Options& o) {
       throw not_yet(o, n, std::string("--") + n);
     }
   }
+}
+
+int node_local_rank(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
+}
+
+torch::Device training_device(const Options& o, MPI_Comm comm) {
+  if (o.get_string("device") == "cpu") {
+    return torch::kCPU;
+  }
+  const auto gpus = static_cast<int>(torch::cuda::device_count());
+  const int local = node_local_rank(comm);
+  return {torch::kCUDA, static_cast<torch::DeviceIndex>(gpus > 0 ? local % gpus : 0)};
 }
 
 void run_training(const Options& options, MPI_Comm comm, std::ostream& log) {

@@ -11,6 +11,7 @@
 /// the start, gradients averaged after each backward, metrics summed over ranks. Only rank 0
 /// writes files and log lines.
 #include <mpi.h>
+#include <torch/torch.h>
 
 #include <ostream>
 
@@ -21,6 +22,14 @@ namespace fastmlip::trainer::train {
 /// Throws UnsupportedError naming the first option whose value asks for something this build of
 /// train-potential does not do yet (so that no option is silently ignored).
 void check_implemented(const Options& options);
+
+/// This rank's rank among the ranks on its node (MPI_COMM_TYPE_SHARED).
+int node_local_rank(MPI_Comm comm);
+
+/// Where this rank trains (--device): the CPU, or for cuda the GPU (node-local rank) mod (GPUs
+/// LibTorch sees), so that ranks share a node's GPUs round-robin. cuda:0 where LibTorch sees none
+/// (check_implemented says why that cannot run).
+torch::Device training_device(const Options& options, MPI_Comm comm);
 
 /// Runs a whole training. `log` receives the plain log lines (rank 0 only); the same lines go to
 /// LOG_DIR/NAME.log. Throws fastmlip::Error (InputError, FileError, ...) for bad input.
