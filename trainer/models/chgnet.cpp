@@ -18,6 +18,7 @@
 #include "models/chgnet/chgnet_model.hpp"
 #include "models/chgnet/chgnet_stages.hpp"
 #include "models/chgnet_ops.hpp"
+#include "models/device.hpp"
 
 namespace fastmlip::trainer {
 
@@ -119,19 +120,20 @@ struct ChgnetTorchModel<T>::Impl {
   bool gmlp_norm = true, readout_ln = true;
   std::vector<std::string> readout;  // the readout MLP's Linear layers, in order
   std::vector<models::chgnet::Stage> stages;  // the core's block list of this model
-  c10::intrusive_ptr<ChgnetBesselOp<T>> rbf_ag, rbf_bg;
-  c10::intrusive_ptr<ChgnetFourierOp<T>> fourier;
+  // The bases on the execution space of options.device (kernel ops are device-generic).
+  c10::intrusive_ptr<KernelOp> rbf_ag, rbf_bg, fourier;
+  bool torch_dense = false;  ///< the dense family as LibTorch ops (ChgnetTorchOptions::torch_dense_ops)
   std::vector<std::pair<std::string, torch::Tensor>> named;
   std::map<std::string, torch::Tensor> tensors;  // every tensor the forward reads, by file name
 
-  torch::TensorOptions real() const { return torch::TensorOptions().dtype(torch_dtype<T>()); }
+  torch::TensorOptions real() const {
+    return torch::TensorOptions().dtype(torch_dtype<T>()).device(options.device);
+  }
 
   torch::Tensor read(const std::string& name) const {
     const auto& t = file.get(name);
     const auto v = file.values<double>(name, t.shape, io::Conversion::widen);
-    return torch::tensor(v, torch::TensorOptions().dtype(torch::kFloat64))
-        .reshape(t.shape)
-        .to(torch_dtype<T>());
+    return torch::tensor(v, torch::TensorOptions().dtype(torch::kFloat64)).reshape(t.shape).to(real());
   }
 
   /// The direct heads' tensors: Linear(in, hidden), SiLU, Linear(hidden, out) as
@@ -152,7 +154,7 @@ struct ChgnetTorchModel<T>::Impl {
         const std::int64_t fan_in = suffix.rfind(".layers.0", 0) == 0 ? in : h;
         const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
         t = (torch::rand(shape, gen, torch::TensorOptions().dtype(torch::kFloat64)) * 2 - 1) * bound;
-        t = t.to(torch_dtype<T>());
+        t = t.to(real());
       }
       t.requires_grad_(true);
       named.emplace_back(name, t);
@@ -185,9 +187,16 @@ struct ChgnetTorchModel<T>::Impl {
       params.envelope_p = p;
       return params;
     };
-    rbf_ag = c10::make_intrusive<ChgnetBesselOp<T>>(bessel(r_atom), "bond_basis_expansion.rbf_expansion_ag");
-    rbf_bg = c10::make_intrusive<ChgnetBesselOp<T>>(bessel(r_bond), "bond_basis_expansion.rbf_expansion_bg");
-    fourier = c10::make_intrusive<ChgnetFourierOp<T>>(kernels::FourierParams{}, "angle_basis_expansion");
+    torch_dense = o.torch_dense_ops || !o.device.is_cpu();
+    with_exec(o.device, "ChgnetTorchModel", [&](auto exec) {
+      using Exec = typename decltype(exec)::type;
+      rbf_ag = c10::make_intrusive<ChgnetBesselOp<T, Exec>>(bessel(r_atom),
+                                                            "bond_basis_expansion.rbf_expansion_ag");
+      rbf_bg = c10::make_intrusive<ChgnetBesselOp<T, Exec>>(bessel(r_bond),
+                                                            "bond_basis_expansion.rbf_expansion_bg");
+      fourier =
+          c10::make_intrusive<ChgnetFourierOp<T, Exec>>(kernels::FourierParams{}, "angle_basis_expansion");
+    });
     for (int idx = 0; idx < 64; ++idx) {
       const std::string name = "mlp.layers." + std::to_string(idx);
       if (f.contains(name + ".weight")) {
@@ -229,6 +238,9 @@ struct ChgnetTorchModel<T>::Impl {
   torch::Tensor linear(const torch::Tensor& x, const std::string& prefix) const {
     const auto& W = at(prefix + ".weight");
     const auto b = tensors.find(prefix + ".bias");
+    if (torch_dense) {
+      return b != tensors.end() ? torch::linear(x, W, b->second) : torch::linear(x, W);
+    }
     DenseStages stages{static_cast<int>(W.size(1)), static_cast<int>(W.size(0)), b != tensors.end()};
     const auto op = c10::make_intrusive<DenseOp<T>>(stages, prefix);
     if (stages.bias) {
@@ -243,6 +255,17 @@ struct ChgnetTorchModel<T>::Impl {
     const std::string c = prefix + ".mlp_core.layers.", q = prefix + ".mlp_gate.layers.";
     const bool hidden = tensors.count(c + "0.weight") > 0;
     const std::string first = hidden ? "0" : "1";
+    if (torch_dense) {
+      const auto mlp = [&](const std::string& l) {
+        return hidden ? linear(torch::silu(linear(z, l + "0")), l + "3") : linear(z, l + "1");
+      };
+      const auto core = mlp(c), gate = mlp(q);
+      if (!gmlp_norm) {
+        return torch::silu(core) * torch::sigmoid(gate);
+      }
+      return torch::silu(layer_norm(core, prefix + ".bn1")) *
+             torch::sigmoid(layer_norm(gate, prefix + ".bn2"));
+    }
     GatedMlpStages stages;
     stages.in = static_cast<int>(z.size(1));
     stages.hidden = hidden ? static_cast<int>(at(c + "0.weight").size(0)) : 0;
@@ -261,6 +284,9 @@ struct ChgnetTorchModel<T>::Impl {
   }
   /// torch's LayerNorm (eps 1e-5) on the core's kernel (LayerNormOp).
   torch::Tensor layer_norm(const torch::Tensor& x, const std::string& prefix) const {
+    if (torch_dense) {
+      return torch::layer_norm(x, {x.size(1)}, at(prefix + ".weight"), at(prefix + ".bias"), 1e-5);
+    }
     const auto op = c10::make_intrusive<LayerNormOp<T>>(LayerNormStages{static_cast<int>(x.size(1))}, prefix);
     return apply_kernel(op, {x, at(prefix + ".weight"), at(prefix + ".bias")});
   }
@@ -324,17 +350,31 @@ struct ChgnetTorchModel<T>::Impl {
                       1);
   }
 
-  ChgnetOutput forward(const ChgnetBatch& bt, const ChgnetForwardOptions& o) {
-    validate(bt);
+  /// The batch's tensors on this model's device (themselves where they are there already).
+  ChgnetBatch on_device(const ChgnetBatch& in) const {
+    ChgnetBatch b = in;
+    for (torch::Tensor* t :
+         {&b.positions, &b.species, &b.batch, &b.center, &b.neighbor, &b.shifts, &b.short_edge,
+          &b.short_reverse, &b.angle_a, &b.angle_b, &b.angle_center, &b.cell}) {
+      if (t->defined()) {
+        *t = t->to(options.device);
+      }
+    }
+    return b;
+  }
+
+  ChgnetOutput forward(const ChgnetBatch& bt_in, const ChgnetForwardOptions& o) {
+    validate(bt_in);
+    const ChgnetBatch bt = on_device(bt_in);
     const bool direct = options.direct_heads;
     torch::AutoGradMode grad_mode(torch::GradMode::is_enabled() || (!direct && (o.forces || o.virials)));
     const auto G = bt.num_graphs;
-    torch::Tensor pos = bt.positions.to(torch_dtype<T>()).detach();
+    torch::Tensor pos = bt.positions.to(real()).detach();
     if (o.forces && !direct) {
       pos.requires_grad_(true);
     }
     torch::Tensor u =
-        pos.index_select(0, bt.neighbor) - pos.index_select(0, bt.center) + bt.shifts.to(torch_dtype<T>());
+        pos.index_select(0, bt.neighbor) - pos.index_select(0, bt.center) + bt.shifts.to(real());
     torch::Tensor disp;
     if (o.virials && !direct) {
       // The displacement trick of the MACE layer: positions and cell strained by (1 + S), S
@@ -464,7 +504,7 @@ struct ChgnetTorchModel<T>::Impl {
     const auto count = torch::zeros({G}, real()).index_add(0, bt.batch, torch::ones({x.size(0)}, real()));
     const auto S_mean =
         torch::zeros({G, 3, 3}, real()).index_add(0, bt.batch, S) / count.clamp_min(1).view({-1, 1, 1});
-    const auto cell = bt.cell.to(torch_dtype<T>());
+    const auto cell = bt.cell.to(real());
     const auto a = cell.select(1, 0), b = cell.select(1, 1), c = cell.select(1, 2);
     auto normals = torch::stack({torch::cross(b, c, 1), torch::cross(c, a, 1), torch::cross(a, b, 1)}, 1);
     normals = normals / normals.norm(2, 2, true).clamp_min(1e-12);  // a zero cell gives zero normals
@@ -480,7 +520,7 @@ struct ChgnetTorchModel<T>::Impl {
     out.metadata["dtype"] = std::is_same_v<T, double> ? "float64" : "float32";
     std::map<std::string, torch::Tensor> trained(named.begin(), named.end());
     auto add = [&out](const std::string& name, const torch::Tensor& p) {
-      const torch::Tensor v = p.detach().to(torch::kFloat64).contiguous();
+      const torch::Tensor v = p.detach().to(torch::kCPU, torch::kFloat64).contiguous();
       out.add<double>(name, v.sizes().vec(),
                       std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
     };
@@ -527,6 +567,10 @@ std::vector<torch::Tensor> ChgnetTorchModel<T>::parameters() const {
     out.push_back(p.second);
   }
   return out;
+}
+template <class T>
+torch::Device ChgnetTorchModel<T>::device() const {
+  return m_impl->options.device;
 }
 template <class T>
 double ChgnetTorchModel<T>::cutoff() const {

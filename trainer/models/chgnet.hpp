@@ -109,6 +109,12 @@ struct ChgnetTorchOptions {
   /// Seeds the heads' initial weights (torch's Linear default: U(-1/sqrt(in), 1/sqrt(in)))
   /// when the file has none.
   std::uint64_t seed = 123;
+  /// Where the parameters live and the forward runs (models/device.hpp); a batch is moved there.
+  torch::Device device = torch::kCPU;
+  /// The dense layers, LayerNorms and gated MLPs as LibTorch ops (linear, layer_norm, silu,
+  /// sigmoid) instead of the core's dense kernels, whose arrays are host memory. Always so on a
+  /// GPU; on the CPU it is the GPU's arithmetic where CI can test it.
+  bool torch_dense_ops = false;
 };
 
 /// A fresh CHGNet's hyperparameters (models::ChgnetLayout, the core's writer of the file
@@ -146,8 +152,9 @@ class ChgnetTorchModel {
   const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters() const;
   std::vector<torch::Tensor> parameters() const;
 
-  double cutoff() const;       ///< atom graph (A)
-  double bond_cutoff() const;  ///< bond graph (A)
+  torch::Device device() const;  ///< where it runs (ChgnetTorchOptions::device)
+  double cutoff() const;         ///< atom graph (A)
+  double bond_cutoff() const;    ///< bond graph (A)
   int num_elements() const;    ///< embedding rows: atomic numbers 1..num_elements()
 
   /// The model as a potential file: the source's tensors and metadata with the current

@@ -106,11 +106,8 @@ struct ChgnetFamily {
   static constexpr bool kMace = false;
 
   static std::unique_ptr<Model> make(const io::PotentialFile& file, const Options& o, torch::Device device) {
-    if (!device.is_cpu()) {
-      // check_implemented refuses it first; the dense family's ops (chgnet_ops.hpp) take host arrays.
-      throw UnsupportedError("train-potential: CHGNet training runs on the CPU only (--device cpu)");
-    }
     ChgnetTorchOptions co;
+    co.device = device;
     co.direct_heads = o.get_bool("direct_heads");
     co.seed = static_cast<std::uint64_t>(o.get_int("seed"));
     return std::make_unique<Model>(file, co);

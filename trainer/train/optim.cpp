@@ -300,7 +300,8 @@ std::unique_ptr<S> param_state(const CheckpointState& state, const std::string& 
                        "' does not match its parameter's " +
                        "shape or dtype (a checkpoint of another model?)");
     }
-    return t.clone();
+    // A copy on the parameter's device: a checkpoint restarts on the CPU or a GPU alike.
+    return t.to(p.device(), t.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   };
   s->exp_avg(get("exp_avg"));
   s->exp_avg_sq(get("exp_avg_sq"));

@@ -902,9 +902,6 @@ void check_implemented(const Options& o) {
     throw not_yet(o, "model", "--model " + o.get_string("model"));
   }
   if (o.get_string("device") != "cpu") {
-    if (o.get_string("model") == "chgnet") {
-      throw not_yet(o, "device", "CHGNet training on --device " + o.get_string("device"));
-    }
     // Here, before any data is read: no GPU, or a build without CUDA kernels.
     if (const std::string problem = device_problem(torch::Device(torch::kCUDA)); !problem.empty()) {
       throw UnsupportedError("train-potential: option 'device' (" + o.origin("device") + "): " + problem);
