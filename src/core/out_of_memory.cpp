@@ -3,8 +3,20 @@
 
 namespace fastmlip {
 
-ResourceError out_of_memory(const MemoryContext& c, const char* allocator_said) {
-  // The allocator's text on one line, without Kokkos' closing note that it has no traceback.
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const Error*>(&e) != nullptr) {
+    return false;
+  }
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return true;
+  }
+  const std::string what = e.what();
+  return what.find("failed to allocate") != std::string::npos ||
+         what.find("out of memory") != std::string::npos ||
+         what.find("can't allocate memory") != std::string::npos;
+}
+
+std::string allocator_message(const char* allocator_said) {
   std::string what;
   for (const char* p = allocator_said; *p; ++p) {
     const bool blank = *p == '\n' || *p == ' ';
@@ -23,6 +35,11 @@ ResourceError out_of_memory(const MemoryContext& c, const char* allocator_said) 
     what.erase(what.size() - noise.size());
     trim();
   }
+  return what;
+}
+
+ResourceError out_of_memory(const MemoryContext& c, const char* allocator_said) {
+  const std::string what = allocator_message(allocator_said);
   return ResourceError(
       c.source + ": out of " + c.space + " memory evaluating " + std::to_string(c.n_local) + " local and " +
       std::to_string(c.n_total - c.n_local) + " ghost atoms with " + std::to_string(c.num_edges) +

@@ -15,6 +15,7 @@
 #include "train/learning_curve.hpp"
 #include "train/metrics.hpp"
 #include "train/progress.hpp"
+#include "train/run.hpp"
 
 namespace fastmlip::test {
 namespace {
@@ -186,6 +187,36 @@ TEST(TrainOutput, LearningCurveSvg) {
   // The log axis spans whole decades: 0.5 .. 12 gives 1e-1 .. 1e2.
   EXPECT_NE(svg.find(">1e-1<"), std::string::npos);
   EXPECT_NE(svg.find(">1e2<"), std::string::npos);
+}
+
+// A step that runs out of memory (run.cpp's guard around each bin's step): the rank, the device,
+// the epoch and step, the bin, the allocator's words, what to do and the last checkpoint.
+TEST(TrainOutput, OutOfMemoryInAStepNamesTheBinAndTheCheckpoint) {
+  trainer::train::StepMemoryContext c;
+  c.device = "cuda:1";
+  c.rank = 3;
+  c.epoch = 4;
+  c.step = 17;
+  c.graphs = 6;
+  c.atoms = 431;
+  c.batch_capacity = 512;
+  c.checkpoint = "run/checkpoints/m.ckpt";
+  const std::string msg =
+      trainer::train::step_out_of_memory(c, "CUDA out of memory. Tried to allocate 2.00 GiB\n").what();
+  EXPECT_EQ(
+      msg,
+      "train-potential: rank 3 ran out of cuda:1 memory in epoch 4, step 17 (a bin of 6 graphs and 431 "
+      "atoms; "
+      "CUDA out of memory. Tried to allocate 2.00 GiB). A bin's activations grow with its atoms and edges: "
+      "use a smaller --batch_capacity (now 512 atoms; --accumulate_bins keeps the global batch), or "
+      "--default_dtype float32. The last checkpoint, run/checkpoints/m.ckpt, is intact: continue with "
+      "--restart run/checkpoints/m.ckpt.");
+  c.validation = true;
+  c.checkpoint.clear();
+  const std::string v = trainer::train::step_out_of_memory(c, "std::bad_alloc").what();
+  EXPECT_NE(v.find("ran out of cuda:1 memory validating in epoch 4 (a bin of 6 graphs"), std::string::npos)
+      << v;
+  EXPECT_NE(v.find("No checkpoint had been written yet."), std::string::npos) << v;
 }
 
 }  // namespace

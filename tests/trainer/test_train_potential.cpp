@@ -1344,6 +1344,80 @@ TEST(TrainPotential, ChgnetRefusals) {
   fs::remove_all(dir);
 }
 
+/// `frames` periodic 400-atom fcc Cu/Ni boxes (a = 3.6 A, jittered) with made-up labels: frames
+/// large enough that a bin of several needs far more memory than a bin of one.
+void write_large_frames(const std::string& path, int frames) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> jitter(-0.1, 0.1), label(-0.1, 0.1);
+  std::ofstream out(path);
+  const double a = 3.6;
+  const double basis[4][3] = {{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}};
+  for (int f = 0; f < frames; ++f) {
+    out << 400 << "\nLattice=\"" << 5 * a << " 0 0 0 " << 5 * a << " 0 0 0 " << 4 * a
+        << "\" Properties=species:S:1:pos:R:3:forces:R:3 energy=" << -1400 + 10 * label(rng)
+        << " pbc=\"T T T\"\n";
+    for (int i = 0; i < 5; ++i) {
+      for (int j = 0; j < 5; ++j) {
+        for (int k = 0; k < 4; ++k) {
+          for (const auto& b : basis) {
+            out << ((i + j + k + f) % 3 == 0 ? "Ni" : "Cu") << " " << (i + b[0]) * a + jitter(rng) << " "
+                << (j + b[1]) * a + jitter(rng) << " " << (k + b[2]) * a + jitter(rng) << " " << label(rng)
+                << " " << label(rng) << " " << label(rng) << "\n";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Running out of memory in a step (bad input: a bin too large for the machine) is a clear error
+// naming the rank, the bin and what to do, and the last checkpoint stays as it was. The memory
+// is the address space prlimit allows: the smallest of a few limits under which a bin of one
+// 400-atom frame trains, where a bin of eight cannot.
+TEST(TrainPotential, OutOfMemoryInAStepNamesTheBinAndKeepsTheCheckpoint) {
+  if (std::system("prlimit --version > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no prlimit (util-linux) to limit the address space";
+  }
+  const std::string dir = temp_dir("oom");
+  write_large_frames(dir + "/large.xyz", 8);
+  const std::string common =
+      "--name o --seed 7 --train_file large.xyz --valid_fraction 0.125 --energy_key energy --forces_key "
+      "forces "
+      "--r_max 5.0 --num_channels 16 --max_L 1 --max_ell 2 --correlation 2 --num_interactions 2 --E0s "
+      "average "
+      "--max_num_epochs 1 --work_dir run ";
+  std::string limit;
+  for (const int mib : {1200, 1600, 2000, 2400, 2800}) {
+    const std::string l = "prlimit --as=" + std::to_string(static_cast<long long>(mib) << 20);
+    if (run(dir, common + "--batch_capacity 400", l).status == 0) {
+      limit = l;
+      break;
+    }
+  }
+  if (limit.empty()) {
+    GTEST_SKIP() << "a bin of one frame did not train within 2800 MiB of address space here";
+  }
+  const std::string ckpt = dir + "/run/checkpoints/o.ckpt";
+  const std::string before = read_text(ckpt);
+  ASSERT_FALSE(before.empty());
+  const Result r = run(dir, common + "--batch_capacity 2800", limit);
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(
+      r.err.find("train-potential: error: rank 0 ran out of cpu memory in epoch 1, step 1 (a bin of 7 graphs "
+                 "and 2800 atoms; "),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(
+      r.err.find("use a smaller --batch_capacity (now 2800 atoms; --accumulate_bins keeps the global batch), "
+                 "or --default_dtype float32. The last checkpoint, run/checkpoints/o.ckpt, is intact"),
+      std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1)
+      << "one line, without LibTorch's backtrace: " << r.err;
+  EXPECT_EQ(read_text(ckpt), before);
+  fs::remove_all(dir);
+}
+
 // On a GPU (issue 23; skipped without one): training lowers the loss, a restart on the GPU is
 // bitwise, a GPU checkpoint continues on the CPU to round-off, and two ranks sharing the GPU
 // train as one rank accumulating two bins.

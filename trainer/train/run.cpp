@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/out_of_memory.hpp"
 #include "data/dataset.hpp"
 #include "data/graph_set.hpp"
 #include "data/mptrj.hpp"
@@ -206,6 +207,44 @@ class Trainer {
   /// Forward on a prepared bin, with the global counts `red` (none: the bin's own means); the bin
   /// counts as `share` of a batch in the mean training loss. Accumulates metrics into `acc`.
   /// Returns the loss.
+  /// f(), with a failed allocation inside it (core/out_of_memory.hpp) turned into
+  /// step_out_of_memory's error naming the bin, what to do and the last checkpoint.
+  template <class Fn>
+  void guard_memory(const Bin& bin, bool validation, std::int64_t epoch, std::int64_t step, Fn&& f) const {
+    try {
+      f();
+    } catch (const Error&) {
+      throw;
+    } catch (const c10::Error& e) {  // LibTorch's allocators: their text without the backtrace
+      if (!is_out_of_memory(e)) {
+        throw;
+      }
+      throw step_out_of_memory(memory_context(bin, validation, epoch, step), e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      if (!is_out_of_memory(e)) {
+        throw;
+      }
+      throw step_out_of_memory(memory_context(bin, validation, epoch, step), e.what());
+    }
+  }
+  StepMemoryContext memory_context(const Bin& bin, bool validation, std::int64_t epoch,
+                                   std::int64_t step) const {
+    {
+      StepMemoryContext c;
+      c.device = m_device.str();
+      c.rank = m_rank;
+      c.validation = validation;
+      c.epoch = epoch + 1;
+      c.step = step + 1;
+      c.graphs = static_cast<std::int64_t>(bin.configs.size());
+      for (const auto& g : bin.configs) {
+        c.atoms += static_cast<std::int64_t>(g.natoms());
+      }
+      c.batch_capacity = m_o.get_int("batch_capacity");
+      c.checkpoint = std::filesystem::exists(m_checkpoint_path) ? m_checkpoint_path : "";
+      return c;
+    }
+  }
   torch::Tensor batch_loss(const Bin& bin, bool train, ErrorAccumulator& acc,
                            const std::optional<LossReduction>& red, double share);
   /// The configurations `graphs` of `set`, their graphs and targets (thread-safe: the prefetch
@@ -241,6 +280,7 @@ class Trainer {
   std::vector<int> m_elements;   // of the training and validation data, ascending
   bool m_magmom_labels = false;  // some training or validation frame has magnetic moments
   torch::Device m_device = torch::kCPU;  ///< where the model, its batches and the loss live
+  std::int64_t m_epoch = 0;              ///< the epoch being trained (0-based), for messages
   std::unique_ptr<typename F::Model> m_model;
   std::unique_ptr<Optimization> m_opt;
   LossConfig m_loss;
@@ -524,7 +564,8 @@ ErrorAccumulator Trainer<F>::evaluate_on(const data::GraphSet& set) {
     // Every rank takes part in the count all-reduce, also with an empty batch.
     const std::optional<LossReduction> red = step_reduction(one);
     if (!one[0].configs.empty()) {
-      batch_loss(one[0], false, acc, red, 1.0);
+      guard_memory(one[0], true, m_epoch, static_cast<std::int64_t>(i),
+                   [&] { batch_loss(one[0], false, acc, red, 1.0); });
     }
   }
   acc.reduce(m_comm);
@@ -731,6 +772,7 @@ void Trainer<F>::run() {
   const std::vector<std::string> train_types = m_train.config_types();
 
   for (std::int64_t epoch = m_opt->epochs(); epoch < max_epochs; ++epoch) {
+    m_epoch = epoch;
     const double lr = m_opt->lr();
     ErrorAccumulator train(train_types);
     // Step s of the plan is bins s*W*A .. s*W*A + W*A - 1; rank r takes r*A .. r*A + A - 1.
@@ -764,7 +806,9 @@ void Trainer<F>::run() {
           reducer->arm();  // only the last bin's backward sends the accumulated gradients
         }
         if (!bins[a].configs.empty()) {
-          batch_loss(bins[a], true, train, red, 1.0 / static_cast<double>(accumulate)).backward();
+          guard_memory(bins[a], false, epoch, static_cast<std::int64_t>(step), [&] {
+            batch_loss(bins[a], true, train, red, 1.0 / static_cast<double>(accumulate)).backward();
+          });
         }
       }
       if (reducer) {
@@ -916,6 +960,22 @@ void check_implemented(const Options& o) {
       throw not_yet(o, n, std::string("--") + n);
     }
   }
+}
+
+ResourceError step_out_of_memory(const StepMemoryContext& c, const char* allocator_said) {
+  const std::string where = c.validation
+                                ? "validating in epoch " + std::to_string(c.epoch)
+                                : "in epoch " + std::to_string(c.epoch) + ", step " + std::to_string(c.step);
+  return ResourceError("train-potential: rank " + std::to_string(c.rank) + " ran out of " + c.device +
+                       " memory " + where + " (a bin of " + std::to_string(c.graphs) + " graphs and " +
+                       std::to_string(c.atoms) + " atoms; " + allocator_message(allocator_said) +
+                       "). A bin's activations grow with its atoms and edges: use a smaller " +
+                       "--batch_capacity (now " + std::to_string(c.batch_capacity) +
+                       " atoms; --accumulate_bins keeps the global batch), or --default_dtype float32. " +
+                       (c.checkpoint.empty()
+                            ? std::string("No checkpoint had been written yet.")
+                            : "The last checkpoint, " + c.checkpoint +
+                                  ", is intact: continue with --restart " + c.checkpoint + "."));
 }
 
 int node_local_rank(MPI_Comm comm) {

@@ -13,8 +13,11 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <ostream>
+#include <string>
 
+#include "core/error.hpp"
 #include "options.hpp"
 
 namespace fastmlip::trainer::train {
@@ -30,6 +33,22 @@ int node_local_rank(MPI_Comm comm);
 /// LibTorch sees), so that ranks share a node's GPUs round-robin. cuda:0 where LibTorch sees none
 /// (check_implemented says why that cannot run).
 torch::Device training_device(const Options& options, MPI_Comm comm);
+
+/// Where a training or validation step ran out of memory, for step_out_of_memory's message.
+struct StepMemoryContext {
+  std::string device;  ///< "cpu", "cuda:0"
+  int rank = 0;
+  bool validation = false;
+  std::int64_t epoch = 0;  ///< 1-based
+  std::int64_t step = 0;   ///< 1-based, within the epoch
+  std::int64_t graphs = 0, atoms = 0;
+  std::int64_t batch_capacity = 0;
+  std::string checkpoint;  ///< the last checkpoint written, or "" when none is yet
+};
+
+/// "train-potential: rank R ran out of DEVICE memory in epoch E, step S (a bin of G graphs and
+/// N atoms) (<the allocator's text>). <what to do>; <the last checkpoint is intact>".
+ResourceError step_out_of_memory(const StepMemoryContext& c, const char* allocator_said);
 
 /// Runs a whole training. `log` receives the plain log lines (rank 0 only); the same lines go to
 /// LOG_DIR/NAME.log. Throws fastmlip::Error (InputError, FileError, ...) for bad input.
