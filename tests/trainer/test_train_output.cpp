@@ -212,11 +212,13 @@ TEST(TrainOutput, OutOfMemoryInAStepNamesTheBinAndTheCheckpoint) {
       "--default_dtype float32. The last checkpoint, run/checkpoints/m.ckpt, is intact: continue with "
       "--restart run/checkpoints/m.ckpt.");
   c.validation = true;
+  c.single = true;
   c.checkpoint.clear();
   const std::string v = trainer::train::step_out_of_memory(c, "std::bad_alloc").what();
   EXPECT_NE(v.find("ran out of cuda:1 memory validating in epoch 4 (a bin of 6 graphs"), std::string::npos)
       << v;
-  EXPECT_NE(v.find("No checkpoint had been written yet."), std::string::npos) << v;
+  EXPECT_NE(v.find("keeps the global batch). No checkpoint had been written yet."), std::string::npos) << v;
+  EXPECT_EQ(v.find("float32"), std::string::npos) << "already float32: " << v;
 }
 
 }  // namespace

@@ -142,19 +142,9 @@ torch::Tensor from_values(const std::vector<S>& values, std::vector<std::int64_t
   }
   return out.to(like.device());
 }
-/// The tangents of host duals as a tensor of `shape` on like's device.
-template <class T, class D>
-torch::Tensor tangents_to(const std::vector<D>& x, std::vector<std::int64_t> shape,
-                          const torch::Tensor& like) {
-  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
-  T* p = out.data_ptr<T>();
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    p[i] = static_cast<T>(x[i].d);
-  }
-  return out.to(like.device());
-}
 
-// Host-memory helpers of the CHGNet dense family (chgnet_ops.hpp), whose kernels take arrays.
+// Host-memory helpers: dual numbers in host arrays (the CHGNet dense family, chgnet_ops.hpp, whose
+// kernels take arrays; the weight tangents a kernel returns in host vectors).
 
 /// Dual numbers value + eps * tangent from two CPU tensors of one shape (tangent may be undefined: 0).
 template <class T>
@@ -183,6 +173,13 @@ torch::Tensor tangents(const std::vector<D>& x, std::vector<std::int64_t> shape)
     p[i] = static_cast<T>(x[i].d);
   }
   return out;
+}
+
+/// The tangents of host duals as a tensor of `shape` on like's device.
+template <class T, class D>
+torch::Tensor tangents_to(const std::vector<D>& x, std::vector<std::int64_t> shape,
+                          const torch::Tensor& like) {
+  return tangents<T>(x, std::move(shape)).to(like.device());
 }
 
 }  // namespace ops_detail

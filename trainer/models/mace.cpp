@@ -253,7 +253,8 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
   /// mace-torch's RadialMLP of x. On the host, the core's dense and LayerNorm kernels (the
   /// CHGNet trainer's DenseOp and LayerNormOp, twice differentiable); those take host arrays, so
   /// on a GPU it is LibTorch's linear and layer_norm (eps 1e-5, torch's LayerNorm default), the
-  /// same arithmetic (tests/trainer/test_mace_torch.cpp compares the two on the host).
+  /// same arithmetic (ChgnetTorch.TorchDenseOpsGiveTheKernelsModel compares LibTorch's ops with
+  /// these kernels on the host; MaceTorchDevice runs MACE-MH-1's block on a GPU against the CPU).
   static torch::Tensor normed_mlp(const typename Layer::NormedMLP& m, torch::Tensor x,
                                   const std::string& name) {
     const std::size_t depth = m.weight.size();

@@ -229,21 +229,20 @@ class Trainer {
   }
   StepMemoryContext memory_context(const Bin& bin, bool validation, std::int64_t epoch,
                                    std::int64_t step) const {
-    {
-      StepMemoryContext c;
-      c.device = m_device.str();
-      c.rank = m_rank;
-      c.validation = validation;
-      c.epoch = epoch + 1;
-      c.step = step + 1;
-      c.graphs = static_cast<std::int64_t>(bin.configs.size());
-      for (const auto& g : bin.configs) {
-        c.atoms += static_cast<std::int64_t>(g.natoms());
-      }
-      c.batch_capacity = m_o.get_int("batch_capacity");
-      c.checkpoint = std::filesystem::exists(m_checkpoint_path) ? m_checkpoint_path : "";
-      return c;
+    StepMemoryContext c;
+    c.device = m_device.str();
+    c.rank = m_rank;
+    c.validation = validation;
+    c.epoch = epoch + 1;
+    c.step = step + 1;
+    c.graphs = static_cast<std::int64_t>(bin.configs.size());
+    for (const auto& g : bin.configs) {
+      c.atoms += static_cast<std::int64_t>(g.natoms());
     }
+    c.batch_capacity = m_o.get_int("batch_capacity");
+    c.single = std::is_same_v<T, float>;
+    c.checkpoint = std::filesystem::exists(m_checkpoint_path) ? m_checkpoint_path : "";
+    return c;
   }
   torch::Tensor batch_loss(const Bin& bin, bool train, ErrorAccumulator& acc,
                            const std::optional<LossReduction>& red, double share);
@@ -966,14 +965,14 @@ ResourceError step_out_of_memory(const StepMemoryContext& c, const char* allocat
   const std::string where = c.validation
                                 ? "validating in epoch " + std::to_string(c.epoch)
                                 : "in epoch " + std::to_string(c.epoch) + ", step " + std::to_string(c.step);
-  return ResourceError("train-potential: rank " + std::to_string(c.rank) + " ran out of " + c.device +
-                       " memory " + where + " (a bin of " + std::to_string(c.graphs) + " graphs and " +
-                       std::to_string(c.atoms) + " atoms; " + allocator_message(allocator_said) +
-                       "). A bin's activations grow with its atoms and edges: use a smaller " +
-                       "--batch_capacity (now " + std::to_string(c.batch_capacity) +
-                       " atoms; --accumulate_bins keeps the global batch), or --default_dtype float32. " +
-                       (c.checkpoint.empty()
-                            ? std::string("No checkpoint had been written yet.")
+  return ResourceError(
+      "train-potential: rank " + std::to_string(c.rank) + " ran out of " + c.device + " memory " + where +
+      " (a bin of " + std::to_string(c.graphs) + " graphs and " + std::to_string(c.atoms) + " atoms; " +
+      allocator_message(allocator_said) +
+      "). A bin's activations grow with its atoms and edges: use a smaller " + "--batch_capacity (now " +
+      std::to_string(c.batch_capacity) + " atoms; --accumulate_bins keeps the global batch)" +
+      (c.single ? std::string(". ") : std::string(", or --default_dtype float32. ")) +
+      (c.checkpoint.empty() ? std::string("No checkpoint had been written yet.")
                             : "The last checkpoint, " + c.checkpoint +
                                   ", is intact: continue with --restart " + c.checkpoint + "."));
 }

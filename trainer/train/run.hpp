@@ -43,6 +43,7 @@ struct StepMemoryContext {
   std::int64_t step = 0;   ///< 1-based, within the epoch
   std::int64_t graphs = 0, atoms = 0;
   std::int64_t batch_capacity = 0;
+  bool single = false;     ///< float32 (else float64, and float32 is suggested)
   std::string checkpoint;  ///< the last checkpoint written, or "" when none is yet
 };
 
