@@ -817,8 +817,10 @@ void expect_same_model(A& a, B& b, const ChgnetBatch& batch, double tol, const s
   const auto loss = [](const trainer::ChgnetOutput& o) {
     return (o.forces * o.forces).sum() + 0.1 * (o.virials * o.virials).sum() + o.energy.sum();
   };
-  const auto ga = torch::autograd::grad({loss(oa)}, a.parameters(), {}, false, false, true);
-  const auto gb = torch::autograd::grad({loss(ob)}, b.parameters(), {}, false, false, true);
+  const auto ga =
+      torch::autograd::grad(torch::autograd::variable_list{loss(oa)}, a.parameters(), {}, false, false, true);
+  const auto gb =
+      torch::autograd::grad(torch::autograd::variable_list{loss(ob)}, b.parameters(), {}, false, false, true);
   ASSERT_EQ(ga.size(), gb.size());
   for (std::size_t k = 0; k < ga.size(); ++k) {
     if (!ga[k].defined() || !gb[k].defined()) {

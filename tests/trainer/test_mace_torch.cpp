@@ -781,8 +781,10 @@ void check_device_against_cpu(const io::PotentialFile& pot, const torch::Device&
   const auto dtype = std::is_same_v<T, double> ? torch::kFloat64 : torch::kFloat32;
   const auto vf = torch::randn({batch.positions.size(0), 3}, torch::kFloat64).to(dtype);
   const auto vw = torch::randn({batch.num_graphs, 3, 3}, torch::kFloat64).to(dtype);
-  const auto gc = torch::autograd::grad({force_loss(oc, vf, vw)}, cpu.parameters());
-  const auto gg = torch::autograd::grad({force_loss(og, vf.to(device), vw.to(device))}, gpu.parameters());
+  const auto gc =
+      torch::autograd::grad(torch::autograd::variable_list{force_loss(oc, vf, vw)}, cpu.parameters());
+  const auto gg = torch::autograd::grad(
+      torch::autograd::variable_list{force_loss(og, vf.to(device), vw.to(device))}, gpu.parameters());
   ASSERT_EQ(gc.size(), gg.size());
   for (std::size_t k = 0; k < gc.size(); ++k) {
     EXPECT_LE(rel_err(values(gg[k].cpu()), values(gc[k])), tol)
