@@ -58,6 +58,25 @@ endif()
 if(FASTMLIP_ENABLE_TORCH)
   find_package(Torch REQUIRED)
 endif()
+# NCCL, for train-potential's gradient all-reduce with one GPU per rank (trainer/nccl.hpp), in a
+# trainer-cuda build: looked for in PyTorch's own nvidia-nccl wheel first (site-packages/nvidia/nccl,
+# beside the torch package Torch_DIR points into, which is the libnccl its LibTorch loads), then
+# under NCCL_HOME and beside the CUDA toolkit. Without it the gradients go through MPI.
+if(FASTMLIP_ENABLE_TORCH AND FASTMLIP_ENABLE_CUDA)
+  get_filename_component(_fastmlip_site "${Torch_DIR}/../../../.." ABSOLUTE)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS "${_fastmlip_site}/nvidia/nccl/include" "$ENV{NCCL_HOME}/include"
+                                         ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS "${_fastmlip_site}/nvidia/nccl/lib" "$ENV{NCCL_HOME}/lib"
+                                                          ${CUDAToolkit_LIBRARY_DIR})
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    add_library(fastmlip_nccl INTERFACE)
+    target_include_directories(fastmlip_nccl INTERFACE "${NCCL_INCLUDE_DIR}")
+    target_link_libraries(fastmlip_nccl INTERFACE "${NCCL_LIBRARY}" CUDA::cudart)
+    message(STATUS "NCCL for the gradient all-reduce: ${NCCL_LIBRARY}")
+  else()
+    message(STATUS "NCCL not found (NCCL_HOME, or PyTorch's nvidia-nccl wheel): the gradient all-reduce uses MPI")
+  endif()
+endif()
 
 if(FASTMLIP_BUILD_TESTS)
   find_package(GTest REQUIRED)

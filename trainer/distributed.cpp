@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "models/device.hpp"
+#include "nccl.hpp"
 
 namespace fastmlip::trainer {
 namespace {
@@ -36,13 +38,13 @@ void set_grad(const torch::Tensor& p, const torch::Tensor& mean) {
   }
 }
 
-// MPI reads and writes host memory: tensors on a GPU are staged through a host copy (no
-// CUDA-aware MPI is assumed). On the host this is the tensor itself.
-torch::Tensor on_host(const torch::Tensor& t) { return t.is_cpu() ? t : t.to(torch::kCPU); }
+// MPI reads and writes host memory: tensors on a GPU are staged through a host copy (on_host;
+// no CUDA-aware MPI is assumed). On the host this is the tensor itself.
 
 // Sums `bucket` (a list of same-dtype tensors) across ranks through one flat buffer, then
-// writes the mean back into each gradient.
-void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int world) {
+// writes the mean back into each gradient. With `nccl` the buffer stays on the GPU.
+void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int world,
+                   const NcclCommunicator* nccl) {
   if (bucket.empty()) {
     return;
   }
@@ -51,9 +53,16 @@ void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int 
   for (const auto& p : bucket) {
     flat_parts.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
   }
-  torch::Tensor flat = on_host(torch::cat(flat_parts)).contiguous();
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr(), static_cast<int>(flat.numel()), mpi_type(flat), MPI_SUM, comm),
-            "MPI_Allreduce of gradients");
+  torch::Tensor flat;
+  if (nccl != nullptr) {
+    flat = torch::cat(flat_parts).contiguous();
+    nccl->sum_in_place(flat);
+  } else {
+    flat = on_host(torch::cat(flat_parts)).contiguous();
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr(), static_cast<int>(flat.numel()), mpi_type(flat),
+                            MPI_SUM, comm),
+              "MPI_Allreduce of gradients");
+  }
   flat.div_(world);
   std::int64_t offset = 0;
   for (const auto& p : bucket) {
@@ -77,7 +86,8 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, MPI_Comm com
   }
 }
 
-void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm comm, std::size_t bucket_bytes) {
+void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm comm,
+                              std::size_t bucket_bytes, const NcclCommunicator* nccl) {
   int world = 1;
   check_mpi(MPI_Comm_size(comm, &world), "MPI_Comm_size");
   torch::NoGradGuard no_grad;
@@ -94,15 +104,15 @@ void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm
     auto& bucket = p.scalar_type() == torch::kFloat64 ? bucket64 : bucket32;
     auto& filled = p.scalar_type() == torch::kFloat64 ? bytes64 : bytes32;
     if (!bucket.empty() && filled + bytes > bucket_bytes) {
-      reduce_bucket(bucket, comm, world);
+      reduce_bucket(bucket, comm, world, nccl);
       bucket.clear();
       filled = 0;
     }
     bucket.push_back(p);
     filled += bytes;
   }
-  reduce_bucket(bucket64, comm, world);
-  reduce_bucket(bucket32, comm, world);
+  reduce_bucket(bucket64, comm, world, nccl);
+  reduce_bucket(bucket32, comm, world, nccl);
 }
 
 OverlappedGradientReducer::OverlappedGradientReducer(std::vector<torch::Tensor> params, MPI_Comm comm,

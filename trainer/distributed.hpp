@@ -15,6 +15,8 @@
 
 namespace fastmlip::trainer {
 
+class NcclCommunicator;
+
 /// Copies every parameter's values from `root` to all ranks of `comm`.
 /// All ranks must pass parameters of the same shapes and dtypes in the same order.
 void broadcast_parameters(const std::vector<torch::Tensor>& params, MPI_Comm comm, int root = 0);
@@ -26,8 +28,11 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, MPI_Comm com
 /// weight tensors of an equivariant model. A parameter without a gradient on this rank (a
 /// species absent from its batch, say) contributes zeros, so every rank makes the same
 /// collective calls. Throws fastmlip::InputError on a dtype other than float32/float64.
+/// With `nccl` (nccl.hpp: ranks each on their own GPU) the buckets are summed by NCCL where they
+/// are, on the GPU; without, by MPI through host buffers.
 void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm comm,
-                              std::size_t bucket_bytes = std::size_t{4} << 20);
+                              std::size_t bucket_bytes = std::size_t{4} << 20,
+                              const NcclCommunicator* nccl = nullptr);
 
 /// The gradient all-reduce of allreduce_mean_gradients, overlapped with the backward pass
 /// (FastCHGNet's communication overlap): a hook on each parameter copies its gradient into a

@@ -260,6 +260,10 @@ std::vector<OptionSpec> build_table() {
   t.push_back(opt(batch, "overlap_allreduce", T::kBool, "true",
                   "Overlap the gradient all-reduce with backward (gradient hooks); false reduces after "
                   "backward (ours)."));
+  t.push_back(opt(batch, "allreduce", T::kChoice, "auto",
+                  "How the gradients are summed over ranks: nccl on the GPUs (one GPU per rank, a build "
+                  "with NCCL), mpi through host memory, or auto: nccl where it can, else mpi (ours).",
+                  {}, {"auto", "mpi", "nccl"}));
 
   // Checkpoints and output.
   t.push_back(opt(ckpt, "restart", T::kPath, std::nullopt,

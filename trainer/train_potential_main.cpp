@@ -93,11 +93,10 @@ int main(int argc, char** argv) {
 #if defined(KOKKOS_ENABLE_CUDA)
   Kokkos::InitializationSettings kokkos_settings;
   try {
+    // Kokkos-CUDA stops the process where it finds no GPU: say why first (run_training checks
+    // the options again, which in a CPU build is the only check).
+    fastmlip::trainer::train::check_implemented(cl.options);
     const torch::Device device = fastmlip::trainer::train::training_device(cl.options, MPI_COMM_WORLD);
-    // Kokkos-CUDA stops the process where it finds no GPU: say why first.
-    if (const std::string problem = fastmlip::trainer::device_problem(device); !problem.empty()) {
-      return fail("option 'device': " + problem, world);
-    }
     if (!device.is_cuda() && torch::cuda::device_count() == 0) {
       return fail(
           "this train-potential was built with CUDA kernels (the trainer-cuda preset), whose Kokkos needs a "

@@ -3,6 +3,7 @@
 
 #include "core/error.hpp"
 #include "distributed.hpp"
+#include "nccl.hpp"
 
 namespace fastmlip::trainer {
 namespace {
@@ -94,7 +95,8 @@ TYPED_TEST(Distributed, OverlappedReduceEqualsBlockingReduceBitwise) {
     if (rank() == 0) {
       e = e + p[1].pow(2).sum() * x.sum();
     }
-    auto f = -torch::autograd::grad({e}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    auto f = -torch::autograd::grad(torch::autograd::variable_list{e}, torch::autograd::variable_list{x}, {},
+                                    /*retain_graph=*/true, /*create_graph=*/true)[0];
     ((f - 0.3).pow(2).sum() + e * e).backward();
   };
   auto ref = make_params();
@@ -122,6 +124,57 @@ TYPED_TEST(Distributed, OverlappedReduceEqualsBlockingReduceBitwise) {
     // W2, b1 and W1 are complete before backward ends, so their buckets went out early.
     EXPECT_GE(reducer.started_during_backward(), 3u);
   }
+}
+
+// NCCL (--allreduce nccl) on the GPUs: the gradients' means are MPI's (the same bits on one rank,
+// where the sum is the value itself). One GPU shared by several ranks is refused, naming them: the
+// lent GPU machine has one GPU, so its 2-rank run checks that.
+TYPED_TEST(Distributed, NcclOnTheGpusGivesMpisMeanGradients) {
+  if (!kHaveNccl || !torch::cuda::is_available()) {
+    GTEST_SKIP() << (kHaveNccl ? "no GPU visible to LibTorch" : nccl_problem(torch::kCUDA, MPI_COMM_WORLD));
+  }
+  const auto gpus = static_cast<int>(torch::cuda::device_count());
+  const torch::Device gpu(torch::kCUDA, static_cast<torch::DeviceIndex>(rank() % gpus));
+  const std::string problem = nccl_problem(gpu, MPI_COMM_WORLD);
+  if (world() > gpus) {
+    EXPECT_NE(problem.find("share GPU"), std::string::npos) << problem;
+    EXPECT_THROW(NcclCommunicator(MPI_COMM_WORLD, gpu), UnsupportedError);
+    return;
+  }
+  ASSERT_EQ(problem, "");
+  NcclCommunicator nccl(MPI_COMM_WORLD, gpu);
+  const auto dt = dtype_of<TypeParam>();
+  std::vector<torch::Tensor> host, device;
+  torch::manual_seed(21 + rank());
+  for (const auto& shape : std::vector<std::vector<std::int64_t>>{{7}, {3, 5}, {1}, {4, 3}}) {
+    host.push_back(torch::zeros(shape, dt).requires_grad_());
+    device.push_back(torch::zeros(shape, torch::TensorOptions().dtype(dt).device(gpu)).requires_grad_());
+  }
+  for (std::size_t i = 0; i + 1 < host.size(); ++i) {  // the last has no gradient on any rank
+    host[i].mutable_grad() = torch::randn(host[i].sizes(), dt);
+    device[i].mutable_grad() = host[i].grad().to(gpu);
+  }
+  allreduce_mean_gradients(host, MPI_COMM_WORLD, /*bucket_bytes=*/16);
+  allreduce_mean_gradients(device, MPI_COMM_WORLD, /*bucket_bytes=*/16, &nccl);
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    ASSERT_TRUE(device[i].grad().defined()) << "parameter " << i;
+    EXPECT_EQ(device[i].grad().device(), gpu) << "parameter " << i;
+    const auto got = device[i].grad().cpu();
+    if (world() == 1) {
+      EXPECT_TRUE(torch::equal(got, host[i].grad())) << "parameter " << i;
+    } else {  // NCCL's ring adds in its own order
+      const double tol = std::is_same_v<TypeParam, double> ? 1e-14 : 1e-6;
+      EXPECT_TRUE(torch::allclose(got, host[i].grad(), tol, tol)) << "parameter " << i;
+    }
+  }
+}
+
+// Asking NCCL for what it cannot do names the reason, on every build, before any collective of
+// NCCL's own.
+TEST(DistributedErrors, NcclRefusesACpuModelSayingWhy) {
+  const std::string problem = nccl_problem(torch::kCPU, MPI_COMM_WORLD);
+  EXPECT_NE(problem.find(kHaveNccl ? "--device cuda" : "built without NCCL"), std::string::npos) << problem;
+  EXPECT_THROW(NcclCommunicator(MPI_COMM_WORLD, torch::kCPU), UnsupportedError);
 }
 
 TEST(DistributedErrors, RejectsIntegerParametersBeforeAnyCollective) {

@@ -761,18 +761,17 @@ std::vector<std::pair<std::string, io::PotentialFile>> device_test_potentials() 
 }
 
 /// One batch's energies, forces, virials and the force loss's weight gradients (the double
-/// backward) on `device`, and against the CPU: within `tol` relative.
+/// backward) of `other` against `cpu`, a model of the same file on the CPU: within `tol` relative.
 template <class T>
-void check_device_against_cpu(const io::PotentialFile& pot, const torch::Device& device, double tol,
-                              const std::string& what) {
-  MaceTorchModel<T> cpu(pot), gpu(pot, "", device);
-  EXPECT_EQ(gpu.device(), device);
-  const auto batch = small_batch(cpu.cutoff(), 21, static_cast<int>(pot.species().size()));
+void expect_same_model(MaceTorchModel<T>& cpu, MaceTorchModel<T>& other, int num_species, double tol,
+                       const std::string& what) {
+  const torch::Device device = other.device();
+  const auto batch = small_batch(cpu.cutoff(), 21, num_species);
   MaceForwardOptions train;
   train.virials = true;
   train.create_graph = true;
   const auto oc = cpu.forward(batch, train);
-  const auto og = gpu.forward(batch, train);
+  const auto og = other.forward(batch, train);
   ASSERT_EQ(og.energy.device(), device) << what;
   EXPECT_LE(rel_err(values(og.energy.cpu()), values(oc.energy)), tol) << what << " energy";
   EXPECT_LE(rel_err(values(og.forces.cpu()), values(oc.forces)), tol) << what << " forces";
@@ -784,12 +783,33 @@ void check_device_against_cpu(const io::PotentialFile& pot, const torch::Device&
   const auto gc =
       torch::autograd::grad(torch::autograd::variable_list{force_loss(oc, vf, vw)}, cpu.parameters());
   const auto gg = torch::autograd::grad(
-      torch::autograd::variable_list{force_loss(og, vf.to(device), vw.to(device))}, gpu.parameters());
+      torch::autograd::variable_list{force_loss(og, vf.to(device), vw.to(device))}, other.parameters());
   ASSERT_EQ(gc.size(), gg.size());
   for (std::size_t k = 0; k < gc.size(); ++k) {
     EXPECT_LE(rel_err(values(gg[k].cpu()), values(gc[k])), tol)
         << what << ": force-loss gradient of " << cpu.named_parameters()[k].first;
   }
+}
+
+template <class T>
+void check_device_against_cpu(const io::PotentialFile& pot, const torch::Device& device, double tol,
+                              const std::string& what) {
+  MaceTorchModel<T> cpu(pot), gpu(pot, "", device);
+  EXPECT_EQ(gpu.device(), device);
+  expect_same_model(cpu, gpu, static_cast<int>(pot.species().size()), tol, what);
+}
+
+// MACE-MH-1's LayerNorm MLPs as LibTorch's ops (the GPU's arithmetic) against the core's dense
+// kernels, on the CPU where CI runs it.
+TEST(MaceTorch, TorchDenseOpsGiveTheKernelsModel) {
+  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell2_mh1.safetensors";
+  const auto pot = io::read_potential_file(path);
+  trainer::MaceTorchOptions torch_ops;
+  torch_ops.torch_dense_ops = true;
+  MaceTorchModel<double> kernels(pot), ops(pot, torch_ops);
+  expect_same_model(kernels, ops, static_cast<int>(pot.species().size()), 1e-11, path);
+  MaceTorchModel<float> kernels32(pot), ops32(pot, torch_ops);
+  expect_same_model(kernels32, ops32, static_cast<int>(pot.species().size()), 1e-5, path + " (float32)");
 }
 
 TEST(MaceTorchDevice, OnTheGpuEveryModelGivesTheCpusLossAndGradients) {

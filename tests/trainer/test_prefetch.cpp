@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
 // Prefetcher (--prefetch): the same items in the same order at every depth, the builder's
-// exception on the consumer's thread with its message, and no hang when the consumer stops early.
+// exception on the consumer's thread with its message, no hang when the consumer stops early,
+// and a thread the system cannot start as an error that says what to do.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "../common/memory_limit.hpp"
 #include "core/error.hpp"
 #include "train/prefetch.hpp"
 
@@ -75,6 +79,37 @@ TEST(Prefetch, ConsumerLeavingEarlyJoinsTheThread) {
   {
     Prefetcher<int> untouched(3, 1, [](std::size_t i) { return static_cast<int>(i); });
   }
+}
+
+TEST(Prefetch, AThreadTheSystemCannotStartSaysWhatToDo) {
+  if (test::kSanitized) {
+    GTEST_SKIP() << "the sanitizers' own reservations defeat an address-space limit";
+  }
+  // In a child whose address space can grow by 1 MiB, less than a thread's stack (8 MiB): first
+  // threads that never end take the stacks glibc keeps from joined threads, until one cannot
+  // start; then the Prefetcher's thread cannot start either.
+  const auto child = test::run_with_memory_headroom(
+      [] {
+        for (int k = 0; k < 64; ++k) {
+          try {
+            std::thread([] {
+              for (;;) {
+                pause();
+              }
+            }).detach();
+          } catch (const std::system_error&) {
+            Prefetcher<int> p(3, 1, [](std::size_t i) { return static_cast<int>(i); });
+            return;
+          }
+        }
+      },
+      std::size_t{1} << 20);
+  ASSERT_EQ(child.code, 0) << child.message;
+  EXPECT_NE(child.message.find("--prefetch thread"), std::string::npos) << child.message;
+  EXPECT_NE(child.message.find("--prefetch 0"), std::string::npos) << child.message;
+  // Without the limit the same Prefetcher starts.
+  Prefetcher<int> p(3, 1, [](std::size_t i) { return static_cast<int>(i); });
+  EXPECT_EQ(p.next(), 0);
 }
 
 }  // namespace

@@ -50,6 +50,7 @@
 #include "models/device.hpp"
 #include "models/mace.hpp"
 #include "models/mace/mace_model.hpp"
+#include "nccl.hpp"
 #include "train/checkpoint.hpp"
 
 namespace fastmlip::test {
@@ -261,6 +262,13 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
       EXPECT_NE(r.err.find("build the trainer-cuda preset"), std::string::npos) << r.err;
     }
   }
+  // --allreduce nccl where it cannot run (here: a CPU model, or a build without NCCL).
+  r = run(dir, "--name x --train_file missing.xyz --allreduce nccl");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("train-potential: error: option 'allreduce' (command line): " +
+                       trainer::nccl_problem(torch::kCPU, MPI_COMM_WORLD)),
+            std::string::npos)
+      << r.err;
   r = run(dir, "--name x --train_file data.xyz --foundation_model m.safetensors --r_max 4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("train-potential: error: option 'r_max' (command line) cannot be combined with "
@@ -1479,6 +1487,15 @@ TEST(TrainPotential, OnAGpuTrainsRestartsAndMovesToTheCpu) {
   const Result two =
       run(dir, common + " --device cuda --work_dir two --max_num_epochs 2", kMpiexec + " -np 2");
   ASSERT_EQ(two.status, 0) << two.out << two.err;
+  // Two ranks on one GPU: NCCL cannot serve them, so auto takes MPI and says so; nccl is refused.
+  if (torch::cuda::device_count() == 1) {
+    EXPECT_NE(two.out.find("gradients all-reduced by MPI"), std::string::npos) << two.out;
+    const Result refused =
+        run(dir, common + " --device cuda --work_dir refused --allreduce nccl", kMpiexec + " -np 2");
+    EXPECT_NE(refused.status, 0);
+    EXPECT_NE(refused.err.find(trainer::kHaveNccl ? "share GPU 0" : "built without NCCL"), std::string::npos)
+        << refused.err;
+  }
   EXPECT_LT(
       max_relative_difference(trainer::train::read_checkpoint(dir + "/one/checkpoints/tiny.ckpt"),
                               trainer::train::read_checkpoint(dir + "/two/checkpoints/tiny.ckpt"), &worst),

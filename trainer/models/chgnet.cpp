@@ -353,13 +353,9 @@ struct ChgnetTorchModel<T>::Impl {
   /// The batch's tensors on this model's device (themselves where they are there already).
   ChgnetBatch on_device(const ChgnetBatch& in) const {
     ChgnetBatch b = in;
-    for (torch::Tensor* t :
-         {&b.positions, &b.species, &b.batch, &b.center, &b.neighbor, &b.shifts, &b.short_edge,
-          &b.short_reverse, &b.angle_a, &b.angle_b, &b.angle_center, &b.cell}) {
-      if (t->defined()) {
-        *t = t->to(options.device);
-      }
-    }
+    move_to(options.device,
+            {&b.positions, &b.species, &b.batch, &b.center, &b.neighbor, &b.shifts, &b.short_edge,
+             &b.short_reverse, &b.angle_a, &b.angle_b, &b.angle_center, &b.cell});
     return b;
   }
 

@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <Kokkos_Core.hpp>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -73,6 +74,22 @@ decltype(auto) with_exec(const torch::Device& device, const std::string& who, F&
   }
 #endif
   return std::forward<F>(f)(ExecTag<Kokkos::DefaultHostExecutionSpace>{});
+}
+
+/// A CPU copy of t (t itself where it is on the CPU; undefined stays undefined): for what reads
+/// host memory, such as MPI without CUDA awareness and the kernels run on the host.
+inline torch::Tensor on_host(const torch::Tensor& t) {
+  return t.defined() && !t.is_cpu() ? t.to(torch::kCPU) : t;
+}
+
+/// Each tensor moved to `device` in place (itself where it is there already; undefined stays
+/// undefined): a batch's fields before a forward pass.
+inline void move_to(const torch::Device& device, std::initializer_list<torch::Tensor*> tensors) {
+  for (torch::Tensor* t : tensors) {
+    if (t->defined()) {
+      *t = t->to(device);
+    }
+  }
 }
 
 }  // namespace fastmlip::trainer

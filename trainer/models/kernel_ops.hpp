@@ -33,6 +33,7 @@
 #include "kernels/spherical_harmonics_kokkos.hpp"
 #include "kernels/symmetric_contraction_kokkos.hpp"
 #include "math/dual.hpp"
+#include "models/device.hpp"
 #include "models/mace/graph_embedding.hpp"
 
 namespace fastmlip::trainer {
@@ -711,11 +712,11 @@ class GraphEmbeddingOp final : public KernelOp {
 
  private:
   std::int64_t structures() const { return static_cast<std::int64_t>(m_charge.size()); }
-  /// CPU copies (the tensors themselves where they are on the CPU); undefined stays undefined.
+  /// Contiguous CPU copies (trainer::on_host); undefined stays undefined.
   static std::vector<torch::Tensor> on_host(const std::vector<torch::Tensor>& t) {
     std::vector<torch::Tensor> out;
     for (const auto& x : t) {
-      out.push_back(x.defined() ? x.to(torch::kCPU).contiguous() : x);
+      out.push_back(x.defined() ? trainer::on_host(x).contiguous() : x);
     }
     return out;
   }

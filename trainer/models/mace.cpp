@@ -169,6 +169,7 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
   };
 
   torch::Device dev;
+  bool torch_dense;  // MaceTorchOptions::torch_dense_ops, always on a device
   io::PotentialFile file;
   models::mace::MaceSpec spec;
   std::vector<models::mace::Stage> stages;  // the core's stage list of this model
@@ -250,28 +251,28 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
     L.gate_scalar = torch::tensor(scalar, torch::dtype(torch::kInt32)).to(torch::kBool).to(dev);
   }
 
-  /// mace-torch's RadialMLP of x. On the host, the core's dense and LayerNorm kernels (the
-  /// CHGNet trainer's DenseOp and LayerNormOp, twice differentiable); those take host arrays, so
-  /// on a GPU it is LibTorch's linear and layer_norm (eps 1e-5, torch's LayerNorm default), the
-  /// same arithmetic (ChgnetTorch.TorchDenseOpsGiveTheKernelsModel compares LibTorch's ops with
-  /// these kernels on the host; MaceTorchDevice runs MACE-MH-1's block on a GPU against the CPU).
-  static torch::Tensor normed_mlp(const typename Layer::NormedMLP& m, torch::Tensor x,
-                                  const std::string& name) {
+  /// mace-torch's RadialMLP of x: the core's dense and LayerNorm kernels (the CHGNet trainer's
+  /// DenseOp and LayerNormOp, twice differentiable), or, with torch_dense (always on a GPU,
+  /// since those kernels take host arrays), LibTorch's linear and layer_norm (eps 1e-5, torch's
+  /// LayerNorm default): the same arithmetic, which MaceTorch.TorchDenseOpsGiveTheKernelsModel
+  /// compares on the CPU.
+  torch::Tensor normed_mlp(const typename Layer::NormedMLP& m, torch::Tensor x,
+                           const std::string& name) const {
     const std::size_t depth = m.weight.size();
     for (std::size_t k = 0; k < depth; ++k) {
-      if constexpr (kHost) {
+      if (torch_dense) {
+        x = torch::linear(x, m.weight[k], m.bias[k]);
+      } else {
         const DenseStages dense{static_cast<int>(m.weight[k].size(1)), static_cast<int>(m.weight[k].size(0)),
                                 true};
         x = apply_kernel(c10::make_intrusive<DenseOp<T>>(dense, name), {x, m.weight[k], m.bias[k]});
-      } else {
-        x = torch::linear(x, m.weight[k], m.bias[k]);
       }
       if (k + 1 < depth) {
-        if constexpr (kHost) {
+        if (torch_dense) {
+          x = torch::layer_norm(x, {m.weight[k].size(0)}, m.gamma[k], m.beta[k], 1e-5);
+        } else {
           const LayerNormStages norm{static_cast<int>(m.weight[k].size(0))};
           x = apply_kernel(c10::make_intrusive<LayerNormOp<T>>(norm, name), {x, m.gamma[k], m.beta[k]});
-        } else {
-          x = torch::layer_norm(x, {m.weight[k].size(0)}, m.gamma[k], m.beta[k], 1e-5);
         }
         x = torch::silu(x);
       }
@@ -306,9 +307,10 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
     return apply_kernel(op, W_graph);
   }
 
-  MaceOn(const io::PotentialFile& f, const std::string& head, torch::Device device) : dev(device), file(f) {
+  MaceOn(const io::PotentialFile& f, const MaceTorchOptions& o)
+      : dev(o.device), torch_dense(o.torch_dense_ops || !kHost), file(f) {
     models::MaceOptions opt;
-    opt.head = head;
+    opt.head = o.head;
     // Each structure of a batch has its own charge and spin: the embedding is evaluated per
     // structure here (add_graph_embedding), not folded in by the loader.
     opt.graph_embedding = false;
@@ -461,12 +463,8 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
   /// The batch's tensors on this model's device (themselves where they are there already).
   MaceBatch on_device(const MaceBatch& in) const {
     MaceBatch b = in;
-    for (torch::Tensor* t : {&b.positions, &b.species, &b.batch, &b.sender, &b.receiver, &b.shifts, &b.cell,
-                             &b.total_charge, &b.total_spin}) {
-      if (t->defined()) {
-        *t = t->to(dev);
-      }
-    }
+    move_to(dev, {&b.positions, &b.species, &b.batch, &b.sender, &b.receiver, &b.shifts, &b.cell,
+                  &b.total_charge, &b.total_spin});
     return b;
   }
 
@@ -745,11 +743,14 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
 };
 
 template <class T>
+MaceTorchModel<T>::MaceTorchModel(const io::PotentialFile& file, const MaceTorchOptions& options)
+    : m_impl(with_exec(options.device, "MaceTorchModel", [&](auto exec) -> std::unique_ptr<Impl> {
+        return std::make_unique<MaceOn<T, typename decltype(exec)::type>>(file, options);
+      })) {}
+template <class T>
 MaceTorchModel<T>::MaceTorchModel(const io::PotentialFile& file, const std::string& head,
                                   torch::Device device)
-    : m_impl(with_exec(device, "MaceTorchModel", [&](auto exec) -> std::unique_ptr<Impl> {
-        return std::make_unique<MaceOn<T, typename decltype(exec)::type>>(file, head, device);
-      })) {}
+    : MaceTorchModel(file, MaceTorchOptions{head, device, false}) {}
 template <class T>
 MaceTorchModel<T>::~MaceTorchModel() = default;
 template <class T>

@@ -101,16 +101,29 @@ struct MaceConfig {
 /// draws them (see docs/train-potential.md, "Model layer", for where we differ).
 io::PotentialFile make_mace_potential(const MaceConfig& config);
 
+/// How a MaceTorchModel is built beyond its file.
+struct MaceTorchOptions {
+  /// The head a multi-head model evaluates (MaceOptions::head's rules); every head's tensors are
+  /// kept and saved.
+  std::string head;
+  /// Where the parameters live and the forward runs (models/device.hpp); a batch is moved there,
+  /// and the outputs are there.
+  torch::Device device = torch::kCPU;
+  /// MACE-MH-1's LayerNorm MLPs as LibTorch ops (linear, layer_norm, silu) instead of the core's
+  /// dense kernels, whose arrays are host memory. Always so on a GPU; on the CPU it is the GPU's
+  /// arithmetic where CI can test it (ChgnetTorchOptions::torch_dense_ops likewise).
+  bool torch_dense_ops = false;
+};
+
 /// T: float or double, the precision of parameters and computation.
 template <class T>
 class MaceTorchModel {
  public:
-  /// From a potential file (fine-tuning). `head` picks the head a multi-head model evaluates
-  /// (MaceOptions::head's rules); every head's tensors are kept and saved. Throws what
-  /// MaceModel's loader throws for a file it does not evaluate.
-  /// `device`: where the parameters live and the forward runs (models/device.hpp); a batch is
-  /// moved there, and the outputs are there. UnsupportedError where this build or process cannot
-  /// run on it (device_problem()).
+  /// From a potential file (fine-tuning). Throws what MaceModel's loader throws for a file it
+  /// does not evaluate, and UnsupportedError where this build or process cannot run on
+  /// options.device (device_problem()).
+  MaceTorchModel(const io::PotentialFile& file, const MaceTorchOptions& options);
+  /// The same, with the kernels' dense ops: MaceTorchOptions{head, device}.
   explicit MaceTorchModel(const io::PotentialFile& file, const std::string& head = "",
                           torch::Device device = torch::kCPU);
   ~MaceTorchModel();

@@ -9,7 +9,8 @@
 /// them in the same order), so prefetching cannot change a result. An exception in the builder
 /// reaches the caller from the next() that would have returned that item, with its message;
 /// the items before it are delivered first. The destructor stops the thread and joins it, also
-/// when the consumer leaves early by an exception of its own.
+/// when the consumer leaves early by an exception of its own. A thread the system cannot start
+/// (short of memory or of threads) is a ResourceError that says what to do.
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -31,7 +33,18 @@ class Prefetcher {
   Prefetcher(std::size_t count, std::size_t depth, std::function<Item(std::size_t)> build)
       : m_count(count), m_depth(depth), m_build(std::move(build)) {
     if (m_depth > 0 && m_count > 0) {
-      m_thread = std::thread([this] { produce(); });
+      try {
+        m_thread = std::thread([this] { produce(); });
+      } catch (const std::system_error& e) {
+        // std::thread's words alone ("Resource temporarily unavailable") name neither the
+        // thread nor a way out.
+        throw ResourceError(
+            std::string("train-potential: the --prefetch thread, which builds the next batches, "
+                        "could not start (") +
+            e.what() +
+            "): the process is short of memory or threads (ulimit -v, ulimit -u). Give it more, "
+            "or use --prefetch 0 to build each batch on the training thread.");
+      }
     }
   }
   ~Prefetcher() {

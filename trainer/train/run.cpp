@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -30,6 +31,7 @@
 #include "models/chgnet.hpp"
 #include "models/device.hpp"
 #include "models/mace.hpp"
+#include "nccl.hpp"
 #include "sampling/sampler.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
@@ -252,9 +254,10 @@ class Trainer {
   /// Global graph and atom counts of the bins one step trains on all ranks (none on 1 rank
   /// without accumulation, where the loss takes the bin's own means).
   std::optional<LossReduction> step_reduction(const std::vector<Bin>& bins) const;
-  ErrorAccumulator validate() { return evaluate_on(m_valid); }
+  ErrorAccumulator validate(std::int64_t epoch) { return evaluate_on(m_valid, epoch); }
   /// The metrics (and loss) of `set`, batched by the sampler; each rank reads its own batches.
-  ErrorAccumulator evaluate_on(const data::GraphSet& set);
+  /// `epoch` (0-based) only names the epoch in an out-of-memory message.
+  ErrorAccumulator evaluate_on(const data::GraphSet& set, std::int64_t epoch);
   /// The batch plan of `set` for this run's ranks (--sampler, --batch_capacity, --seed),
   /// `bins_per_rank` bins per rank and step.
   sampling::BatchSampler sampler_for(const data::GraphSet& set, std::int64_t bins_per_rank = 1) const;
@@ -279,7 +282,7 @@ class Trainer {
   std::vector<int> m_elements;   // of the training and validation data, ascending
   bool m_magmom_labels = false;  // some training or validation frame has magnetic moments
   torch::Device m_device = torch::kCPU;  ///< where the model, its batches and the loss live
-  std::int64_t m_epoch = 0;              ///< the epoch being trained (0-based), for messages
+  std::unique_ptr<NcclCommunicator> m_nccl;  ///< the gradient all-reduce's, when NCCL does it
   std::unique_ptr<typename F::Model> m_model;
   std::unique_ptr<Optimization> m_opt;
   LossConfig m_loss;
@@ -548,7 +551,7 @@ sampling::BatchSampler Trainer<F>::sampler_for(const data::GraphSet& set, std::i
 }
 
 template <class F>
-ErrorAccumulator Trainer<F>::evaluate_on(const data::GraphSet& set) {
+ErrorAccumulator Trainer<F>::evaluate_on(const data::GraphSet& set, std::int64_t epoch) {
   ErrorAccumulator acc(set.config_types());
   if (set.empty()) {
     return acc;
@@ -563,7 +566,7 @@ ErrorAccumulator Trainer<F>::evaluate_on(const data::GraphSet& set) {
     // Every rank takes part in the count all-reduce, also with an empty batch.
     const std::optional<LossReduction> red = step_reduction(one);
     if (!one[0].configs.empty()) {
-      guard_memory(one[0], true, m_epoch, static_cast<std::int64_t>(i),
+      guard_memory(one[0], true, epoch, static_cast<std::int64_t>(i),
                    [&] { batch_loss(one[0], false, acc, red, 1.0); });
     }
   }
@@ -687,8 +690,23 @@ void Trainer<F>::run() {
     }
   }
   m_log.open(log_dir + "/" + m_name + ".log");
+  // The gradient all-reduce (--allreduce): NCCL where every rank has a GPU of its own, else MPI.
+  // Decided on every rank alike (nccl_problem is collective), before any data is read.
+  if (const std::string allreduce = m_o.get_string("allreduce"); allreduce != "mpi") {
+    const std::string problem = nccl_problem(m_device, m_comm);
+    if (!problem.empty() && allreduce == "nccl") {
+      throw UnsupportedError("train-potential: option 'allreduce' (" + m_o.origin("allreduce") +
+                             "): " + problem);
+    }
+    if (problem.empty() && m_world > 1) {
+      m_nccl = std::make_unique<NcclCommunicator>(m_comm, m_device);
+    }
+  }
   m_log.line("train-potential: " + m_name + ", " + std::to_string(m_world) + " rank(s), " +
-             m_o.get_string("default_dtype") + (m_device.is_cpu() ? "" : ", rank 0 on " + m_device.str()));
+             m_o.get_string("default_dtype") + (m_device.is_cpu() ? "" : ", rank 0 on " + m_device.str()) +
+             (m_world == 1 ? ""
+              : m_nccl     ? ", gradients all-reduced by NCCL"
+                           : ", gradients all-reduced by MPI"));
   // LibTorch seeds its default generator non-deterministically; a run is a function of --seed
   // (and a restart restores the generator from the checkpoint).
   torch::manual_seed(static_cast<std::uint64_t>(m_o.get_int("seed")));
@@ -763,15 +781,15 @@ void Trainer<F>::run() {
   const std::int64_t eval_interval = m_o.get_int("eval_interval");
   const std::int64_t checkpoint_interval = m_o.get_int("checkpoint_interval");
   const auto params = m_model->parameters();
+  // NCCL sums the gradients on the GPU after backward; MPI's sums may overlap it.
   std::optional<OverlappedGradientReducer> reducer;
-  if (m_world > 1 && m_o.get_bool("overlap_allreduce")) {
+  if (m_world > 1 && !m_nccl && m_o.get_bool("overlap_allreduce")) {
     reducer.emplace(params, m_comm);
   }
 
   const std::vector<std::string> train_types = m_train.config_types();
 
   for (std::int64_t epoch = m_opt->epochs(); epoch < max_epochs; ++epoch) {
-    m_epoch = epoch;
     const double lr = m_opt->lr();
     ErrorAccumulator train(train_types);
     // Step s of the plan is bins s*W*A .. s*W*A + W*A - 1; rank r takes r*A .. r*A + A - 1.
@@ -813,7 +831,7 @@ void Trainer<F>::run() {
       if (reducer) {
         reducer->finish();
       } else if (m_world > 1) {
-        allreduce_mean_gradients(params, m_comm);
+        allreduce_mean_gradients(params, m_comm, std::size_t{4} << 20, m_nccl.get());
       }
       m_opt->step();
       m_bar.step();
@@ -837,7 +855,7 @@ void Trainer<F>::run() {
         }
         m_opt->ema()->copy_to(params);
       }
-      v = validate();
+      v = validate(epoch);
       if (v->overall().n_loss > 0) {
         valid_loss = metrics_of(v->overall()).loss;
       }
