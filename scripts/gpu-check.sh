@@ -20,8 +20,10 @@
 #      ranks, and the example's NVE drift;
 #   7b. with the wheel's MPICH, builds the GPU trainer (the trainer-cuda preset against this
 #      machine's PyTorch) and runs its GPU tests: the trainer's MACE and CHGNet on the GPU against the CPU, and
-#      train-potential --device cuda end to end (trainer_configure, trainer_build, trainer_tests),
-#      then times both trainers on the GPU (trainer_bench: train-potential against mace_run_train);
+#      train-potential --device cuda end to end and the NCCL all-reduce (trainer_configure,
+#      trainer_build, trainer_tests), then times both trainers on the GPU (trainer_bench: train-potential
+#      against mace_run_train with e3nn and OpenEquivariance on CuNi; trainer_bench_large: the seed
+#      paper's model on a synthetic Table 3 set, for graphs/s);
 #   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
 #      shapes and sizes (benchmarks/models/peers_mace_gpu.py), with e3nn and with
 #      OpenEquivariance (its source archive in .whl/), and tabulates them.
@@ -288,12 +290,16 @@ trainer_configure() {
 
 trainer_compile() {
   export PATH="/usr/local/cuda/bin:$PATH"
-  cmake --build "$trainer_build" -j "$jobs" --target train-potential fastmlip_trainer_model_tests \
-    fastmlip_trainer_chgnet_tests fastmlip_train_potential_tests
+  cmake --build "$trainer_build" -j "$jobs" --target train-potential fastmlip-pack fastmlip_trainer_tests \
+    fastmlip_trainer_model_tests fastmlip_trainer_chgnet_tests fastmlip_train_potential_tests
 }
 
 trainer_tests() {
-  local rc=0
+  local rc=0 np
+  # The gradient all-reduce: NCCL on the GPU against MPI (1 rank), and refused for ranks sharing it (2).
+  for np in 1 2; do
+    "$wheel/mpich/bin/mpiexec" -np $np "$trainer_build/tests/bin/fastmlip_trainer_tests" --gtest_filter='Distributed*' || rc=1
+  done
   "$trainer_build/tests/bin/fastmlip_trainer_model_tests" --gtest_filter='MaceTorchDevice.*' || rc=1
   "$trainer_build/tests/bin/fastmlip_trainer_chgnet_tests" --gtest_filter='ChgnetTorchDevice.*' || rc=1
   "$trainer_build/tests/bin/fastmlip_train_potential_tests" --gtest_filter='TrainPotential.OnAGpu*' || rc=1
@@ -301,19 +307,32 @@ trainer_tests() {
 }
 
 # The trainers on the GPU (issue 23's benchmark): train-potential --device cuda against
-# mace_run_train --device=cuda (the carried mace-torch wheel), the CuNi data (.gpu-deps/
-# cuni-data.tar.xz), the example's hyperparameters, 3 epochs; epoch times, learning curves and
-# peak GPU memory, one JSON line appended to peers_gpu.jsonl.
+# mace_run_train --device=cuda (the carried mace-torch wheel) with e3nn and with OpenEquivariance
+# (--enable_oeq; the carried source, JIT-compiled on first use), 3 epochs each; epoch times,
+# learning curves, graphs/s and peak GPU memory, one JSON line each appended to peers_gpu.jsonl.
+# trainer_bench: the CuNi data (.gpu-deps/cuni-data.tar.xz) and the example's hyperparameters.
+# trainer_bench_large: the seed paper's model (128x0e+128x1o, bins of 3072 atoms) on a synthetic
+# set of Table 3's size mix (made there, numpy only), which fills the GPU as CuNi does not, for
+# graphs/s against the seed's 29 per A100.
+trainer_bench_run() {  # kind, then run_trainer_bench.py's own options
+  local kind=$1 res=/tmp/fastmlip-$1.json
+  shift
+  peer_path || return 1
+  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/trainer/run_trainer_bench.py" --device cuda --mace-backends e3nn,oeq \
+    --build "$trainer_build" --python python3 --work "/tmp/fastmlip-$kind" --mpirun "$wheel/mpich/bin/mpirun" \
+    --output "$res" "$@" || return 1
+  python3 -c 'import json, sys; print(json.dumps({"kind": sys.argv[2], **json.load(open(sys.argv[1]))}))' \
+    "$res" "$kind" >> "$out/peers_gpu.jsonl"
+}
+
 trainer_bench() {
   [ -f "$deps/cuni-data.tar.xz" ] || { echo "no .gpu-deps/cuni-data.tar.xz (scripts/gpu-deps.sh)"; return 1; }
-  peer_path || return 1
   mkdir -p /tmp/fastmlip-cuni && tar xJf "$deps/cuni-data.tar.xz" -C /tmp/fastmlip-cuni || return 1
-  local res=/tmp/fastmlip-trainer-bench.json
-  PYTHONUNBUFFERED=1 python3 "$repo/benchmarks/trainer/run_trainer_bench.py" --device cuda --epochs 3 \
-    --build "$trainer_build" --python python3 --data-dir /tmp/fastmlip-cuni --work /tmp/fastmlip-trainer-bench \
-    --mpirun "$wheel/mpich/bin/mpirun" --output "$res" || return 1
-  python3 -c 'import json, sys; print(json.dumps({"kind": "trainer_bench", **json.load(open(sys.argv[1]))}))' \
-    "$res" >> "$out/peers_gpu.jsonl"
+  trainer_bench_run trainer_bench --epochs 3 --data-dir /tmp/fastmlip-cuni
+}
+
+trainer_bench_large() {
+  trainer_bench_run trainer_bench_large --epochs 3 --model seed --dataset synthetic:${FASTMLIP_GPU_SYNTHETIC_GRAPHS:-20000}
 }
 
 device_tests() {
@@ -401,6 +420,8 @@ table() {
     echo "(no kernel table: the bench step did not run)"
     if [ -f "$out/bench_mace.json" ] && [ -f "$out/peers_gpu.jsonl" ]; then
       python3 "$repo/benchmarks/kernels/gpu_table.py" - "$out/peers_gpu.jsonl" "$out/bench_mace.json"
+    elif [ -f "$out/peers_gpu.jsonl" ]; then
+      python3 "$repo/benchmarks/kernels/gpu_table.py" --trainers "$out/peers_gpu.jsonl"
     fi
     return 0
   fi
@@ -464,7 +485,8 @@ if [ $device_built = 1 ]; then
   step peers_oeq 240 peers_oeq
 fi
 if [ $trainer_built = 1 ]; then
-  step trainer_bench 400 trainer_bench
+  step trainer_bench 500 trainer_bench
+  step trainer_bench_large 590 trainer_bench_large
 fi
 if [ $built = 1 ]; then
   step profile 60 profile

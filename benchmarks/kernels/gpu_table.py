@@ -5,10 +5,12 @@ same GPU (peers_gpu.py, JSON lines), as a markdown table for benchmarks/README.m
 
     python3 gpu_table.py bench_cuda.json peers_gpu.jsonl [bench_mace.json]
     python3 gpu_table.py - peers_gpu.jsonl bench_mace.json      (the model table only)
+    python3 gpu_table.py --trainers peers_gpu.jsonl              (the trainers' table only)
 
 With bench_mace.json (bench_mace_model.cpp's Google Benchmark JSON), a second table: the whole
 MACE model, on each kernel backend, against mace-torch (peers_mace_gpu.py's lines in
-peers_gpu.jsonl).
+peers_gpu.jsonl). Where peers_gpu.jsonl has the trainers' lines (gpu-check.sh's trainer_bench
+steps, run_trainer_bench.py's results), a table of them as well.
 """
 import json
 import re
@@ -40,6 +42,8 @@ def peers(path):
         if not line.startswith("{"):
             continue
         p = json.loads(line)
+        if "name" not in p:  # the trainers' lines (trainer_table)
+            continue
         if "error" in p:
             notes.append(f"peer {p['name']}: {p['error']}")
             continue
@@ -53,9 +57,38 @@ def peers(path):
     return rows, notes
 
 
+def trainer_table(peers_path):
+    """The trainers on the GPU: each run_trainer_bench.py result line (kind trainer_bench*), a row
+    per trainer run, and the epoch-time ratio against the fastest mace_run_train backend."""
+    results = [json.loads(line) for line in open(peers_path)
+               if line.startswith("{") and '"kind": "trainer_bench' in line]
+    if not results:
+        return
+    print("\n| benchmark | model | dataset | run | median epoch (s) | graphs/s | peak GPU (MiB) "
+          "| valid RMSE F per epoch (meV/A) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        for name, run in r["runs"].items():
+            epoch = run.get("median_epoch_s")
+            curve = ", ".join(f"{e['valid_rmse_f_meV_per_A']:.1f}" for e in run.get("epochs", []))
+            print(f"| {r['kind']} | {r.get('model', 'cuni')} | {r.get('dataset', 'cuni')} | {name} "
+                  f"| {epoch if epoch is not None else 'n/a'} | {run.get('graphs_per_s', '')} "
+                  f"| {run.get('peak_gpu_mib', '')} | {curve} |")
+        for name, err in r.get("failed", {}).items():
+            print(f"| {r['kind']} | {r.get('model', 'cuni')} | {r.get('dataset', 'cuni')} | {name} | failed: "
+                  f"{err[:120]} | | | |")
+        if "ratio_epoch_mace_over_ours" in r:
+            print(f"| {r['kind']} | | | {r['fastest_mace_run']} / train-potential | "
+                  f"{r['ratio_epoch_mace_over_ours']}x | | | |")
+
+
 def main():
+    if sys.argv[1] == "--trainers":
+        trainer_table(sys.argv[2])
+        return
     if sys.argv[1] == "-":
         model_table(sys.argv[3], sys.argv[2])
+        trainer_table(sys.argv[2])
         return
     a = ours(sys.argv[1])
     b, notes = peers(sys.argv[2]) if len(sys.argv) > 2 else ({}, [])
@@ -79,6 +112,8 @@ def main():
         print(f"- {n}")
     if len(sys.argv) > 3:
         model_table(sys.argv[3], sys.argv[2])
+    if len(sys.argv) > 2:
+        trainer_table(sys.argv[2])
 
 
 def model_table(bench_path, peers_path):
