@@ -119,6 +119,9 @@ OverlappedGradientReducer::OverlappedGradientReducer(std::vector<torch::Tensor> 
                                                      std::size_t bucket_bytes)
     : m_params(std::move(params)), m_comm(comm) {
   check_mpi(MPI_Comm_size(comm, &m_world), "MPI_Comm_size");
+  int level = MPI_THREAD_SINGLE;
+  check_mpi(MPI_Query_thread(&level), "MPI_Query_thread");
+  m_any_thread = level >= MPI_THREAD_SERIALIZED;
   for (const auto& p : m_params) {
     mpi_type(p);
   }
@@ -164,6 +167,7 @@ OverlappedGradientReducer::~OverlappedGradientReducer() {
 }
 
 void OverlappedGradientReducer::arm() {
+  std::lock_guard<std::mutex> lock(m_mutex);
   for (Bucket& b : m_buckets) {
     b.missing = b.params.size();
     b.started = false;
@@ -177,6 +181,7 @@ void OverlappedGradientReducer::arm() {
 }
 
 void OverlappedGradientReducer::on_gradient(std::size_t k, const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(m_mutex);
   if (!m_armed) {
     return;
   }
@@ -199,9 +204,10 @@ void OverlappedGradientReducer::on_gradient(std::size_t k, const torch::Tensor& 
   }
   m_fired[k] = 1;
   --b.missing;
-  // LibTorch runs a CPU backward on the calling thread; should a hook ever run elsewhere, the
-  // bucket waits for finish() rather than calling MPI from a second thread.
-  if (std::this_thread::get_id() == m_owner) {
+  // LibTorch runs a CPU backward on the calling thread and a GPU backward on its device thread
+  // while the calling thread waits; from there the bucket goes out only where MPI allows another
+  // thread to call it (the mutex keeps the calls apart), else it waits for finish().
+  if (m_any_thread || std::this_thread::get_id() == m_owner) {
     start_ready();
     for (std::size_t j = 0; j < m_next; ++j) {
       // MPI progresses non-blocking collectives only inside MPI calls: give it one.
@@ -230,6 +236,7 @@ void OverlappedGradientReducer::start_ready() {
 
 void OverlappedGradientReducer::finish() {
   torch::NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(m_mutex);
   m_armed = false;
   for (; m_next < m_buckets.size(); ++m_next) {
     Bucket& b = m_buckets[m_next];

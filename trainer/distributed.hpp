@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -47,6 +48,12 @@ void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm
 /// between arm() and finish(), so the torch::autograd::grad call that computes forces (with
 /// create_graph) and the backward passes of earlier accumulated bins pass through untouched.
 /// The result is bitwise what allreduce_mean_gradients gives for the same .grad values.
+///
+/// Hooks run where LibTorch runs backward: on the calling thread for a CPU model, on its device
+/// thread for a GPU model, while the thread that called arm() waits in backward. From a thread
+/// other than arm()'s, buckets are sent only if MPI was initialised with at least
+/// MPI_THREAD_SERIALIZED (train-potential asks for it); the reducer's MPI calls hold one mutex,
+/// so they are never concurrent. With less, those buckets wait for finish().
 class OverlappedGradientReducer {
  public:
   /// Registers one hook per parameter (removed by the destructor). Throws InputError on a dtype
@@ -94,7 +101,9 @@ class OverlappedGradientReducer {
   std::size_t m_early = 0;
   bool m_armed = false;
   bool m_fired_twice = false;
-  std::thread::id m_owner;  // the thread that called arm(): the only one that calls MPI
+  std::thread::id m_owner;    // the thread that called arm()
+  bool m_any_thread = false;  // MPI_THREAD_SERIALIZED or more: a hook on any thread may call MPI
+  std::mutex m_mutex;         // the hooks' state and the reducer's MPI calls
 };
 
 }  // namespace fastmlip::trainer

@@ -43,7 +43,11 @@ int main(int argc, char** argv) {
   // A file size limit (ulimit -f, a batch system's) then fails the write that crosses it with
   // EFBIG, which the writers report naming the file, instead of killing the process unexplained.
   std::signal(SIGXFSZ, SIG_IGN);
-  MPI_Init(&argc, &argv);
+  // SERIALIZED: on a GPU, LibTorch runs backward on its own device thread, and the overlapped
+  // gradient all-reduce starts buckets from the hooks there while the main thread waits in
+  // backward (distributed.hpp). An MPI that offers less leaves them to the end of the step.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core/error.hpp"
 #include "distributed.hpp"
 #include "nccl.hpp"
@@ -124,6 +126,44 @@ TYPED_TEST(Distributed, OverlappedReduceEqualsBlockingReduceBitwise) {
     // W2, b1 and W1 are complete before backward ends, so their buckets went out early.
     EXPECT_GE(reducer.started_during_backward(), 3u);
   }
+}
+
+// A GPU model's backward runs on LibTorch's device thread while the caller of arm() waits: here
+// the armed backward runs on a second thread. MPI initialised SERIALIZED (as train-potential and
+// this test main do), the buckets still leave during backward, and the bits are the blocking
+// reduce's.
+TYPED_TEST(Distributed, OverlapsWhenBackwardRunsOnAnotherThread) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  ASSERT_GE(level, MPI_THREAD_SERIALIZED) << "the test main asks MPI for MPI_THREAD_SERIALIZED";
+  const auto dt = dtype_of<TypeParam>();
+  auto make_params = [&] {
+    torch::manual_seed(12);
+    std::vector<torch::Tensor> p;
+    for (const auto& shape : std::vector<std::vector<std::int64_t>>{{3, 4}, {4}, {4, 2}}) {
+      p.push_back(torch::randn(shape, dt).requires_grad_());
+    }
+    return p;  // W1, b1, W2
+  };
+  auto pass = [&](const std::vector<torch::Tensor>& p) {
+    torch::manual_seed(2000 + rank());
+    auto x = torch::randn({5, 3}, dt);
+    torch::tanh(x.matmul(p[0]) + p[1]).matmul(p[2]).pow(2).sum().backward();
+  };
+  auto ref = make_params();
+  auto ovl = make_params();
+  OverlappedGradientReducer reducer(ovl, MPI_COMM_WORLD, /*bucket_bytes=*/16);
+  pass(ref);
+  allreduce_mean_gradients(ref, MPI_COMM_WORLD, 16);
+  reducer.arm();
+  std::thread backward([&] { pass(ovl); });
+  backward.join();
+  reducer.finish();
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_TRUE(torch::equal(ovl[i].grad(), ref[i].grad())) << "parameter " << i;
+  }
+  // W2 and b1 are complete before backward reaches W1: their buckets left from the other thread.
+  EXPECT_GE(reducer.started_during_backward(), 2u);
 }
 
 // NCCL (--allreduce nccl) on the GPUs: the gradients' means are MPI's (the same bits on one rank,
