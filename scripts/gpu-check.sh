@@ -332,7 +332,7 @@ trainer_bench() {
 }
 
 trainer_bench_large() {
-  trainer_bench_run trainer_bench_large --epochs 3 --model seed --dataset synthetic:${FASTMLIP_GPU_SYNTHETIC_GRAPHS:-20000}
+  trainer_bench_run trainer_bench_large --epochs 2 --model seed --dataset synthetic:${FASTMLIP_GPU_SYNTHETIC_GRAPHS:-4000}
 }
 
 device_tests() {
