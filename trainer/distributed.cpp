@@ -38,11 +38,10 @@ void set_grad(const torch::Tensor& p, const torch::Tensor& mean) {
   }
 }
 
-// MPI reads and writes host memory: tensors on a GPU are staged through a host copy (on_host;
-// no CUDA-aware MPI is assumed). On the host this is the tensor itself.
-
 // Sums `bucket` (a list of same-dtype tensors) across ranks through one flat buffer, then
-// writes the mean back into each gradient. With `nccl` the buffer stays on the GPU.
+// writes the mean back into each gradient. With `nccl` the buffer stays on the GPU; MPI reads and
+// writes host memory, so without it a GPU's buffer is staged through a host copy (no CUDA-aware
+// MPI is assumed; on the host, on_host is the tensor itself).
 void reduce_bucket(const std::vector<torch::Tensor>& bucket, MPI_Comm comm, int world,
                    const NcclCommunicator* nccl) {
   if (bucket.empty()) {

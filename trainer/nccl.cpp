@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -86,7 +86,8 @@ struct NcclCommunicator::State {
   int device = 0;
 };
 
-NcclCommunicator::NcclCommunicator(MPI_Comm comm, const torch::Device& device) : m_state(new State) {
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, const torch::Device& device)
+    : m_state(std::make_unique<State>()) {
   if (const std::string problem = nccl_problem(device, comm); !problem.empty()) {
     throw UnsupportedError("NcclCommunicator: " + problem);
   }

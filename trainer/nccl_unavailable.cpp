@@ -11,11 +11,9 @@ namespace fastmlip::trainer {
 const bool kHaveNccl = false;
 
 std::string nccl_problem(const torch::Device&, MPI_Comm) {
-  return "this train-potential was built without NCCL (it comes with a trainer-cuda build that finds nccl.h "
-         "and "
-         "libnccl: CUDA's, NCCL_HOME's or PyTorch's nvidia-nccl wheel; docs/building.md, \"The GPU "
-         "trainer\"); "
-         "use --allreduce mpi";
+  const std::string found_where = "CUDA's, NCCL_HOME's or PyTorch's nvidia-nccl wheel";
+  return "this train-potential was built without NCCL, which a trainer-cuda build takes where it finds it (" +
+         found_where + "; docs/building.md, \"The GPU trainer\"); use --allreduce mpi";
 }
 
 struct NcclCommunicator::State {};
