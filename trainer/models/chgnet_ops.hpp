@@ -97,7 +97,7 @@ class BasisWithFrequenciesOp final : public KernelOp {
     k.compute(xv, ops_detail::dmat<T, Exec>(out));
     k.reverse(xv, gv, ops_detail::dvec<T, Exec>(gx));
     k.reverse_frequencies(xv, gv, ops_detail::dvec<T, Exec>(gw));
-    return {ops_detail::tangent_of(out), {ops_detail::tangent_of(gx), ops_detail::tangent_of(gw)}};
+    return {ops_detail::tangent_of<T>(out), {ops_detail::tangent_of<T>(gx), ops_detail::tangent_of<T>(gw)}};
   }
 
  private:
