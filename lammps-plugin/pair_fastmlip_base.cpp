@@ -208,6 +208,13 @@ void PairFastmlipBase::check_finite(const Output& out, const Graph<T>& edges) {
   error_one(FLERR, fmt::format("step {}: the energy is {}{}", step, out.energy, advice));
 }
 
+PairFastmlipBase::DeviceOutput<double> PairFastmlipBase::evaluate_in_place(const DeviceGraph<double>&) {
+  error_one(FLERR, "this model cannot evaluate a graph in its own memory (evaluates_in_place() is false)");
+}
+PairFastmlipBase::DeviceOutput<float> PairFastmlipBase::evaluate_in_place(const DeviceGraph<float>&) {
+  error_one(FLERR, "this model cannot evaluate a graph in its own memory (evaluates_in_place() is false)");
+}
+
 template void PairFastmlipBase::check_finite<double>(const Output&, const Graph<double>&);
 template void PairFastmlipBase::check_finite<float>(const Output&, const Graph<float>&);
 

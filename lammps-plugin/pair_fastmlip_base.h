@@ -14,15 +14,15 @@
 // A style (MACE, CHGNet) supplies its settings, its model, evaluate() and what its exchanges
 // move. The KOKKOS variants (pair_fastmlip_kokkos.h) run the same builder and tally on the
 // KOKKOS device, over the KOKKOS package's views, and call the same evaluate().
+#include <Kokkos_Core.hpp>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include <Kokkos_Core.hpp>
-
 #include "graph/atom_graph.hpp"
 #include "graph/graph_builder.hpp"
+#include "model_placement.h"
 #include "models/feature_exchange.hpp"
 #include "pair.h"
 
@@ -75,6 +75,22 @@ class PairFastmlipBase : public Pair {
     const float* gradient_f = nullptr;
   };
 
+  /// The memory of the plugin's device model (model_placement.h): a GPU's where this plugin's
+  /// Kokkos has one, else the host's. A KOKKOS LAMMPS built on the same Kokkos builds its /kk
+  /// graph there.
+  using DeviceMemory = fastmlip::plugin::DeviceModelSpace::memory_space;
+  template <class T>
+  using DeviceGraph = fastmlip::graph::AtomGraph<T, DeviceMemory>;
+  /// What a model running in DeviceMemory leaves there (views into its buffers, valid until the
+  /// next evaluation): the energy, per-atom energies [nlocal] and dE/d(vectors) [num_edges] in
+  /// the compute precision.
+  template <class T>
+  struct DeviceOutput {
+    double energy = 0;
+    Kokkos::View<const double*, DeviceMemory> node_energy;
+    Kokkos::View<const T* [3], Kokkos::LayoutRight, DeviceMemory> gradient;
+  };
+
   /// The rows the current exchange moves (set by exchange_nodes, or a style's own exchange):
   /// node rows of `width` values per atom, or (CHGNet) per-atom slot rows, pass `pass`.
   struct CommRows {
@@ -109,6 +125,15 @@ class PairFastmlipBase : public Pair {
   /// brings them to the host first).
   virtual bool evaluate_reads_atoms() const { return false; }
   virtual Output evaluate(const Graph<float>& edges) = 0;
+  /// Whether the loaded model runs in DeviceMemory and evaluates a graph there as it is
+  /// (evaluate_in_place): the /kk styles then hand it their KOKKOS graph with nothing copied, and
+  /// tally from its results where they are. A host model in a host-only plugin does; so does a
+  /// `device cuda` model in a GPU plugin.
+  virtual bool evaluates_in_place() const { return false; }
+  /// Runs the model on a graph in its own memory; rank-local model errors become error->one.
+  /// Only called when evaluates_in_place().
+  virtual DeviceOutput<double> evaluate_in_place(const DeviceGraph<double>& edges);
+  virtual DeviceOutput<float> evaluate_in_place(const DeviceGraph<float>& edges);
   /// Atom j's part of an exchange buffer, packed, or unpacked (added with `add`); the number
   /// of doubles. The base moves node rows; a style with other rows overrides both.
   virtual int pack_atom(int j, double* buf) const;
@@ -143,6 +168,9 @@ class PairFastmlipBase : public Pair {
   static constexpr double kMinDistance = 0.1;
 
   std::string m_style, m_kind;
+  /// Where the model runs (the `device` keyword): host, or cuda (Kokkos' GPU space); what it is
+  /// when the keyword is not given: host, or cuda for the /kk styles on a GPU LAMMPS.
+  std::string m_device = "host", m_default_device = "host";
   std::vector<int> m_type_species;  // [ntypes + 1]
   double m_cutoff = 0.0;
   CommRows m_comm;

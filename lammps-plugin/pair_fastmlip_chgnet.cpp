@@ -72,7 +72,7 @@ void PairFastmlipChgnet::settings(int narg, char** arg) {
   static const char* usage =
       "usage: pair_style fastmlip/chgnet [precision float32|float64] [device host|cuda]";
   m_precision = "float32";
-  m_device = "host";
+  m_device = m_default_device;
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) {

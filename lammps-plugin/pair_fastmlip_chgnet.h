@@ -65,7 +65,6 @@ class PairFastmlipChgnet : public PairFastmlipBase {
 
   std::unique_ptr<Backend> m_backend;
   std::string m_precision = "float32";
-  std::string m_device = "host";  ///< where the model runs: host, or cuda (Kokkos' GPU space)
   double m_bond_cutoff = 0.0;
   std::vector<int> m_slot_start;  // [nall + 1] during a compute: the model's slot layout
   int m_passes = 0;               // slot passes per exchange, the same on every rank

@@ -4,11 +4,14 @@
 #ifdef LMP_KOKKOS
 
 #include <Kokkos_ScatterView.hpp>
+#include <cmath>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "atom_kokkos.h"
 #include "atom_masks.h"
+#include "comm.h"
 #include "error.h"
 #include "force.h"
 #include "graph/edge_tally.hpp"
@@ -17,6 +20,7 @@
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
 #include "neighbor.h"
+#include "utils.h"
 
 using namespace LAMMPS_NS;
 
@@ -85,6 +89,37 @@ struct VirialFdotrFunctor {
   }
 };
 
+/// Whether a value is NaN or infinite, on any backend (x - x is 0 exactly for every finite x).
+KOKKOS_INLINE_FUNCTION bool not_finite(double x) { return !(x - x == 0.0); }
+
+/// How many of a model's per-atom energies and edge gradients in Memory are not finite.
+template <class ExecSpace, class G>
+struct CountNonFinite {
+  struct TagEnergy {};
+  struct TagGradient {};
+  Kokkos::View<const double*, typename ExecSpace::memory_space> m_energy;
+  Kokkos::View<const G* [3], Kokkos::LayoutRight, typename ExecSpace::memory_space> m_gradient;
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagEnergy, int i, int& bad) const {
+    bad += not_finite(m_energy(i)) ? 1 : 0;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagGradient, int e, int& bad) const {
+    for (int c = 0; c < 3; ++c) {
+      bad += not_finite(static_cast<double>(m_gradient(e, c))) ? 1 : 0;
+    }
+  }
+
+  int count() const {
+    int bad = 0, bad_edges = 0;
+    Kokkos::parallel_reduce("fastmlip::pair_kk::non_finite_energy",
+                            Kokkos::RangePolicy<ExecSpace, TagEnergy>(0, m_energy.extent(0)), *this, bad);
+    Kokkos::parallel_reduce("fastmlip::pair_kk::non_finite_gradient",
+                            Kokkos::RangePolicy<ExecSpace, TagGradient>(0, m_gradient.extent(0)), *this,
+                            bad_edges);
+    return bad + bad_edges;
+  }
+};
+
 /// The model's ghost-row exchange runs on host rows (PairFastmlipMace::pack_forward_comm and
 /// friends). CommKokkos picks the host path for a pair whose execution_space is Host, and
 /// otherwise (a GPU build) its device path, which needs KOKKOS pack functions this style does
@@ -117,6 +152,11 @@ PairFastmlipKokkos<DeviceType, Style>::PairFastmlipKokkos(LAMMPS* lmp) : Style(l
   this->execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
   this->datamask_read = X_MASK | F_MASK | TAG_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
   this->datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
+  // On a GPU LAMMPS (-k on g 1) the model runs on the KOKKOS device unless `device host` says
+  // otherwise, so that the graph built there is handed to it as it is.
+  if constexpr (!kReadsHost<DeviceType> && std::is_same_v<Memory, typename Style::DeviceMemory>) {
+    this->m_default_device = "cuda";
+  }
 }
 
 template <class DeviceType, class Style>
@@ -160,6 +200,23 @@ void PairFastmlipKokkos<DeviceType, Style>::init_style() {
                     Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                         this->m_type_species.data(), n));
   d_type_species = type_species;
+
+  // Say once where the model meets the graph: whether a GPU run copies it each step is what a
+  // user tuning one wants to know first.
+  if (!m_route_logged && this->comm->me == 0) {
+    const bool in_place = std::is_same_v<Memory, typename Style::DeviceMemory> && this->evaluates_in_place();
+    utils::logmesg(
+        this->lmp, "pair_style {}/kk: {}\n", this->m_style,
+        in_place ? fmt::format("the model evaluates the graph in {} memory, where the KOKKOS package "
+                               "built it, and the forces are tallied there",
+                               Memory::name())
+        : kReadsHost<DeviceType>
+            ? std::string("the model evaluates a host-memory graph")
+            : fmt::format("the model evaluates a host-memory graph, copied from {} memory each step "
+                          "(its results copied back)",
+                          Memory::name()));
+    m_route_logged = true;
+  }
 }
 
 template <class DeviceType, class Style>
@@ -218,41 +275,73 @@ void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
     this->error_too_close(close);
   }
 
-  // The model, in host memory (see the header): the graph as it is where DeviceType's memory is
-  // the host's, else copied to host buffers (and positions and IDs for a style that reads them,
-  // as CHGNet's bond matching does); results back the same way.
-  if (this->evaluate_reads_atoms()) {
-    this->atomKK->sync(Host, X_MASK | TAG_MASK);
+  // The model's results as views on DeviceType: where they are, for a model that evaluates the
+  // graph in DeviceType's own memory (a MACE model on the KOKKOS device, or any host model in a
+  // host-only build), else from a model in host memory given a host copy of the graph (see the
+  // header).
+  double energy = 0;
+  Kokkos::View<const double*, Memory> node_energy;
+  Rows<double> gradient_d;
+  Rows<float> gradient_f;
+  bool in_place = false;
+  if constexpr (std::is_same_v<Memory, typename Style::DeviceMemory>) {
+    if (this->evaluates_in_place()) {
+      in_place = true;
+      typename Style::template DeviceOutput<T> out;
+      {
+        ExchangeOnHost host_exchange(this);
+        out = this->evaluate_in_place(graph);
+      }
+      check_finite_in_place(out, graph);
+      energy = out.energy;
+      node_energy = out.node_energy;
+      if constexpr (std::is_same_v<T, double>) {
+        gradient_d = out.gradient;
+      } else {
+        gradient_f = out.gradient;
+      }
+    }
   }
-  const auto host_graph = host_mirror<T>().of(graph);
-  typename Style::Output out;
-  {
-    ExchangeOnHost host_exchange(this);
-    out = this->evaluate(host_graph);
+  if (!in_place) {
+    if (this->evaluate_reads_atoms()) {
+      this->atomKK->sync(Host, X_MASK | TAG_MASK);
+    }
+    const auto host_graph = host_mirror<T>().of(graph);
+    typename Style::Output out;
+    {
+      ExchangeOnHost host_exchange(this);
+      out = this->evaluate(host_graph);
+    }
+    this->check_finite(out, host_graph);
+    energy = out.energy;
+    node_energy =
+        on_device<DeviceType>(out.node_energy, nlocal, d_node_energy, "fastmlip::pair_kk::node_energy");
+    const std::size_t n_grad = 3 * static_cast<std::size_t>(graph.num_edges());
+    if (out.gradient_d != nullptr) {
+      gradient_d = Rows<double>(
+          on_device<DeviceType>(out.gradient_d, n_grad, d_gradient_d, "fastmlip::pair_kk::gradient").data(),
+          graph.num_edges());
+    } else {
+      gradient_f = Rows<float>(
+          on_device<DeviceType>(out.gradient_f, n_grad, d_gradient_f, "fastmlip::pair_kk::gradient").data(),
+          graph.num_edges());
+    }
   }
-  this->check_finite(out, host_graph);
 
   if (this->eflag_global) {
-    this->eng_vdwl += out.energy;  // the model's own double-precision sum of the per-atom energies
+    this->eng_vdwl += energy;  // the model's own double-precision sum of the per-atom energies
   }
   if (this->eflag_atom) {
-    fastmlip::graph::tally_node_energies<ExecSpace>(
-        nlocal, on_device<DeviceType>(out.node_energy, nlocal, d_node_energy, "fastmlip::pair_kk::node_energy"),
-        d_eatom);
+    fastmlip::graph::tally_node_energies<ExecSpace>(nlocal, node_energy, d_eatom);
   }
-  const std::size_t n_grad = 3 * static_cast<std::size_t>(graph.num_edges());
   const bool explicit_virial = this->vflag_global && !this->vflag_fdotr;
   const auto f = this->atomKK->k_f.template view<DeviceType>();
   const auto vatom = this->vflag_atom ? d_vatom : typename AT::t_virial_array();
   fastmlip::graph::Virial6 w;
-  if (out.gradient_d != nullptr) {
-    const auto g = on_device<DeviceType>(out.gradient_d, n_grad, d_gradient_d, "fastmlip::pair_kk::gradient");
-    w = fastmlip::graph::tally_edges<ExecSpace, T, double>(graph, Rows<double>(g.data(), graph.num_edges()), f,
-                                                           vatom, explicit_virial);
+  if (gradient_f.data() == nullptr) {  // double gradients, or none (no edges)
+    w = fastmlip::graph::tally_edges<ExecSpace, T, double>(graph, gradient_d, f, vatom, explicit_virial);
   } else {
-    const auto g = on_device<DeviceType>(out.gradient_f, n_grad, d_gradient_f, "fastmlip::pair_kk::gradient");
-    w = fastmlip::graph::tally_edges<ExecSpace, T, float>(graph, Rows<float>(g.data(), graph.num_edges()), f,
-                                                          vatom, explicit_virial);
+    w = fastmlip::graph::tally_edges<ExecSpace, T, float>(graph, gradient_f, f, vatom, explicit_virial);
   }
   if (explicit_virial) {
     for (int k = 0; k < 6; ++k) {
@@ -284,6 +373,37 @@ void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
     k_vatom.template sync<LMPHostType>();
   }
   this->atomKK->modified(this->execution_space, (eflag || vflag) ? this->datamask_modify : F_MASK);
+}
+
+template <class DeviceType, class Style>
+template <class T>
+void PairFastmlipKokkos<DeviceType, Style>::check_finite_in_place(
+    const typename Style::template DeviceOutput<T>& out, const DeviceGraph<T>& graph) {
+  CountNonFinite<ExecSpace, T> count;
+  count.m_energy = out.node_energy;
+  count.m_gradient = out.gradient;
+  if (count.count() == 0 && std::isfinite(out.energy)) {
+    return;
+  }
+  // Something is not finite: the host check names the step and the atoms, from host copies.
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  std::vector<double> node_energy(out.node_energy.extent(0));
+  std::vector<T> gradient(3 * out.gradient.extent(0));
+  Kokkos::deep_copy(
+      Kokkos::View<double*, Kokkos::HostSpace, Unmanaged>(node_energy.data(), node_energy.size()),
+      out.node_energy);
+  Kokkos::deep_copy(Kokkos::View<T* [3], Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged>(
+                        gradient.data(), out.gradient.extent(0)),
+                    out.gradient);
+  typename Style::Output host;
+  host.energy = out.energy;
+  host.node_energy = node_energy.data();
+  if constexpr (std::is_same_v<T, double>) {
+    host.gradient_d = gradient.data();
+  } else {
+    host.gradient_f = gradient.data();
+  }
+  this->check_finite(host, host_mirror<T>().of(graph));
 }
 
 namespace LAMMPS_NS {

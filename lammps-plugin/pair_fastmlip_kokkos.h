@@ -10,12 +10,13 @@
 // package's full neighbor list by the core's graph::GraphBuilder (the host styles run the same
 // kernels on the host), and forces, per-atom energies and virials and the global virial are
 // tallied from the model's dE/d(edge vector) by the core's graph::tally_edges. In between, the
-// model itself (Style's evaluate(), the same as the host style's, with its per-layer ghost
-// exchanges) runs in host memory, in Kokkos' default host execution space. On a Serial/OpenMP
-// build the model reads the builder's views themselves and nothing is copied; on a CUDA/HIP
-// build the graph is copied to the host and the edge gradients and node energies back, one
-// copy each way per step, and the model is evaluated by the CPU. A device-resident model is
-// future work (docs/pair_fastmlip_mace.md, "KOKKOS").
+// model runs with its per-layer ghost exchanges (staged through host rows). A model in
+// DeviceType's memory (Style::evaluates_in_place: a MACE model on a GPU LAMMPS, where `device`
+// defaults to cuda, or a host model on a Serial/OpenMP LAMMPS) is handed the builder's views as
+// they are and its results are tallied where they are: nothing is copied but the per-atom
+// energies' sum. Otherwise (CHGNet, whose slot layout is built on the host, or `device host` on
+// a GPU LAMMPS) the graph is copied to host memory for Style's evaluate() and the edge gradients
+// and node energies back, one copy each way per step.
 //
 // Only compiled into a plugin built with Kokkos (LMP_KOKKOS), which must then be loaded into a
 // LAMMPS with the KOKKOS package.
@@ -58,6 +59,11 @@ class PairFastmlipKokkos : public Style {
 
   template <class T>
   void compute_kk(int eflag, int vflag);
+  /// check_finite for results in DeviceType's memory (a model evaluated in place): a reduction
+  /// there, and only when something is not finite host copies for the message naming the atoms.
+  template <class T>
+  void check_finite_in_place(const typename Style::template DeviceOutput<T>& out,
+                             const DeviceGraph<T>& graph);
   template <class T>
   fastmlip::graph::GraphBuilder<ExecSpace, T>& builder() {
     if constexpr (std::is_same_v<T, double>) {
@@ -86,6 +92,8 @@ class PairFastmlipKokkos : public Style {
   // read host memory.
   Kokkos::View<double*, DeviceType> d_gradient_d, d_node_energy;
   Kokkos::View<float*, DeviceType> d_gradient_f;
+
+  bool m_route_logged = false;  // the log's line on where the model meets the graph
 
   DAT::tdual_efloat_1d k_eatom;
   DAT::tdual_virial_array k_vatom;

@@ -18,6 +18,7 @@
 #include "utils.h"
 
 using namespace LAMMPS_NS;
+using fastmlip::models::MaceDeviceResult;
 using fastmlip::models::MaceModel;
 using fastmlip::models::MaceOptions;
 using fastmlip::models::MaceResult;
@@ -49,6 +50,30 @@ struct PairFastmlipMace::Backend : fastmlip::plugin::Placements<Placed> {
     with_loaded<T>(
         [&](auto& placed) { placed.model->compute(placed.mirror.of(graph), exchange, true, result<T>()); });
   }
+  /// Whether the model loaded is in `Memory`.
+  template <class Memory>
+  bool loaded_in() const {
+    bool in = false;
+    const auto check = [&](const auto& placed) {
+      using Model = typename std::decay_t<decltype(placed.model)>::element_type;
+      in = in || (placed.model && std::is_same_v<typename Model::memory_space, Memory>);
+    };
+    check(host_d), check(host_f), check(device_d), check(device_f);
+    return in;
+  }
+  /// The model on a graph in its own memory, its results left there (loaded_in<Memory>()).
+  template <class T, class Memory>
+  MaceDeviceResult<T, Memory> compute_in_place(const fastmlip::graph::AtomGraph<T, Memory>& graph,
+                                               fastmlip::models::FeatureExchange<T>* exchange) {
+    MaceDeviceResult<T, Memory> out;
+    with_loaded<T>([&](auto& placed) {
+      using Model = typename std::decay_t<decltype(placed.model)>::element_type;
+      if constexpr (std::is_same_v<typename Model::memory_space, Memory>) {
+        placed.model->compute(graph, exchange, true, out);
+      }
+    });
+    return out;
+  }
 };
 
 PairFastmlipMace::PairFastmlipMace(LAMMPS* lmp) : PairFastmlipBase(lmp, "fastmlip/mace", "mace") {}
@@ -64,7 +89,7 @@ void PairFastmlipMace::settings(int narg, char** arg) {
   m_precision = "float64";
   m_head.clear();
   m_radial_spacing = 0.0;
-  m_device = "host";
+  m_device = m_default_device;
   m_total_charge.reset();
   m_total_spin.reset();
   for (int i = 0; i < narg; i += 2) {
@@ -185,6 +210,32 @@ int PairFastmlipMace::max_exchange_width() const {
 
 PairFastmlipBase::Output PairFastmlipMace::evaluate(const Graph<double>& edges) { return evaluate_with(edges); }
 PairFastmlipBase::Output PairFastmlipMace::evaluate(const Graph<float>& edges) { return evaluate_with(edges); }
+
+bool PairFastmlipMace::evaluates_in_place() const {
+  return m_backend != nullptr && m_backend->loaded_in<DeviceMemory>();
+}
+PairFastmlipBase::DeviceOutput<double> PairFastmlipMace::evaluate_in_place(const DeviceGraph<double>& edges) {
+  return evaluate_in_place_with(edges);
+}
+PairFastmlipBase::DeviceOutput<float> PairFastmlipMace::evaluate_in_place(const DeviceGraph<float>& edges) {
+  return evaluate_in_place_with(edges);
+}
+
+template <class T>
+PairFastmlipBase::DeviceOutput<T> PairFastmlipMace::evaluate_in_place_with(const DeviceGraph<T>& edges) {
+  PairNodeExchange<T> exchange(this);
+  DeviceOutput<T> out;
+  try {
+    const auto result = m_backend->compute_in_place(edges, &exchange);
+    out.energy = result.energy;
+    out.node_energy = result.node_energy;
+    out.gradient = result.edge_gradient;
+  } catch (const fastmlip::Error& e) {
+    m_comm = CommRows{};
+    error_one(FLERR, e.what());
+  }
+  return out;
+}
 
 template <class T>
 PairFastmlipBase::Output PairFastmlipMace::evaluate_with(const Graph<T>& edges) {

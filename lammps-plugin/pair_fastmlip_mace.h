@@ -35,16 +35,20 @@ class PairFastmlipMace : public PairFastmlipBase {
   int max_exchange_width() const override;
   Output evaluate(const Graph<double>& edges) override;
   Output evaluate(const Graph<float>& edges) override;
+  bool evaluates_in_place() const override;
+  DeviceOutput<double> evaluate_in_place(const DeviceGraph<double>& edges) override;
+  DeviceOutput<float> evaluate_in_place(const DeviceGraph<float>& edges) override;
 
  private:
   template <class T>
   Output evaluate_with(const Graph<T>& edges);
+  template <class T>
+  DeviceOutput<T> evaluate_in_place_with(const DeviceGraph<T>& edges);
 
   std::unique_ptr<Backend> m_backend;
   std::string m_precision = "float64";
   std::string m_head;
   double m_radial_spacing = 0.0;  ///< 0: exact radial MLP; else the spline's knot spacing (A)
-  std::string m_device = "host";  ///< where the model runs: host, or cuda (Kokkos' GPU space)
   /// The charge and spin keywords: the system's total charge and spin multiplicity, for a model
   /// that embeds them (MaceOptions::total_charge / total_spin).
   std::optional<double> m_total_charge, m_total_spin;

@@ -301,6 +301,37 @@ TYPED_TEST(MaceModelTyped, GhostsWithExchangeMatchFoldedImages) {
   }
 }
 
+// compute() into MaceDeviceResult (the results left in the model's memory, which the /kk pair
+// styles tally from) gives the bits compute() into MaceResult copies out, with ghosts and an
+// exchange, and no edge gradients when none are asked for.
+TYPED_TEST(MaceModelTyped, ResultsLeftInPlaceAreTheCopiedResults) {
+  using T = TypeParam;
+  for (const auto& v : variants()) {
+    auto m = make_model<T>(v);
+    const auto gg = ghost_graph<T>(random_structure(13, 6.5, 1.5, 3, 23, true), v.cfg.r_max);
+    models::MaceResult<T> copied;
+    CopyExchange<T> ex(gg.n_local, gg.owner);
+    m.compute(gg.view(), &ex, true, copied);
+    models::MaceDeviceResult<T, Kokkos::HostSpace> in_place;
+    m.compute(gg.view(), &ex, true, in_place);
+    EXPECT_EQ(in_place.energy, copied.energy) << v.name;
+    ASSERT_EQ(in_place.node_energy.extent(0), static_cast<std::size_t>(gg.n_local)) << v.name;
+    for (int i = 0; i < gg.n_local; ++i) {
+      EXPECT_EQ(in_place.node_energy(i), copied.node_energy[i]) << v.name << " atom " << i;
+    }
+    ASSERT_EQ(3 * in_place.edge_gradient.extent(0), copied.edge_gradient.size()) << v.name;
+    ASSERT_GT(copied.edge_gradient.size(), 0u) << v.name;
+    for (std::size_t e = 0; e < in_place.edge_gradient.extent(0); ++e) {
+      for (int c = 0; c < 3; ++c) {
+        EXPECT_EQ(in_place.edge_gradient(e, c), copied.edge_gradient[3 * e + c]) << v.name << " edge " << e;
+      }
+    }
+    m.compute(gg.view(), &ex, false, in_place);
+    EXPECT_EQ(in_place.energy, copied.energy) << v.name;
+    EXPECT_EQ(in_place.edge_gradient.extent(0), 0u) << v.name << ": gradients without asking";
+  }
+}
+
 // MaceOptions::edge_chunk: the exact radial MLP and TP over chunks of one, a few and tens of
 // edges give the unchunked model's energies and forces to round-off, for every block (the
 // non-linear block's LayerNorm MLP, the envelope on the MLP outputs included), with ghosts.

@@ -10,16 +10,19 @@
 // forces, stresses, site energies, magnetic moments through compute fastmlip/magmom). The same
 // binary runs on 1, 2 and 4 MPI ranks. Bad input: atoms too close (an error naming both atom
 // ids, serially) and the kk styles in a LAMMPS without KOKKOS active.
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "chgnet_fixtures.hpp"
 #include "force.h"
 #include "lammps.h"
 #include "library.h"
 #include "pair.h"
-#include "chgnet_fixtures.hpp"
 #include "pair_cases.hpp"
 
 namespace {
@@ -147,6 +150,36 @@ TEST_P(PairChgnetKokkosParity, Float32MatchesChgnet) {
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, PairChgnetKokkosParity, ::testing::ValuesIn(fixtures_030()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Where the model meets the KOKKOS graph, as the log says once: MACE's model evaluates it in the
+// memory the KOKKOS package built it in and the forces are tallied from its results there (the
+// device's on a GPU LAMMPS; the host's here, which is the same code), CHGNet's takes a host-memory
+// graph (its slot layout is built on the host). The results are the references' (above).
+TEST(PairKokkosRoute, MaceEvaluatesTheKokkosGraphWhereItIs) {
+  for (const std::string model : {"mace", "chgnet"}) {
+    const Case c = load_case(case_files(model).at(0));
+    const std::string log = scratch("route-" + model + ".log");
+    {
+      Lammps lmp(kKokkosSuffix);
+      lmp.command("log " + log);
+      setup(lmp, c);
+      lmp.command("run 0 post no");
+      lmp.command("run 0 post no");
+      lmp.command("log none");
+    }
+    if (rank() != 0) {
+      continue;  // only rank 0 writes the log
+    }
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string said = "pair_style fastmlip/" + model + "/kk: the model evaluates ";
+    const std::string where = model == "mace" ? "the graph in " + std::string(Kokkos::HostSpace::name()) +
+                                                    " memory, where the KOKKOS package built it"
+                                              : "a host-memory graph\n";
+    EXPECT_NE(text.find(said + where), std::string::npos) << model << ": the log says\n" << text;
+    EXPECT_EQ(text.find(said), text.rfind(said)) << model << ": said more than once";
+  }
+}
 
 const char* kThreeAtoms =
     "units metal\natom_style atomic\n"

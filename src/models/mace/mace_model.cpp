@@ -65,7 +65,8 @@ struct MaceModel<ExecSpace, T>::Impl {
   // the readout gate, ZBL, node energies, dE/dv), the graph check and the edge index's transpose.
   // Host memory is touched only at the edges of a call: the caller's FeatureExchange gets host
   // rows (staged through a host copy where ExecSpace's memory is not the host's), and the
-  // results are copied out into MaceResult's host vectors at the end.
+  // results stay in ExecSpace's memory (MaceDeviceResult) or are copied out into MaceResult's
+  // host vectors at the end.
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "MaceModel: T must be float or double");
 
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
@@ -304,6 +305,9 @@ struct MaceModel<ExecSpace, T>::Impl {
   Kokkos::View<double*, ExecSpace> inter_energy;  // [n_local] sum of the readouts
   Kokkos::View<double*, ExecSpace> pair_energy;   // [n_local] ZBL
   Kokkos::View<double*, ExecSpace> node_energy;   // [n_local] the result
+  std::vector<double> node_energy_host;           // its copy, summed in node order on the host
+  double energy = 0;                              // that sum
+  Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> edge_gradient;  // [E] the result, in g_grad
   Kokkos::View<const double*, ExecSpace> e0;      // [num_elements] E0 of each species
   // ZBL's constants, and the atomic number and covalent radius of each model species.
   impl::ZblConstants zbl_constants;
@@ -1141,7 +1145,7 @@ struct MaceModel<ExecSpace, T>::Impl {
 
   /// dE/dv from the accumulated edge adjoints: harmonics, radial basis and ZBL (whose edge
   /// gradient is formed here, in the same pass over the edges, rather than in a Zbl reverse).
-  void reverse_edge_basis(MaceResult<T>& result) {
+  void reverse_edge_basis() {
     const int E = num_edges;
     Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> gv(g_v.get(E, 3).data(), E);
     harmonics.reverse(vectors, g_Y.get(E, sh_width), gv);
@@ -1162,14 +1166,10 @@ struct MaceModel<ExecSpace, T>::Impl {
     f.m_gv = gv;
     f.m_grad = Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace>(g_grad.get(E, 3).data(), E);
     launch<typename Glue::TagEdgeGradient>("fastmlip::mace::edge_gradient", E, f);
-    // The results leave the execution space here, into the caller's host vector.
-    result.edge_gradient.resize(3 * static_cast<std::size_t>(E));
-    Kokkos::deep_copy(Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                          result.edge_gradient.data(), result.edge_gradient.size()),
-                      Kokkos::View<const T*, ExecSpace>(f.m_grad.data(), result.edge_gradient.size()));
+    edge_gradient = f.m_grad;
   }
 
-  void reverse_stage(const mace::Stage& s, FeatureExchange<T>* exchange, MaceResult<T>& result) {
+  void reverse_stage(const mace::Stage& s, FeatureExchange<T>* exchange) {
     using K = mace::StageKind;
     const bool want_in = mace::reads_slot(s.kind) && plan.needs_adjoint(s.in);
     switch (s.kind) {
@@ -1285,13 +1285,14 @@ struct MaceModel<ExecSpace, T>::Impl {
       case K::Embedding:  // x^0 depends on the species only
         return;
       case K::EdgeBasis:
-        return reverse_edge_basis(result);
+        return reverse_edge_basis();
     }
   }
 
   // ---- driver ------------------------------------------------------------------------------
 
-  void compute(const Graph& g, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result) {
+  /// Leaves the results in node_energy, energy and (with gradients) edge_gradient.
+  void compute(const Graph& g, FeatureExchange<T>* exchange, bool gradients) {
     validate(g, exchange);
     n_local = g.n_local;
     n_total = g.n_total;
@@ -1318,16 +1319,17 @@ struct MaceModel<ExecSpace, T>::Impl {
     for (const mace::Stage& s : plan.stages) {
       compute_stage(s, exchange);
     }
-    // The results leave the execution space here; the total is summed in node order on the host.
-    result.node_energy.resize(n_local);
+    // The total is summed in node order on the host, so that it has the same bits on every
+    // backend and whichever result the caller asked for.
+    node_energy_host.resize(n_local);
     Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                          result.node_energy.data(), n_local),
+                          node_energy_host.data(), n_local),
                       Kokkos::subview(node_energy, Kokkos::pair<int, int>(0, n_local)));
-    result.energy = 0;
+    energy = 0;
     for (int i = 0; i < n_local; ++i) {
-      result.energy += result.node_energy[i];
+      energy += node_energy_host[i];
     }
-    result.edge_gradient.clear();
+    edge_gradient = {};
     if (!gradients) {
       return;
     }
@@ -1344,7 +1346,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
     adjoints_started.clear();
     for (auto s = plan.stages.rbegin(); s != plan.stages.rend(); ++s) {
-      reverse_stage(*s, exchange, result);
+      reverse_stage(*s, exchange);
     }
   }
 };
@@ -1401,8 +1403,8 @@ std::string MaceModel<ExecSpace, T>::kernel_backends() const {
 }
 template <class ExecSpace, class T>
 void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients,
-                                      MaceResult<T>& result) {
-  translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients, result); },
+                                      MaceDeviceResult<T, memory_space>& result) {
+  translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients); },
                           [&] {
                             return MemoryContext{m_impl->spec.source,
                                                  ExecSpace::memory_space::name(),
@@ -1411,6 +1413,23 @@ void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* ex
                                                  graph.n_total,
                                                  graph.num_edges()};
                           });
+  result.energy = m_impl->energy;
+  result.node_energy = Kokkos::subview(m_impl->node_energy, Kokkos::pair<int, int>(0, graph.n_local));
+  result.edge_gradient = m_impl->edge_gradient;
+}
+template <class ExecSpace, class T>
+void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients,
+                                      MaceResult<T>& result) {
+  MaceDeviceResult<T, memory_space> in_place;
+  compute(graph, exchange, gradients, in_place);
+  // The results leave the execution space here, into the caller's host vectors.
+  result.energy = in_place.energy;
+  result.node_energy = m_impl->node_energy_host;
+  result.edge_gradient.resize(3 * in_place.edge_gradient.extent(0));
+  Kokkos::deep_copy(
+      Kokkos::View<T* [3], Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          result.edge_gradient.data(), in_place.edge_gradient.extent(0)),
+      in_place.edge_gradient);
 }
 
 template class MaceModel<Kokkos::DefaultHostExecutionSpace, double>;

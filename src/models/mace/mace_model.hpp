@@ -110,13 +110,25 @@ struct MaceResult {
   std::vector<T> edge_gradient;
 };
 
+/// The same results left where the model computed them, in its execution space's memory, for a
+/// caller whose data lives there too (the /kk pair styles tally forces on the KOKKOS device from
+/// them); views into the model's buffers, valid until its next compute().
+template <class T, class Memory>
+struct MaceDeviceResult {
+  double energy = 0;                                ///< as MaceResult's, summed in node order on the host
+  Kokkos::View<const double*, Memory> node_energy;  ///< [n_local]
+  Kokkos::View<const T* [3], Kokkos::LayoutRight, Memory>
+      edge_gradient;  ///< [num_edges]; empty without gradients
+};
+
 /// A MACE potential ready to evaluate. T is the compute precision (double by default in the
 /// pair styles, float on request); ExecSpace the Kokkos execution space of the kernels.
 template <class ExecSpace, class T>
 class MaceModel {
  public:
+  using memory_space = typename ExecSpace::memory_space;
   /// The graph in ExecSpace's memory: MaceGraph<T> on the host spaces.
-  using Graph = graph::AtomGraph<T, typename ExecSpace::memory_space>;
+  using Graph = graph::AtomGraph<T, memory_space>;
 
   /// Builds the model from a potential file (model kind "mace"); throws InputError naming the
   /// file and the offending tensor or hyperparameter on any inconsistency (a missing or
@@ -153,6 +165,10 @@ class MaceModel {
   /// model serves one compute() at a time. Per-node readout energies are formed in T and summed
   /// in double.
   void compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients, MaceResult<T>& result);
+  /// The same, its results left in ExecSpace's memory: no copy to the host but the per-node
+  /// energies' (n_local doubles, for the total).
+  void compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients,
+               MaceDeviceResult<T, memory_space>& result);
 
  private:
   struct Impl;
