@@ -22,6 +22,11 @@ class NcclCommunicator;
 /// All ranks must pass parameters of the same shapes and dtypes in the same order.
 void broadcast_parameters(const std::vector<torch::Tensor>& params, MPI_Comm comm, int root = 0);
 
+/// The gradient buckets' size: large enough that one collective moves many of an equivariant
+/// model's small weight tensors, small enough that the overlapped reducer's first buckets are
+/// sent while backward still runs.
+inline constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
+
 /// Replaces each parameter's gradient by its mean over the ranks of `comm`.
 ///
 /// Gradients are packed into buckets of at most `bucket_bytes` (per dtype) so that one
@@ -32,7 +37,7 @@ void broadcast_parameters(const std::vector<torch::Tensor>& params, MPI_Comm com
 /// With `nccl` (nccl.hpp: ranks each on their own GPU) the buckets are summed by NCCL where they
 /// are, on the GPU; without, by MPI through host buffers.
 void allreduce_mean_gradients(const std::vector<torch::Tensor>& params, MPI_Comm comm,
-                              std::size_t bucket_bytes = std::size_t{4} << 20,
+                              std::size_t bucket_bytes = kBucketBytes,
                               const NcclCommunicator* nccl = nullptr);
 
 /// The gradient all-reduce of allreduce_mean_gradients, overlapped with the backward pass
@@ -59,7 +64,7 @@ class OverlappedGradientReducer {
   /// Registers one hook per parameter (removed by the destructor). Throws InputError on a dtype
   /// other than float32/float64, before any collective.
   OverlappedGradientReducer(std::vector<torch::Tensor> params, MPI_Comm comm,
-                            std::size_t bucket_bytes = std::size_t{4} << 20);
+                            std::size_t bucket_bytes = kBucketBytes);
   ~OverlappedGradientReducer();
   OverlappedGradientReducer(const OverlappedGradientReducer&) = delete;
   OverlappedGradientReducer& operator=(const OverlappedGradientReducer&) = delete;

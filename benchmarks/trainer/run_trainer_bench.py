@@ -41,7 +41,7 @@ Also for the GPU:
   table3:N --write-sizes, then make_synthetic_dataset.py; random labels, so its learning curve
   means nothing, its epoch time and memory do), and a validation set of N/20 more: a set that
   keeps a GPU busy with full bins, where CuNi's 500-atom frames barely do.
-Every run reports graphs per second: training graphs over the median epoch time (an epoch's
+Every run reports graphs per second: training graphs (not IsolatedAtom frames) over the median epoch time (an epoch's
 time includes its validation, so this is a lower bound), the number the seed quotes as about 29
 per A100 (2.6M graphs an epoch in 2 minutes on 740 GPUs).
 
@@ -110,7 +110,10 @@ def relabel(src, dst):
 
 
 def frame_sizes(path):
-    return [len(frame) - 2 for frame in split_dataset.read_frames(path)]
+    """Atoms of each frame that is trained on: not the IsolatedAtom frames, which both trainers
+    take as the E0s (or fit them from) rather than train on."""
+    return [len(frame) - 2 for frame in split_dataset.read_frames(path)
+            if "config_type=IsolatedAtom" not in frame[1]]
 
 
 def gpu_memory_mib():
@@ -347,7 +350,9 @@ def main(argv=None):
            "train_potential": bench_util.file_info(pathlib.Path(args.build) / "bin" / "train-potential")
            | {"source_commit": bench_util.git(pathlib.Path(args.build).resolve().parent, "rev-parse", "HEAD")},
            "load_before": bench_util.load(), "device": args.device, "epochs": args.epochs, "capacity": args.capacity, "batch_size": batch,
-           "data": {k: bench_util.file_info(src[k], mtime=False) | {"frames": len(frame_sizes(src[k]))} for k in src},
+           "data": {k: bench_util.file_info(src[k], mtime=False)
+                    | {"frames": len(split_dataset.read_frames(src[k])), "trained_frames": len(frame_sizes(src[k]))}
+                    for k in src},
            "train_atoms": sum(sizes), "dataset": args.dataset, "model": args.model,
            "hyperparameters": MODELS[args.model][0] | {"hidden_irreps": hidden_irreps(*MODELS[args.model][1:3])},
            "mace_backends": backends, "runs": {}}

@@ -831,7 +831,7 @@ void Trainer<F>::run() {
       if (reducer) {
         reducer->finish();
       } else if (m_world > 1) {
-        allreduce_mean_gradients(params, m_comm, std::size_t{4} << 20, m_nccl.get());
+        allreduce_mean_gradients(params, m_comm, kBucketBytes, m_nccl.get());
       }
       m_opt->step();
       m_bar.step();
