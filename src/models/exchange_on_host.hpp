@@ -4,25 +4,60 @@
 /// writes node and slot rows in host memory. A model whose rows live in a device's memory hands
 /// it a host copy and copies the result back; one on the host hands it the rows themselves.
 #include <Kokkos_Core.hpp>
+#include <utility>
 
 #include "kernels/impl/grow_buffer.hpp"
 
 namespace fastmlip::models {
 
-/// Runs exchange(T* rows) on `rows` [n][width] (row-major) or, where the rows' memory is not
-/// host-accessible, on a copy of them in `staging` (kept between calls, as the models' other
-/// storage), copied back afterwards.
+/// What an exchange of node rows [n][width] (nodes 0..n_local-1 local, the rest ghosts) reads and
+/// writes, by FeatureExchange's contract: `forward` reads the local rows and overwrites the ghost
+/// rows; `reverse` reads every row, adds into the local rows and zeroes the ghost rows; `any`
+/// (rows of another layout, CHGNet's bond slots) may read and write every row.
+enum class ExchangeRows { forward, reverse, any };
+
+/// exchange(T* rows) on a host copy of `rows` in `staging` (kept between calls), whatever
+/// memory `rows` is in. Only what the exchange reads crosses to the host and only what it writes
+/// crosses back: a forward exchange copies the local rows over and the ghost rows back, a reverse
+/// one every row over and the local rows back (the ghost rows are zeroed where they are), so a GPU
+/// model's per-layer exchange moves about half of what copying every row both ways would.
 template <class T, class Space, class F>
-void exchange_on_host(const Kokkos::View<T**, Kokkos::LayoutRight, Space>& rows,
-                      kernels::impl::GrowBuffer<T, Kokkos::HostSpace>& staging, F&& exchange) {
+void exchange_through_host_copy(const Kokkos::View<T**, Kokkos::LayoutRight, Space>& rows, int n_local,
+                                ExchangeRows what, kernels::impl::GrowBuffer<T, Kokkos::HostSpace>& staging,
+                                F&& exchange) {
+  const int n = static_cast<int>(rows.extent(0));
+  const auto host = staging.get(n, static_cast<int>(rows.extent(1)));
+  const auto part = [](const auto& v, int first, int last) {
+    return Kokkos::subview(v, std::make_pair(first, last), Kokkos::ALL());
+  };
+  const int over = what == ExchangeRows::forward ? n_local : n;
+  Kokkos::deep_copy(part(host, 0, over), part(rows, 0, over));
+  exchange(host.data());
+  switch (what) {
+    case ExchangeRows::forward:
+      Kokkos::deep_copy(part(rows, n_local, n), part(host, n_local, n));
+      return;
+    case ExchangeRows::reverse:
+      Kokkos::deep_copy(part(rows, 0, n_local), part(host, 0, n_local));
+      Kokkos::deep_copy(part(rows, n_local, n), T(0));
+      return;
+    case ExchangeRows::any:
+      Kokkos::deep_copy(rows, host);
+      return;
+  }
+}
+
+/// Runs exchange(T* rows) on `rows` [n][width] (row-major) where its memory is host-accessible,
+/// else through a host copy (exchange_through_host_copy).
+template <class T, class Space, class F>
+void exchange_on_host(const Kokkos::View<T**, Kokkos::LayoutRight, Space>& rows, int n_local,
+                      ExchangeRows what, kernels::impl::GrowBuffer<T, Kokkos::HostSpace>& staging,
+                      F&& exchange) {
   using Memory = typename Kokkos::View<T**, Kokkos::LayoutRight, Space>::memory_space;
   if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible) {
     exchange(rows.data());
   } else {
-    const auto host = staging.get(static_cast<int>(rows.extent(0)), static_cast<int>(rows.extent(1)));
-    Kokkos::deep_copy(host, rows);
-    exchange(host.data());
-    Kokkos::deep_copy(rows, host);
+    exchange_through_host_copy(rows, n_local, what, staging, std::forward<F>(exchange));
   }
 }
 

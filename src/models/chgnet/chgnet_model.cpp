@@ -438,7 +438,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     H = H_buf.get(n_slots, Fb);
     angle_blocks->compute_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, H);
     if (exchange) {
-      exchange_on_host(H, exchange_host, [&](T* rows) { exchange->forward_slots(rows, Fb); });
+      exchange_on_host(H, NL, ExchangeRows::any, exchange_host,
+                       [&](T* rows) { exchange->forward_slots(rows, Fb); });
     }
     bs[k + 1] = bs_buf[k + 1].get(S, Fb);
     angle_blocks->finish_bond(k, an, H, bs[k], bs[k + 1]);
@@ -486,7 +487,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     gH = gH_buf.get(n_slots, Fb);
     angle_blocks->start_bond_reverse(k, an, gbs[k + 1], gbs[k], gH);
     if (exchange) {
-      exchange_on_host(gH, exchange_host, [&](T* rows) { exchange->reverse_slots(rows, Fb); });
+      exchange_on_host(gH, NL, ExchangeRows::any, exchange_host,
+                       [&](T* rows) { exchange->reverse_slots(rows, Fb); });
     }
     angle_blocks->reverse_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, gH, gbs[k],
                                         k > 0 ? ggs[k] : Mat(), g_theta, gxs[k + 1], gw_bg);
@@ -530,7 +532,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
         return compute_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
         if (exchange) {
-          exchange_on_host(x[s.layer], exchange_host, [&](T* rows) { exchange->forward(rows, Fa); });
+          exchange_on_host(x[s.layer], NL, ExchangeRows::forward, exchange_host,
+                           [&](T* rows) { exchange->forward(rows, Fa); });
         }
         return;
       case K::BondConv:
@@ -558,7 +561,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
         return reverse_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
         if (exchange) {
-          exchange_on_host(gxs[s.layer], exchange_host, [&](T* rows) { exchange->reverse(rows, Fa); });
+          exchange_on_host(gxs[s.layer], NL, ExchangeRows::reverse, exchange_host,
+                           [&](T* rows) { exchange->reverse(rows, Fa); });
         }
         return;
       case K::BondConv:

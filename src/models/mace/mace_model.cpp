@@ -642,13 +642,14 @@ struct MaceModel<ExecSpace, T>::Impl {
   /// The caller's communication (LAMMPS' comm) on node rows: host memory (exchange_on_host).
   void exchange_rows(FeatureExchange<T>& exchange, const Matrix& rows, bool forward) {
     const int width = static_cast<int>(rows.extent(1));
-    exchange_on_host(rows, exchange_rows_host, [&](T* data) {
-      if (forward) {
-        exchange.forward(data, width);
-      } else {
-        exchange.reverse(data, width);
-      }
-    });
+    exchange_on_host(rows, n_local, forward ? ExchangeRows::forward : ExchangeRows::reverse,
+                     exchange_rows_host, [&](T* data) {
+                       if (forward) {
+                         exchange.forward(data, width);
+                       } else {
+                         exchange.reverse(data, width);
+                       }
+                     });
   }
 
   // ---- forward stages ------------------------------------------------------------------------
