@@ -53,13 +53,9 @@ struct PairFastmlipMace::Backend : fastmlip::plugin::Placements<Placed> {
   /// Whether the model loaded is in `Memory`.
   template <class Memory>
   bool loaded_in() const {
-    bool in = false;
-    const auto check = [&](const auto& placed) {
-      using Model = typename std::decay_t<decltype(placed.model)>::element_type;
-      in = in || (placed.model && std::is_same_v<typename Model::memory_space, Memory>);
-    };
-    check(host_d), check(host_f), check(device_d), check(device_f);
-    return in;
+    return visit([](const auto& model) {
+      return std::is_same_v<typename std::decay_t<decltype(model)>::memory_space, Memory>;
+    });
   }
   /// The model on a graph in its own memory, its results left there (loaded_in<Memory>()).
   template <class T, class Memory>
