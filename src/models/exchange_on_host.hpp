@@ -19,8 +19,9 @@ enum class ExchangeRows { forward, reverse, any };
 /// exchange(T* rows) on a host copy of `rows` in `staging` (kept between calls), whatever
 /// memory `rows` is in. Only what the exchange reads crosses to the host and only what it writes
 /// crosses back: a forward exchange copies the local rows over and the ghost rows back, a reverse
-/// one every row over and the local rows back (the ghost rows are zeroed where they are), so a GPU
-/// model's per-layer exchange moves about half of what copying every row both ways would.
+/// one every row over and the local rows back (the ghost rows are zeroed where they are). With
+/// as many ghosts as local rows, a forward exchange moves half of what copying every row both ways
+/// would, a reverse one three quarters.
 template <class T, class Space, class F>
 void exchange_through_host_copy(const Kokkos::View<T**, Kokkos::LayoutRight, Space>& rows, int n_local,
                                 ExchangeRows what, kernels::impl::GrowBuffer<T, Kokkos::HostSpace>& staging,
