@@ -208,10 +208,12 @@ void PairFastmlipBase::check_finite(const Output& out, const Graph<T>& edges) {
   error_one(FLERR, fmt::format("step {}: the energy is {}{}", step, out.energy, advice));
 }
 
-PairFastmlipBase::DeviceOutput<double> PairFastmlipBase::evaluate_in_place(const DeviceGraph<double>&) {
+PairFastmlipBase::DeviceOutput PairFastmlipBase::evaluate_in_place(const DeviceGraph<double>&,
+                                                                   const DeviceAtoms&) {
   error_one(FLERR, "this model cannot evaluate a graph in its own memory (evaluates_in_place() is false)");
 }
-PairFastmlipBase::DeviceOutput<float> PairFastmlipBase::evaluate_in_place(const DeviceGraph<float>&) {
+PairFastmlipBase::DeviceOutput PairFastmlipBase::evaluate_in_place(const DeviceGraph<float>&,
+                                                                   const DeviceAtoms&) {
   error_one(FLERR, "this model cannot evaluate a graph in its own memory (evaluates_in_place() is false)");
 }
 

@@ -82,13 +82,19 @@ class PairFastmlipBase : public Pair {
   template <class T>
   using DeviceGraph = fastmlip::graph::AtomGraph<T, DeviceMemory>;
   /// What a model running in DeviceMemory leaves there (views into its buffers, valid until the
-  /// next evaluation): the energy, per-atom energies [nlocal] and dE/d(vectors) [num_edges] in
-  /// the compute precision.
-  template <class T>
+  /// next evaluation): the energy, per-atom energies [nlocal] and dE/d(vectors) [num_edges], in
+  /// double or in the compute precision (exactly one of the two gradients is set), as Output.
   struct DeviceOutput {
     double energy = 0;
     Kokkos::View<const double*, DeviceMemory> node_energy;
-    Kokkos::View<const T* [3], Kokkos::LayoutRight, DeviceMemory> gradient;
+    Kokkos::View<const double* [3], Kokkos::LayoutRight, DeviceMemory> gradient_d;
+    Kokkos::View<const float* [3], Kokkos::LayoutRight, DeviceMemory> gradient_f;
+  };
+  /// The atoms' positions [nall][3] and IDs [nall] in DeviceMemory (the KOKKOS package's views),
+  /// for a model that reads them besides the graph (evaluate_reads_atoms).
+  struct DeviceAtoms {
+    Kokkos::View<const double* [3], Kokkos::LayoutRight, DeviceMemory> x;
+    Kokkos::View<const tagint*, DeviceMemory> tag;
   };
 
   /// The rows the current exchange moves (set by exchange_nodes, or a style's own exchange):
@@ -132,8 +138,8 @@ class PairFastmlipBase : public Pair {
   virtual bool evaluates_in_place() const { return false; }
   /// Runs the model on a graph in its own memory; rank-local model errors become error->one.
   /// Only called when evaluates_in_place().
-  virtual DeviceOutput<double> evaluate_in_place(const DeviceGraph<double>& edges);
-  virtual DeviceOutput<float> evaluate_in_place(const DeviceGraph<float>& edges);
+  virtual DeviceOutput evaluate_in_place(const DeviceGraph<double>& edges, const DeviceAtoms& atoms);
+  virtual DeviceOutput evaluate_in_place(const DeviceGraph<float>& edges, const DeviceAtoms& atoms);
   /// Atom j's part of an exchange buffer, packed, or unpacked (added with `add`); the number
   /// of doubles. The base moves node rows; a style with other rows overrides both.
   virtual int pack_atom(int j, double* buf) const;

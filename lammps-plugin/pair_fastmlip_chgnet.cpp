@@ -23,10 +23,13 @@
 #include "utils.h"
 
 using namespace LAMMPS_NS;
+using fastmlip::models::ChgnetDeviceResult;
 using fastmlip::models::ChgnetExchange;
 using fastmlip::models::ChgnetGraph;
 using fastmlip::models::ChgnetModel;
 using fastmlip::models::ChgnetResult;
+using fastmlip::models::ChgnetSlotBuilder;
+using fastmlip::models::ChgnetSlotExchange;
 
 namespace {
 
@@ -38,6 +41,22 @@ class ChgnetLammpsExchange final : public PairNodeExchange<T, ChgnetExchange<T>>
   explicit ChgnetLammpsExchange(PairFastmlipChgnet* pair) : PairNodeExchange<T, ChgnetExchange<T>>(pair), m_chgnet(pair) {}
   void forward_slots(T* rows, int width) override { m_chgnet->exchange_slots(rows, width, false); }
   void reverse_slots(T* rows, int width) override { m_chgnet->exchange_slots(rows, width, true); }
+
+ private:
+  PairFastmlipChgnet* m_chgnet;
+};
+
+/// The slot builder's exchanges (counts and slot records, in double whatever the model's
+/// precision), and the layout they follow.
+class ChgnetLammpsSlotExchange final : public PairNodeExchange<double, ChgnetSlotExchange> {
+ public:
+  explicit ChgnetLammpsSlotExchange(PairFastmlipChgnet* pair)
+      : PairNodeExchange<double, ChgnetSlotExchange>(pair), m_chgnet(pair) {}
+  void forward_slots(double* rows, int width) override { m_chgnet->exchange_slots(rows, width, false); }
+  void reverse_slots(double* rows, int width) override { m_chgnet->exchange_slots(rows, width, true); }
+  void slot_layout(const int* slot_start, int n_total, int local_max) override {
+    m_chgnet->set_slot_layout(slot_start, n_total, local_max);
+  }
 
  private:
   PairFastmlipChgnet* m_chgnet;
@@ -55,11 +74,33 @@ struct Placed {
 
 struct PairFastmlipChgnet::Backend : fastmlip::plugin::Placements<Placed> {
   ChgnetResult result;
+  /// The slots of a host graph (the host styles, and /kk with its graph copied to the host), and
+  /// of a graph in the device model's memory (/kk, evaluated in place).
+  ChgnetSlotBuilder<fastmlip::plugin::HostModelSpace> host_slots;
+  ChgnetSlotBuilder<fastmlip::plugin::DeviceModelSpace> device_slots;
+  ChgnetDeviceResult<DeviceMemory> device_result;
 
   template <class T>
   void compute(const ChgnetGraph<T>& graph, ChgnetExchange<T>* exchange) {
     with_loaded<T>(
         [&](auto& placed) { placed.model->compute(placed.mirror.of(graph), exchange, true, result); });
+  }
+  /// Whether the model loaded is in `Memory`.
+  template <class Memory>
+  bool loaded_in() const {
+    return visit([](const auto& model) {
+      return std::is_same_v<typename std::decay_t<decltype(model)>::memory_space, Memory>;
+    });
+  }
+  /// The model on a graph in its own memory, its results left there (loaded_in<DeviceMemory>()).
+  template <class T>
+  void compute_in_place(const ChgnetGraph<T, DeviceMemory>& graph, ChgnetExchange<T>* exchange) {
+    with_loaded<T>([&](auto& placed) {
+      using Model = typename std::decay_t<decltype(placed.model)>::element_type;
+      if constexpr (std::is_same_v<typename Model::memory_space, DeviceMemory>) {
+        placed.model->compute(graph, exchange, true, device_result);
+      }
+    });
   }
 };
 
@@ -141,8 +182,11 @@ int PairFastmlipChgnet::max_exchange_width() const {
 
 double PairFastmlipChgnet::memory_usage() {
   double bytes = PairFastmlipBase::memory_usage();
-  bytes += static_cast<double>(m_reverse_slot.capacity() + m_slot_start.capacity()) * sizeof(int);
-  bytes += static_cast<double>(m_meta.capacity() + m_magmom.capacity()) * sizeof(double);
+  bytes += static_cast<double>(m_slot_start.capacity()) * sizeof(int) +
+           static_cast<double>(m_magmom.capacity()) * sizeof(double);
+  if (m_backend) {
+    bytes += m_backend->host_slots.memory_usage() + m_backend->device_slots.memory_usage();
+  }
   return bytes;
 }
 
@@ -151,30 +195,23 @@ PairFastmlipBase::Output PairFastmlipChgnet::evaluate(const Graph<float>& edges)
 
 template <class T>
 PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Graph<T>& edges) {
-  // Short edges (bond graph) are decided here, in double from the positions, whatever T is, so
-  // that both ends of a bond agree; -2 marks one until build_slots finds its reverse slot.
-  double** x = atom->x;
-  const double bond_sq = m_bond_cutoff * m_bond_cutoff;
-  const int num_edges = edges.num_edges();
-  m_reverse_slot.assign(num_edges, -1);
-  for (int e = 0; e < num_edges; ++e) {
-    const int i = edges.center(e), j = edges.neighbor(e);
-    const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
-    if (dx * dx + dy * dy + dz * dz < bond_sq) {
-      m_reverse_slot[e] = -2;
-    }
-  }
-  build_slots(edges.n_local, edges.n_total, num_edges, edges.center.data(), edges.neighbor.data());
-
+  const int nall = edges.n_total;
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  const Kokkos::View<const double* [3], Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> x(
+      nall > 0 ? atom->x[0] : nullptr, nall);
+  const Kokkos::View<const tagint*, Kokkos::HostSpace, Unmanaged> tag(atom->tag, nall);
   ChgnetGraph<T> graph;
   static_cast<Graph<T>&>(graph) = edges;
-  graph.slot_start = Kokkos::View<const int*, Kokkos::HostSpace>(m_slot_start.data(), m_slot_start.size());
-  graph.reverse_slot =
-      Kokkos::View<const int*, Kokkos::HostSpace>(m_reverse_slot.data(), m_reverse_slot.size());
+  ChgnetLammpsSlotExchange slot_exchange(this);
   ChgnetLammpsExchange<T> exchange(this);
   auto& result = m_backend->result;
   try {
+    const auto slots = m_backend->host_slots.build(edges, x, tag, m_bond_cutoff, &slot_exchange);
+    graph.slot_start = slots.slot_start;
+    graph.reverse_slot = slots.reverse_slot;
     m_backend->compute(graph, &exchange);
+  } catch (const fastmlip::models::UnpairedBondError& e) {
+    error_unpaired(e);
   } catch (const fastmlip::Error& e) {
     m_comm = CommRows{};
     error_one(FLERR, e.what());
@@ -188,83 +225,68 @@ PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Graph<T>& edges
   return out;
 }
 
-void PairFastmlipChgnet::build_slots(int nlocal, int nall, int num_edges, const int* center, const int* neighbor) {
-  double** x = atom->x;
-  const tagint* tag = atom->tag;
-  // 1. How many slots each atom has: its short edges, counted by the owner and sent to ghosts.
-  std::vector<double> count(nall, 0.0);
-  for (int e = 0; e < num_edges; ++e) {
-    if (m_reverse_slot[e] == -2) {
-      count[center[e]] += 1.0;
-    }
+bool PairFastmlipChgnet::evaluates_in_place() const {
+  return m_backend != nullptr && m_backend->loaded_in<DeviceMemory>();
+}
+PairFastmlipBase::DeviceOutput PairFastmlipChgnet::evaluate_in_place(const DeviceGraph<double>& edges,
+                                                                     const DeviceAtoms& atoms) {
+  return evaluate_in_place_with(edges, atoms);
+}
+PairFastmlipBase::DeviceOutput PairFastmlipChgnet::evaluate_in_place(const DeviceGraph<float>& edges,
+                                                                     const DeviceAtoms& atoms) {
+  return evaluate_in_place_with(edges, atoms);
+}
+
+// The /kk styles' graph where the KOKKOS package built it: the slots are built there too, and the
+// results stay there but for the magnetic moments (one value per atom, for compute
+// fastmlip/magmom).
+template <class T>
+PairFastmlipBase::DeviceOutput PairFastmlipChgnet::evaluate_in_place_with(const DeviceGraph<T>& edges,
+                                                                          const DeviceAtoms& atoms) {
+  ChgnetGraph<T, DeviceMemory> graph;
+  static_cast<DeviceGraph<T>&>(graph) = edges;
+  ChgnetLammpsSlotExchange slot_exchange(this);
+  ChgnetLammpsExchange<T> exchange(this);
+  const auto& result = m_backend->device_result;
+  try {
+    const auto slots =
+        m_backend->device_slots.build(edges, atoms.x, atoms.tag, m_bond_cutoff, &slot_exchange);
+    graph.slot_start = slots.slot_start;
+    graph.reverse_slot = slots.reverse_slot;
+    m_backend->compute_in_place(graph, &exchange);
+  } catch (const fastmlip::models::UnpairedBondError& e) {
+    error_unpaired(e);
+  } catch (const fastmlip::Error& e) {
+    m_comm = CommRows{};
+    error_one(FLERR, e.what());
   }
-  exchange_nodes(count.data(), 1, false);
-  m_slot_start.assign(nall + 1, 0);
-  int local_max = 0;
-  for (int i = 0; i < nall; ++i) {
-    const int c = static_cast<int>(count[i]);
-    m_slot_start[i + 1] = m_slot_start[i] + c;
-    if (i < nlocal) {
-      local_max = std::max(local_max, c);
-    }
-  }
+  m_magmom.resize(result.magmom.extent(0));
+  Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                        m_magmom.data(), m_magmom.size()),
+                    result.magmom);
+  m_magmom_step = update->ntimestep;
+  DeviceOutput out;
+  out.energy = result.energy;
+  out.node_energy = result.site_energy;
+  out.gradient_d = result.edge_gradient;
+  return out;
+}
+
+void PairFastmlipChgnet::set_slot_layout(const int* slot_start, int nall, int local_max) {
+  m_slot_start.assign(slot_start, slot_start + nall + 1);
   int global_max = 0;
   MPI_Allreduce(&local_max, &global_max, 1, MPI_INT, MPI_MAX, world);
   m_passes = (global_max + kSlotsPerPass - 1) / kSlotsPerPass;
+}
 
-  // 2. Each slot's identity: the far atom's ID and the bond vector, so that a bond's two ends
-  // can find each other on any rank. Ghosts receive their owner's list.
-  const int n_slots = m_slot_start[nall];
-  m_meta.assign(4 * static_cast<std::size_t>(n_slots), 0.0);
-  std::vector<int> local_slot(num_edges, -1);
-  {
-    int s = 0;
-    for (int e = 0; e < num_edges; ++e) {
-      if (m_reverse_slot[e] != -2) {
-        continue;
-      }
-      local_slot[e] = s;
-      const int j = neighbor[e], i = center[e];
-      double* m = m_meta.data() + 4 * static_cast<std::size_t>(s);
-      m[0] = static_cast<double>(tag[j]);
-      m[1] = x[j][0] - x[i][0];
-      m[2] = x[j][1] - x[i][1];
-      m[3] = x[j][2] - x[i][2];
-      ++s;
-    }
-  }
-  exchange_slots(m_meta.data(), 4, false);
-
-  // 3. The reverse of short edge i -> j is the slot of atom j whose far atom has i's ID and
-  // whose vector is the opposite of this one (several images of one atom can be in reach of a
-  // small cell; the vector tells them apart).
-  for (int e = 0; e < num_edges; ++e) {
-    if (local_slot[e] < 0) {
-      continue;
-    }
-    const int i = center[e], j = neighbor[e];
-    const double v[3] = {x[j][0] - x[i][0], x[j][1] - x[i][1], x[j][2] - x[i][2]};
-    int best = -1;
-    double best_dev = 1e-4;  // A; positions of images differ by rounding only
-    for (int s = m_slot_start[j]; s < m_slot_start[j + 1]; ++s) {
-      const double* m = m_meta.data() + 4 * static_cast<std::size_t>(s);
-      if (static_cast<tagint>(m[0]) != tag[i]) {
-        continue;
-      }
-      const double dev = std::abs(m[1] + v[0]) + std::abs(m[2] + v[1]) + std::abs(m[3] + v[2]);
-      if (dev < best_dev) {
-        best_dev = dev;
-        best = s;
-      }
-    }
-    if (best < 0) {
-      error_one(FLERR, fmt::format("the bond between atoms {} and {} ({:.4g} A) has no partner on the owner of "
-                                   "atom {}; the ghost cutoff must cover the {} A atom-graph cutoff (check "
-                                   "comm_modify cutoff)", tag[i], tag[j],
-                                   std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]), tag[j], m_cutoff));
-    }
-    m_reverse_slot[e] = best;
-  }
+void PairFastmlipChgnet::error_unpaired(const fastmlip::models::UnpairedBondError& e) {
+  m_comm = CommRows{};
+  sync_tags_to_host();
+  const tagint* tag = atom->tag;
+  error_one(FLERR, fmt::format("the bond between atoms {} and {} ({:.4g} A) has no partner on the owner of "
+                               "atom {}; the ghost cutoff must cover the {} A atom-graph cutoff (check "
+                               "comm_modify cutoff)",
+                               tag[e.center], tag[e.neighbor], e.length, tag[e.neighbor], m_cutoff));
 }
 
 template <class T>

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "models/chgnet/chgnet_slots.hpp"
 #include "pair_fastmlip_base.h"
 
 namespace LAMMPS_NS {
@@ -36,6 +37,9 @@ class PairFastmlipChgnet : public PairFastmlipBase {
   /// rank needs.
   template <class T>
   void exchange_slots(T* rows, int width, bool reverse);
+  /// The slot layout the model's slots follow during a compute (ChgnetSlotBuilder tells it):
+  /// kept on the host for the slot exchanges, with the passes every rank makes.
+  void set_slot_layout(const int* slot_start, int nall, int local_max);
 
   struct Backend;
 
@@ -55,21 +59,23 @@ class PairFastmlipChgnet : public PairFastmlipBase {
   bool evaluate_reads_atoms() const override { return true; }  // short bonds and bond matching
   int pack_atom(int j, double* buf) const override;
   int unpack_atom(int j, const double* buf, bool add) override;
+  bool evaluates_in_place() const override;
+  DeviceOutput evaluate_in_place(const DeviceGraph<double>& edges, const DeviceAtoms& atoms) override;
+  DeviceOutput evaluate_in_place(const DeviceGraph<float>& edges, const DeviceAtoms& atoms) override;
 
  private:
   template <class T>
   Output evaluate_with(const Graph<T>& edges);
-  /// The slot layout of every atom and the reverse slot of each short edge (one count and a
-  /// few metadata exchanges).
-  void build_slots(int nlocal, int nall, int num_edges, const int* center, const int* neighbor);
+  template <class T>
+  DeviceOutput evaluate_in_place_with(const DeviceGraph<T>& edges, const DeviceAtoms& atoms);
+  /// error->one for a short bond whose reverse no slot holds (ChgnetSlotBuilder), naming the atoms.
+  [[noreturn]] void error_unpaired(const fastmlip::models::UnpairedBondError& e);
 
   std::unique_ptr<Backend> m_backend;
   std::string m_precision = "float32";
   double m_bond_cutoff = 0.0;
   std::vector<int> m_slot_start;  // [nall + 1] during a compute: the model's slot layout
   int m_passes = 0;               // slot passes per exchange, the same on every rank
-  std::vector<int> m_reverse_slot;
-  std::vector<double> m_meta;
   std::vector<double> m_magmom;
   bigint m_magmom_step = -1;
 };

@@ -120,6 +120,28 @@ struct CountNonFinite {
   }
 };
 
+/// How many of a model's per-atom energies and edge gradients (in G) are not finite.
+template <class ExecSpace, class G>
+int count_non_finite(
+    const Kokkos::View<const double*, typename ExecSpace::memory_space>& energy,
+    const Kokkos::View<const G* [3], Kokkos::LayoutRight, typename ExecSpace::memory_space>& gradient) {
+  CountNonFinite<ExecSpace, G> count;
+  count.m_energy = energy;
+  count.m_gradient = gradient;
+  return count.count();
+}
+
+/// A copy of rows [n][3] in `out`, on the host.
+template <class G, class Memory>
+const G* host_rows(const Kokkos::View<const G* [3], Kokkos::LayoutRight, Memory>& rows, std::vector<G>& out) {
+  out.resize(3 * rows.extent(0));
+  Kokkos::deep_copy(
+      Kokkos::View<G* [3], Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          out.data(), rows.extent(0)),
+      rows);
+  return out.data();
+}
+
 /// The model's ghost-row exchange runs on host rows (PairFastmlipMace::pack_forward_comm and
 /// friends). CommKokkos picks the host path for a pair whose execution_space is Host, and
 /// otherwise (a GPU build) its device path, which needs KOKKOS pack functions this style does
@@ -287,19 +309,19 @@ void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
   if constexpr (std::is_same_v<Memory, typename Style::DeviceMemory>) {
     if (this->evaluates_in_place()) {
       in_place = true;
-      typename Style::template DeviceOutput<T> out;
+      typename Style::DeviceOutput out;
       {
+        typename Style::DeviceAtoms atoms;
+        atoms.x = x;
+        atoms.tag = this->atomKK->k_tag.template view<DeviceType>();
         ExchangeOnHost host_exchange(this);
-        out = this->evaluate_in_place(graph);
+        out = this->evaluate_in_place(graph, atoms);
       }
       check_finite_in_place(out, graph);
       energy = out.energy;
       node_energy = out.node_energy;
-      if constexpr (std::is_same_v<T, double>) {
-        gradient_d = out.gradient;
-      } else {
-        gradient_f = out.gradient;
-      }
+      gradient_d = out.gradient_d;
+      gradient_f = out.gradient_f;
     }
   }
   if (!in_place) {
@@ -377,31 +399,30 @@ void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
 
 template <class DeviceType, class Style>
 template <class T>
-void PairFastmlipKokkos<DeviceType, Style>::check_finite_in_place(
-    const typename Style::template DeviceOutput<T>& out, const DeviceGraph<T>& graph) {
-  CountNonFinite<ExecSpace, T> count;
-  count.m_energy = out.node_energy;
-  count.m_gradient = out.gradient;
-  if (count.count() == 0 && std::isfinite(out.energy)) {
+void PairFastmlipKokkos<DeviceType, Style>::check_finite_in_place(const typename Style::DeviceOutput& out,
+                                                                  const DeviceGraph<T>& graph) {
+  // The gradients are in double (CHGNet, MACE in float64) or float (MACE in float32); none at
+  // all without edges.
+  const bool in_double = out.gradient_f.data() == nullptr;
+  const int bad = in_double ? count_non_finite<ExecSpace>(out.node_energy, out.gradient_d)
+                            : count_non_finite<ExecSpace>(out.node_energy, out.gradient_f);
+  if (bad == 0 && std::isfinite(out.energy)) {
     return;
   }
   // Something is not finite: the host check names the step and the atoms, from host copies.
-  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
   std::vector<double> node_energy(out.node_energy.extent(0));
-  std::vector<T> gradient(3 * out.gradient.extent(0));
-  Kokkos::deep_copy(
-      Kokkos::View<double*, Kokkos::HostSpace, Unmanaged>(node_energy.data(), node_energy.size()),
-      out.node_energy);
-  Kokkos::deep_copy(Kokkos::View<T* [3], Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged>(
-                        gradient.data(), out.gradient.extent(0)),
-                    out.gradient);
+  Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                        node_energy.data(), node_energy.size()),
+                    out.node_energy);
+  std::vector<double> gradient_d;
+  std::vector<float> gradient_f;
   typename Style::Output host;
   host.energy = out.energy;
   host.node_energy = node_energy.data();
-  if constexpr (std::is_same_v<T, double>) {
-    host.gradient_d = gradient.data();
+  if (in_double) {
+    host.gradient_d = host_rows(out.gradient_d, gradient_d);
   } else {
-    host.gradient_f = gradient.data();
+    host.gradient_f = host_rows(out.gradient_f, gradient_f);
   }
   this->check_finite(host, host_mirror<T>().of(graph));
 }

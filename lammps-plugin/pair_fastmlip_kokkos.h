@@ -11,12 +11,13 @@
 // kernels on the host), and forces, per-atom energies and virials and the global virial are
 // tallied from the model's dE/d(edge vector) by the core's graph::tally_edges. In between, the
 // model runs with its per-layer ghost exchanges (staged through host rows). A model in
-// DeviceType's memory (Style::evaluates_in_place: a MACE model on a GPU LAMMPS, where `device`
+// DeviceType's memory (Style::evaluates_in_place: a model on a GPU LAMMPS, where `device`
 // defaults to cuda, or a host model on a Serial/OpenMP LAMMPS) is handed the builder's views as
-// they are and its results are tallied where they are: nothing is copied but the per-atom
-// energies' sum. Otherwise (CHGNet, whose slot layout is built on the host, or `device host` on
-// a GPU LAMMPS) the graph is copied to host memory for Style's evaluate() and the edge gradients
-// and node energies back, one copy each way per step.
+// they are, with the KOKKOS positions and IDs (CHGNet builds its bond slots from them there), and
+// its results are tallied where they are: nothing is copied but the per-atom energies' sum
+// (and CHGNet's magnetic moments). Otherwise (`device host` on a GPU LAMMPS) the graph is copied
+// to host memory for Style's evaluate() and the edge gradients and node energies back, one copy
+// each way per step.
 //
 // Only compiled into a plugin built with Kokkos (LMP_KOKKOS), which must then be loaded into a
 // LAMMPS with the KOKKOS package.
@@ -62,8 +63,7 @@ class PairFastmlipKokkos : public Style {
   /// check_finite for results in DeviceType's memory (a model evaluated in place): a reduction
   /// there, and only when something is not finite host copies for the message naming the atoms.
   template <class T>
-  void check_finite_in_place(const typename Style::template DeviceOutput<T>& out,
-                             const DeviceGraph<T>& graph);
+  void check_finite_in_place(const typename Style::DeviceOutput& out, const DeviceGraph<T>& graph);
   template <class T>
   fastmlip::graph::GraphBuilder<ExecSpace, T>& builder() {
     if constexpr (std::is_same_v<T, double>) {

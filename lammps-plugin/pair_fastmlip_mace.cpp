@@ -210,22 +210,29 @@ PairFastmlipBase::Output PairFastmlipMace::evaluate(const Graph<float>& edges) {
 bool PairFastmlipMace::evaluates_in_place() const {
   return m_backend != nullptr && m_backend->loaded_in<DeviceMemory>();
 }
-PairFastmlipBase::DeviceOutput<double> PairFastmlipMace::evaluate_in_place(const DeviceGraph<double>& edges) {
+// MACE reads the graph only.
+PairFastmlipBase::DeviceOutput PairFastmlipMace::evaluate_in_place(const DeviceGraph<double>& edges,
+                                                                   const DeviceAtoms&) {
   return evaluate_in_place_with(edges);
 }
-PairFastmlipBase::DeviceOutput<float> PairFastmlipMace::evaluate_in_place(const DeviceGraph<float>& edges) {
+PairFastmlipBase::DeviceOutput PairFastmlipMace::evaluate_in_place(const DeviceGraph<float>& edges,
+                                                                   const DeviceAtoms&) {
   return evaluate_in_place_with(edges);
 }
 
 template <class T>
-PairFastmlipBase::DeviceOutput<T> PairFastmlipMace::evaluate_in_place_with(const DeviceGraph<T>& edges) {
+PairFastmlipBase::DeviceOutput PairFastmlipMace::evaluate_in_place_with(const DeviceGraph<T>& edges) {
   PairNodeExchange<T> exchange(this);
-  DeviceOutput<T> out;
+  DeviceOutput out;
   try {
     const auto result = m_backend->compute_in_place(edges, &exchange);
     out.energy = result.energy;
     out.node_energy = result.node_energy;
-    out.gradient = result.edge_gradient;
+    if constexpr (std::is_same_v<T, double>) {
+      out.gradient_d = result.edge_gradient;
+    } else {
+      out.gradient_f = result.edge_gradient;
+    }
   } catch (const fastmlip::Error& e) {
     m_comm = CommRows{};
     error_one(FLERR, e.what());

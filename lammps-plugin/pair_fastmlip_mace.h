@@ -36,14 +36,14 @@ class PairFastmlipMace : public PairFastmlipBase {
   Output evaluate(const Graph<double>& edges) override;
   Output evaluate(const Graph<float>& edges) override;
   bool evaluates_in_place() const override;
-  DeviceOutput<double> evaluate_in_place(const DeviceGraph<double>& edges) override;
-  DeviceOutput<float> evaluate_in_place(const DeviceGraph<float>& edges) override;
+  DeviceOutput evaluate_in_place(const DeviceGraph<double>& edges, const DeviceAtoms& atoms) override;
+  DeviceOutput evaluate_in_place(const DeviceGraph<float>& edges, const DeviceAtoms& atoms) override;
 
  private:
   template <class T>
   Output evaluate_with(const Graph<T>& edges);
   template <class T>
-  DeviceOutput<T> evaluate_in_place_with(const DeviceGraph<T>& edges);
+  DeviceOutput evaluate_in_place_with(const DeviceGraph<T>& edges);
 
   std::unique_ptr<Backend> m_backend;
   std::string m_precision = "float64";

@@ -210,6 +210,36 @@ TEST(ChgnetModel, KeptActivationsEqualRecomputed) {
   check_kept_equals_recomputed<double>();
 }
 
+// The results left in the model's memory (what the /kk styles tally from) are bit for bit the
+// results copied to the host; a call without gradients leaves none behind.
+template <class T>
+void check_results_left_in_place() {
+  auto owned = load_model<T>("0.3.0");
+  auto& model = *owned;
+  for (const std::string name : {"limno2_rattled", "small_cell"}) {
+    const auto s = structure_of(read_json(fixture_dir() + "/" + name + ".json"));
+    const auto g = models::make_structure_graph<T>(s.positions, s.numbers, s.lattice.data(), s.pbc,
+                                                   model.cutoff(), model.bond_cutoff());
+    models::ChgnetResult copied;
+    model.compute(g.view(), nullptr, true, copied);
+    models::ChgnetDeviceResult<Kokkos::HostSpace> in_place;
+    model.compute(g.view(), nullptr, true, in_place);
+    const auto as_vector = [](const auto& v) { return std::vector<double>(v.data(), v.data() + v.span()); };
+    EXPECT_EQ(in_place.energy, copied.energy) << name;
+    EXPECT_EQ(as_vector(in_place.site_energy), copied.site_energy) << name;
+    EXPECT_EQ(as_vector(in_place.magmom), copied.magmom) << name;
+    ASSERT_EQ(in_place.edge_gradient.extent(0), g.center.size()) << name;
+    EXPECT_EQ(as_vector(in_place.edge_gradient), copied.edge_gradient) << name;
+    model.compute(g.view(), nullptr, false, in_place);
+    EXPECT_EQ(in_place.edge_gradient.extent(0), 0u) << name << ": no gradients asked for";
+  }
+}
+
+TEST(ChgnetModel, ResultsLeftInPlaceAreTheCopiedResults) {
+  check_results_left_in_place<float>();
+  check_results_left_in_place<double>();
+}
+
 // An atom with no neighbour at all within 6 A: the convolutions leave its embedding (plus
 // biases) and the readout gives a finite energy with zero force; the structure with only a
 // long bond (dimer_isolated) is in the parity fixtures.

@@ -99,6 +99,7 @@ template <class ExecSpace, class T>
 struct ChgnetModel<ExecSpace, T>::Impl {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "ChgnetModel: T must be float or double");
+  using Memory = typename ExecSpace::memory_space;
   using Mat = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMat = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
   using Doubles = Kokkos::View<double*, ExecSpace>;
@@ -361,7 +362,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   }
 
   /// A result array into the caller's host vector.
-  static void to_host(const Kokkos::View<const double*, ExecSpace>& v, std::vector<double>& out) {
+  static void to_host(const Kokkos::View<const double*, Memory>& v, std::vector<double>& out) {
     out.resize(v.extent(0));
     Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace>(out.data(), out.size()), v);
   }
@@ -452,16 +453,20 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   }
 
   /// Site energies and the energy (stage "compute_readout", chgnet_heads.hpp).
-  void compute_readout(const Graph& gr, ChgnetResult& result) {
+  void compute_readout(const Graph& gr, ChgnetDeviceResult<Memory>& result) {
     const Doubles site = site_buf.vector(NL);
     heads->compute(Kokkos::subview(x[n_conv], Kokkos::make_pair(0, NL), Kokkos::ALL),
                    Kokkos::subview(gr.species, Kokkos::make_pair(0, NL)), site);
-    to_host(site, result.site_energy);
+    result.site_energy = site;
+    // The energy is summed on the host in node order, so that it is the same bits wherever the
+    // model runs.
+    to_host(site, site_host);
     result.energy = 0;
     for (int i = 0; i < NL; ++i) {
-      result.energy += result.site_energy[i];
+      result.energy += site_host[i];
     }
   }
+  std::vector<double> site_host;
 
   // ---- reverse ----------------------------------------------------------------------------
   std::vector<Mat> gxs, gbs, ggs;  // adjoints of x^k, short b^k, g^k
@@ -501,7 +506,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   }
 
   /// Reverse of the embeddings and bases: dE/d(edge vectors) (stage "reverse_basis").
-  void reverse_basis(const Graph& gr, ChgnetResult& result) {
+  void reverse_basis(const Graph& gr, ChgnetDeviceResult<Memory>& result) {
     // The short edges: b^0's adjoint (the long edges' went in with each AtomConv) through the
     // 6 A basis, and the bond-graph weights' through the 3 A basis.
     const Doubles g_short = g_short_buf.vector(S);
@@ -513,13 +518,13 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     chgnet::reverse_chgnet_geometry(
         gr, gr.slot_start, geo, g_r, g_theta,
         Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace>(grad.data(), E));
-    to_host(grad, result.edge_gradient);
+    result.edge_gradient = Kokkos::View<const double* [3], Kokkos::LayoutRight, Memory>(grad.data(), E);
   }
 
   // ---- driver: the stage list (chgnet_stages.hpp), forward, then backwards ----------------
 
   void compute_stage(const chgnet::Stage& s, const Graph& gr, ChgnetExchange<T>* exchange, bool gradients,
-                     ChgnetResult& result) {
+                     ChgnetDeviceResult<Memory>& result) {
     using K = chgnet::StageKind;
     switch (s.kind) {
       case K::Basis:
@@ -543,7 +548,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
       case K::Magmom: {
         const Doubles m = magmom_buf.vector(NL);
         heads->magmom(Kokkos::subview(x[s.layer], Kokkos::make_pair(0, NL), Kokkos::ALL), m);
-        to_host(m, result.magmom);
+        result.magmom = m;
         return;
       }
       case K::Readout:
@@ -552,7 +557,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   }
 
   void reverse_stage(const chgnet::Stage& s, const Graph& gr, ChgnetExchange<T>* exchange,
-                     ChgnetResult& result) {
+                     ChgnetDeviceResult<Memory>& result) {
     using K = chgnet::StageKind;
     switch (s.kind) {
       case K::Readout:
@@ -577,10 +582,13 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     }
   }
 
-  void compute(const Graph& gr, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result) {
+  void compute(const Graph& gr, ChgnetExchange<T>* exchange, bool gradients,
+               ChgnetDeviceResult<Memory>& result) {
     validate(gr, exchange);
-    for (const chgnet::Stage& s : stages) compute_stage(s, gr, exchange, gradients, result);
-    result.edge_gradient.clear();
+    result = ChgnetDeviceResult<Memory>();
+    for (const chgnet::Stage& s : stages) {
+      compute_stage(s, gr, exchange, gradients, result);
+    }
     if (!gradients) return;
 
     const int K = n_conv - 1;
@@ -706,6 +714,20 @@ const std::string& ChgnetModel<ExecSpace, T>::version() const {
 template <class ExecSpace, class T>
 void ChgnetModel<ExecSpace, T>::compute(const Graph& graph, ChgnetExchange<T>* exchange, bool gradients,
                                         ChgnetResult& result) {
+  ChgnetDeviceResult<memory_space> out;
+  compute(graph, exchange, gradients, out);
+  result.energy = out.energy;
+  result.site_energy = m_impl->site_host;
+  Impl::to_host(out.magmom, result.magmom);
+  result.edge_gradient.resize(3 * out.edge_gradient.extent(0));
+  Kokkos::deep_copy(Kokkos::View<double* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(
+                        result.edge_gradient.data(), out.edge_gradient.extent(0)),
+                    out.edge_gradient);
+}
+
+template <class ExecSpace, class T>
+void ChgnetModel<ExecSpace, T>::compute(const Graph& graph, ChgnetExchange<T>* exchange, bool gradients,
+                                        ChgnetDeviceResult<memory_space>& result) {
   translate_out_of_memory([&] { m_impl->compute(graph, exchange, gradients, result); },
                           [&] {
                             return MemoryContext{m_impl->source,

@@ -105,6 +105,19 @@ struct ChgnetResult {
   std::vector<double> edge_gradient;
 };
 
+/// The same results left in the model's memory: views into its buffers, valid until the next
+/// compute(). What a caller whose data lives there (the /kk styles on a GPU) tallies from
+/// without a copy. The energy is the sum of the site energies, formed on the host in node
+/// order, so it is the same bits as ChgnetResult's.
+template <class MemorySpace>
+struct ChgnetDeviceResult {
+  double energy = 0;
+  Kokkos::View<const double*, MemorySpace> site_energy;  ///< [n_local] (eV)
+  Kokkos::View<const double*, MemorySpace> magmom;       ///< [n_local] (mu_B)
+  /// [num_edges][3] dE/d(vectors) (eV/A); empty without gradients.
+  Kokkos::View<const double* [3], Kokkos::LayoutRight, MemorySpace> edge_gradient;
+};
+
 /// A periodic structure's graph with image shifts folded into the edge vectors (no ghosts);
 /// owns its arrays. For tests, benchmarks and tools that evaluate one structure.
 template <class T>
@@ -128,8 +141,9 @@ ChgnetStructureGraph<T> make_structure_graph(const std::vector<double>& position
 template <class ExecSpace, class T>
 class ChgnetModel {
  public:
+  using memory_space = typename ExecSpace::memory_space;
   /// The graph in ExecSpace's memory.
-  using Graph = ChgnetGraph<T, typename ExecSpace::memory_space>;
+  using Graph = ChgnetGraph<T, memory_space>;
 
   /// Builds the model from a potential file (model kind "chgnet"); throws InputError naming the
   /// file and the tensor or hyperparameter on any inconsistency, UnsupportedError for a
@@ -166,6 +180,10 @@ class ChgnetModel {
   /// On a device, the rows exchanged are staged through host memory and the results copied to
   /// the host.
   void compute(const Graph& graph, ChgnetExchange<T>* exchange, bool gradients, ChgnetResult& result);
+  /// The same, its results left in the model's memory (ChgnetDeviceResult); ChgnetResult's form
+  /// is this one and a copy to the host.
+  void compute(const Graph& graph, ChgnetExchange<T>* exchange, bool gradients,
+               ChgnetDeviceResult<memory_space>& result);
 
  private:
   struct Impl;

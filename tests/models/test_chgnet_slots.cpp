@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+// ChgnetSlotBuilder (models/chgnet/chgnet_slots.hpp), the slot layout a LAMMPS rank's CHGNet graph
+// needs, built from positions and atom IDs where the graph lives: on the host, and on Kokkos'
+// default execution space where that is a device (the GPU in the kokkos-cuda preset). Checked
+// against the layout chgnet_test_util.hpp's ghost_graph derives from make_structure_graph's
+// folded graph (each periodic image a ghost node with its owner's slots), on cells where one
+// atom's images are in reach of each other, and for a ghost whose owner does not hold the bond
+// back: the error names the first such edge.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "chgnet_fixtures.hpp"
+#include "chgnet_test_util.hpp"
+#include "graph/graph_mirror.hpp"
+#include "io/potential_file.hpp"
+#include "models/chgnet/chgnet_slots.hpp"
+
+namespace fastmlip::test {
+namespace {
+
+using namespace chgnet_fixtures;
+
+/// A rank's exchange on one process: ghost rows are copies of their owners' (forward only, as
+/// the builder asks), ghost slot rows follow the layout the builder reports. `forget` (a ghost
+/// node, or -1): that ghost's slot records arrive with another atom's ID, as if its owner held
+/// other bonds.
+class CopySlotExchange : public models::ChgnetSlotExchange {
+ public:
+  CopySlotExchange(int n_local, std::vector<int> owner, int forget = -1)
+      : m_n_local(n_local), m_owner(std::move(owner)), m_forget(forget) {}
+
+  void forward(double* rows, int width) override {
+    for (std::size_t g = 0; g < m_owner.size(); ++g) {
+      for (int k = 0; k < width; ++k) {
+        rows[(m_n_local + g) * width + k] = rows[m_owner[g] * width + k];
+      }
+    }
+  }
+  void reverse(double*, int) override { FAIL() << "the slot builder only copies forward"; }
+  void slot_layout(const int* slot_start, int n_total, int local_max) override {
+    layout.assign(slot_start, slot_start + n_total + 1);
+    most = local_max;
+  }
+  void forward_slots(double* rows, int width) override {
+    ASSERT_FALSE(layout.empty()) << "forward_slots before slot_layout";
+    for (std::size_t g = 0; g < m_owner.size(); ++g) {
+      const int ghost = m_n_local + static_cast<int>(g), owner = m_owner[g];
+      ASSERT_EQ(layout[ghost + 1] - layout[ghost], layout[owner + 1] - layout[owner]);
+      for (int s = 0; s < layout[ghost + 1] - layout[ghost]; ++s) {
+        for (int k = 0; k < width; ++k) {
+          rows[(layout[ghost] + s) * width + k] = rows[(layout[owner] + s) * width + k];
+        }
+        if (ghost == m_forget) {
+          rows[(layout[ghost] + s) * width] = -1;  // the far atom's ID
+        }
+      }
+    }
+  }
+  void reverse_slots(double*, int) override { FAIL() << "the slot builder only copies forward"; }
+
+  std::vector<int> layout;
+  int most = -1;
+
+ private:
+  int m_n_local;
+  std::vector<int> m_owner;
+  int m_forget;
+};
+
+/// The ghost graph's positions (an image's: its owner's plus the shift, from an edge reaching it)
+/// and IDs (its owner's).
+struct Atoms {
+  std::vector<double> x;
+  std::vector<long> tag;
+};
+Atoms atoms_of(const ChgnetStructure& s, const ChgnetGhostGraph<double>& g) {
+  Atoms a;
+  a.x.assign(3 * static_cast<std::size_t>(g.n_total), 0.0);
+  a.tag.resize(g.n_total);
+  for (int i = 0; i < g.n_local; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      a.x[3 * i + c] = s.positions[3 * i + c];
+    }
+    a.tag[i] = 101 + i;  // IDs are not indices
+  }
+  for (int k = 0; k < g.n_total - g.n_local; ++k) {
+    a.tag[g.n_local + k] = a.tag[g.owner[k]];
+  }
+  const auto& e = g.arrays;
+  for (std::size_t edge = 0; edge < e.center.size(); ++edge) {
+    const int i = e.center[edge], j = e.neighbor[edge];
+    if (j >= g.n_local) {
+      for (int c = 0; c < 3; ++c) {
+        a.x[3 * j + c] = a.x[3 * i + c] + e.vectors[3 * edge + c];
+      }
+    }
+  }
+  return a;
+}
+
+template <class Space>
+struct Built {
+  std::vector<int> slot_start, reverse_slot;
+};
+
+/// The builder on Space, its inputs mirrored into Space's memory.
+template <class Space>
+Built<Space> build_on(const ChgnetGhostGraph<double>& g, const Atoms& a, double bond_cutoff,
+                      models::ChgnetSlotExchange& exchange) {
+  using Memory = typename Space::memory_space;
+  graph::GraphMirror<double, Memory> mirror;
+  const auto graph = mirror.of(g.view());
+  Kokkos::View<double* [3], Kokkos::LayoutRight, Memory> x("x", g.n_total);
+  Kokkos::View<long*, Memory> tag("tag", g.n_total);
+  Kokkos::deep_copy(
+      x, Kokkos::View<const double* [3], Kokkos::LayoutRight, Kokkos::HostSpace>(a.x.data(), g.n_total));
+  Kokkos::deep_copy(tag, Kokkos::View<const long*, Kokkos::HostSpace>(a.tag.data(), g.n_total));
+  models::ChgnetSlotBuilder<Space> builder;
+  const auto slots = builder.build(graph, Kokkos::View<const double* [3], Kokkos::LayoutRight, Memory>(x),
+                                   Kokkos::View<const long*, Memory>(tag), bond_cutoff, &exchange);
+  Built<Space> out;
+  out.slot_start.resize(slots.slot_start.extent(0));
+  out.reverse_slot.resize(slots.reverse_slot.extent(0));
+  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(out.slot_start.data(), out.slot_start.size()),
+                    slots.slot_start);
+  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(out.reverse_slot.data(), out.reverse_slot.size()),
+                    slots.reverse_slot);
+  return out;
+}
+
+template <class Space>
+void check_layouts() {
+  for (const std::string name : {"small_cell", "licoo2_triclinic_v020", "limno2_rattled"}) {
+    const json j = read_json(fixture_dir() + "/" + name + ".json");
+    const auto file = io::read_potential_file(potential_path(version_of(j)));
+    const models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> model(file);
+    const auto s = structure_of(j);
+    const auto g = ghost_graph<double>(s, model.cutoff(), model.bond_cutoff());
+    ASSERT_GT(g.n_total, g.n_local) << name << ": the test needs ghost nodes";
+    const Atoms a = atoms_of(s, g);
+    CopySlotExchange exchange(g.n_local, g.owner);
+    const auto got = build_on<Space>(g, a, model.bond_cutoff(), exchange);
+    const std::string at = name + " on " + Space::name();
+    EXPECT_EQ(got.slot_start, g.arrays.slot_start) << at;
+    EXPECT_EQ(got.reverse_slot, g.arrays.reverse_slot) << at;
+    EXPECT_EQ(exchange.layout, g.arrays.slot_start) << at << ": the layout the exchange was told";
+    int most = 0;
+    for (int i = 0; i < g.n_local; ++i) {
+      most = std::max(most, g.arrays.slot_start[i + 1] - g.arrays.slot_start[i]);
+    }
+    EXPECT_EQ(exchange.most, most) << at;
+    int short_edges = 0;
+    for (const int r : got.reverse_slot) {
+      short_edges += r >= 0 ? 1 : 0;
+    }
+    EXPECT_GT(short_edges, 0) << at << ": the test needs short edges";
+  }
+}
+
+TEST(ChgnetSlots, TheLayoutOfARankWithGhostsOnTheHost) { check_layouts<Kokkos::DefaultHostExecutionSpace>(); }
+
+TEST(ChgnetSlots, TheLayoutOfARankWithGhostsOnTheDevice) {
+  if (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>) {
+    GTEST_SKIP() << "Kokkos has no device backend here (default execution space "
+                 << Kokkos::DefaultExecutionSpace::name() << ")";
+  }
+  check_layouts<Kokkos::DefaultExecutionSpace>();
+}
+
+TEST(ChgnetSlots, ABondItsGhostsOwnerDoesNotHoldIsNamed) {
+  const json j = read_json(fixture_dir() + "/limno2_rattled.json");
+  const auto file = io::read_potential_file(potential_path(version_of(j)));
+  const models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double> model(file);
+  const auto s = structure_of(j);
+  const auto g = ghost_graph<double>(s, model.cutoff(), model.bond_cutoff());
+  // The first short edge to a ghost, and that ghost's first short edge from any centre.
+  int ghost = -1, first = -1;
+  for (std::size_t e = 0; e < g.arrays.center.size() && first < 0; ++e) {
+    if (g.arrays.neighbor[e] >= g.n_local && g.arrays.reverse_slot[e] >= 0) {
+      ghost = g.arrays.neighbor[e];
+      first = static_cast<int>(e);
+    }
+  }
+  ASSERT_GE(first, 0) << "the test needs a short edge to a ghost";
+  CopySlotExchange exchange(g.n_local, g.owner, ghost);
+  try {
+    build_on<Kokkos::DefaultExecutionSpace>(g, atoms_of(s, g), model.bond_cutoff(), exchange);
+    FAIL() << "no error";
+  } catch (const models::UnpairedBondError& e) {
+    EXPECT_EQ(e.edge, first);
+    EXPECT_EQ(e.center, g.arrays.center[first]);
+    EXPECT_EQ(e.neighbor, ghost);
+    const double* v = &g.arrays.vectors[3 * first];
+    EXPECT_NEAR(e.length, std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]), 1e-12);
+    EXPECT_NE(std::string(e.what()).find("has no reverse among node " + std::to_string(ghost) + "'s slots"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fastmlip::test
