@@ -217,6 +217,37 @@ PairFastmlipBase::DeviceOutput PairFastmlipBase::evaluate_in_place(const DeviceG
   error_one(FLERR, "this model cannot evaluate a graph in its own memory (evaluates_in_place() is false)");
 }
 
+const int* PairFastmlipBase::ghost_owners() {
+  if (comm->nprocs != 1) {
+    return nullptr;
+  }
+  if (!m_owners_ready) {
+    // Each local atom's index, copied to its images by the forward communication the model's
+    // exchanges would use: then ghost g's value is its owner's index (an image of an image gets
+    // it through the swap that made the first one).
+    const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
+    std::vector<double> index(nall, -1.0);
+    for (int i = 0; i < nlocal; ++i) {
+      index[i] = i;
+    }
+    exchange_nodes(index.data(), 1, false);
+    m_owners.resize(nall - nlocal);
+    for (int g = 0; g < nall - nlocal; ++g) {
+      m_owners[g] = static_cast<int>(index[nlocal + g]);
+    }
+    m_owners_ready = true;
+    if (!m_owners_logged) {
+      utils::logmesg(lmp,
+                     "pair_style {}: one MPI rank holds the whole system, so its ghost atoms are periodic "
+                     "images: the model exchanges their rows itself, where they are, with no LAMMPS "
+                     "communication per layer\n",
+                     m_style);
+      m_owners_logged = true;
+    }
+  }
+  return m_owners.data();
+}
+
 template void PairFastmlipBase::check_finite<double>(const Output&, const Graph<double>&);
 template void PairFastmlipBase::check_finite<float>(const Output&, const Graph<float>&);
 
@@ -267,6 +298,7 @@ HostRows<N> rows_of(double** a, int n) {
 template <class T>
 void PairFastmlipBase::compute_host(int eflag, int vflag) {
   ev_init(eflag, vflag);
+  new_evaluation();
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
 

@@ -113,6 +113,12 @@ class PairFastmlipBase : public Pair {
   template <class T>
   void exchange_nodes(T* rows, int width, bool reverse);
 
+  /// On one MPI rank, where every ghost atom is a periodic image of a local atom: the local index
+  /// of each ghost's atom, [nghost], found by one forward communication per compute() (the first
+  /// call) and valid until the next; the models then do their per-layer exchanges themselves,
+  /// where their rows are (models/image_exchange.hpp). nullptr on several ranks.
+  const int* ghost_owners();
+
   const std::string& style_name() const { return m_style; }
 
  protected:
@@ -180,8 +186,13 @@ class PairFastmlipBase : public Pair {
   std::vector<int> m_type_species;  // [ntypes + 1]
   double m_cutoff = 0.0;
   CommRows m_comm;
+  /// Starts a compute(): ghost_owners() is found anew.
+  void new_evaluation() { m_owners_ready = false; }
 
  private:
+  std::vector<int> m_owners;  // ghost_owners()
+  bool m_owners_ready = false, m_owners_logged = false;
+
   void allocate();
   template <class T>
   void compute_host(int eflag, int vflag);
@@ -201,6 +212,7 @@ class PairNodeExchange : public Base {
   explicit PairNodeExchange(PairFastmlipBase* pair) : m_pair(pair) {}
   void forward(T* rows, int width) override { m_pair->exchange_nodes(rows, width, false); }
   void reverse(T* rows, int width) override { m_pair->exchange_nodes(rows, width, true); }
+  const int* ghost_owners() override { return m_pair->ghost_owners(); }
 
  protected:
   PairFastmlipBase* m_pair;

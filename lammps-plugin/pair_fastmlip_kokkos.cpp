@@ -264,6 +264,7 @@ template <class DeviceType, class Style>
 template <class T>
 void PairFastmlipKokkos<DeviceType, Style>::compute_kk(int eflag, int vflag) {
   this->ev_init(eflag, vflag, 0);
+  this->new_evaluation();
   // Per-atom arrays are DualViews (pair->eatom / vatom are their host sides, which computes
   // read); recreated zeroed each step, as the KOKKOS package's styles do.
   if (this->eflag_atom) {

@@ -26,6 +26,12 @@ class FeatureExchange {
   virtual void forward(T* rows, int width) = 0;
   /// Add rows n_local..n_total-1 of `rows` into their owners' rows, then zero them.
   virtual void reverse(T* rows, int width) = 0;
+  /// Where every ghost node is a periodic image of a local node (one rank holding the whole
+  /// system): the owner (0..n_local-1) of each ghost n_local..n_total-1 of the graph being
+  /// evaluated, [n_total - n_local] in host memory, valid for this evaluation. The model then
+  /// does every exchange itself where the rows are (image_exchange.hpp), with the same result,
+  /// and calls none of this class's exchanges. nullptr (the default): the exchanges above.
+  virtual const int* ghost_owners() { return nullptr; }
 };
 
 }  // namespace fastmlip::models

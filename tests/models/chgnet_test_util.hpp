@@ -154,18 +154,23 @@ ChgnetGhostGraph<T> ghost_graph(const ChgnetStructure& s, double cutoff, double 
 template <class T>
 class ChgnetCopyExchange : public models::ChgnetExchange<T> {
  public:
+  /// `offer_owners`: also name the ghosts' owners (ghost_owners()), as a pair style on one rank
+  /// does, so that the model does the exchanges itself.
   template <class U>
-  explicit ChgnetCopyExchange(const ChgnetGhostGraph<U>& g)
-      : m_n_local(g.n_local), m_owner(g.owner), m_slot_start(g.arrays.slot_start) {}
+  explicit ChgnetCopyExchange(const ChgnetGhostGraph<U>& g, bool offer_owners = false)
+      : m_n_local(g.n_local), m_owner(g.owner), m_slot_start(g.arrays.slot_start), m_offer(offer_owners) {}
 
   void forward(T* rows, int width) override { copy(rows, width, false, false); }
   void reverse(T* rows, int width) override { copy(rows, width, false, true); }
   void forward_slots(T* slots, int width) override { copy(slots, width, true, false); }
   void reverse_slots(T* slots, int width) override { copy(slots, width, true, true); }
+  const int* ghost_owners() override { return m_offer ? m_owner.data() : nullptr; }
+  int calls = 0;  // exchanges called
 
  private:
   /// slots: each node's slot rows (slot_start), else one row per node.
-  void copy(T* rows, int width, bool slots, bool add) const {
+  void copy(T* rows, int width, bool slots, bool add) {
+    ++calls;
     for (std::size_t g = 0; g < m_owner.size(); ++g) {
       const int ghost = m_n_local + static_cast<int>(g), owner = m_owner[g];
       const int n = slots ? m_slot_start[ghost + 1] - m_slot_start[ghost] : 1;
@@ -186,6 +191,7 @@ class ChgnetCopyExchange : public models::ChgnetExchange<T> {
 
   int m_n_local;
   std::vector<int> m_owner, m_slot_start;
+  bool m_offer;
 };
 
 }  // namespace fastmlip::test

@@ -126,11 +126,15 @@ TestGraph<T> ghost_graph(const Structure& s, double cutoff) {
 }
 
 /// Copies owners' rows into ghost rows (forward) and adds ghost rows into owners (reverse),
-/// as LAMMPS' forward and reverse communication do; counts the calls.
+/// as LAMMPS' forward and reverse communication do; counts the calls. With `offer_owners` it
+/// also names the ghosts' owners (ghost_owners()), as a pair style on one rank does, so that the
+/// model exchanges the rows itself.
 template <class T>
 class CopyExchange : public models::FeatureExchange<T> {
  public:
-  CopyExchange(int n_local, std::vector<int> owner) : m_n_local(n_local), m_owner(std::move(owner)) {}
+  CopyExchange(int n_local, std::vector<int> owner, bool offer_owners = false)
+      : m_n_local(n_local), m_owner(std::move(owner)), m_offer(offer_owners) {}
+  const int* ghost_owners() override { return m_offer ? m_owner.data() : nullptr; }
   void forward(T* rows, int width) override {
     ++forward_calls;
     widths.push_back(width);
@@ -156,6 +160,7 @@ class CopyExchange : public models::FeatureExchange<T> {
  private:
   int m_n_local;
   std::vector<int> m_owner;
+  bool m_offer;
 };
 
 /// Forces on the local atoms: v = r_j - r_i, so F_i += dE/dv and F_owner(j) -= dE/dv.

@@ -33,10 +33,13 @@ using namespace chgnet_fixtures;
 /// other bonds.
 class CopySlotExchange : public models::ChgnetSlotExchange {
  public:
-  CopySlotExchange(int n_local, std::vector<int> owner, int forget = -1)
-      : m_n_local(n_local), m_owner(std::move(owner)), m_forget(forget) {}
+  CopySlotExchange(int n_local, std::vector<int> owner, int forget = -1, bool offer_owners = false)
+      : m_n_local(n_local), m_owner(std::move(owner)), m_forget(forget), m_offer(offer_owners) {}
 
+  /// With `offer_owners`, as a pair style on one rank: the builder then copies the rows itself.
+  const int* ghost_owners() override { return m_offer ? m_owner.data() : nullptr; }
   void forward(double* rows, int width) override {
+    ++calls;
     for (std::size_t g = 0; g < m_owner.size(); ++g) {
       for (int k = 0; k < width; ++k) {
         rows[(m_n_local + g) * width + k] = rows[m_owner[g] * width + k];
@@ -49,6 +52,7 @@ class CopySlotExchange : public models::ChgnetSlotExchange {
     most = local_max;
   }
   void forward_slots(double* rows, int width) override {
+    ++calls;
     ASSERT_FALSE(layout.empty()) << "forward_slots before slot_layout";
     for (std::size_t g = 0; g < m_owner.size(); ++g) {
       const int ghost = m_n_local + static_cast<int>(g), owner = m_owner[g];
@@ -67,11 +71,13 @@ class CopySlotExchange : public models::ChgnetSlotExchange {
 
   std::vector<int> layout;
   int most = -1;
+  int calls = 0;  // forward and forward_slots
 
  private:
   int m_n_local;
   std::vector<int> m_owner;
   int m_forget;
+  bool m_offer;
 };
 
 /// The ghost graph's positions (an image's: its owner's plus the shift, from an edge reaching it)
@@ -145,22 +151,25 @@ void check_layouts() {
     const auto g = ghost_graph<double>(s, model.cutoff(), model.bond_cutoff());
     ASSERT_GT(g.n_total, g.n_local) << name << ": the test needs ghost nodes";
     const Atoms a = atoms_of(s, g);
-    CopySlotExchange exchange(g.n_local, g.owner);
-    const auto got = build_on<Space>(g, a, model.bond_cutoff(), exchange);
-    const std::string at = name + " on " + Space::name();
-    EXPECT_EQ(got.slot_start, g.arrays.slot_start) << at;
-    EXPECT_EQ(got.reverse_slot, g.arrays.reverse_slot) << at;
-    EXPECT_EQ(exchange.layout, g.arrays.slot_start) << at << ": the layout the exchange was told";
-    int most = 0;
-    for (int i = 0; i < g.n_local; ++i) {
-      most = std::max(most, g.arrays.slot_start[i + 1] - g.arrays.slot_start[i]);
+    for (const bool owners : {false, true}) {
+      CopySlotExchange exchange(g.n_local, g.owner, -1, owners);
+      const auto got = build_on<Space>(g, a, model.bond_cutoff(), exchange);
+      const std::string at = name + " on " + Space::name() + (owners ? ", owners named" : "");
+      EXPECT_EQ(exchange.calls, owners ? 0 : 2) << at;
+      EXPECT_EQ(got.slot_start, g.arrays.slot_start) << at;
+      EXPECT_EQ(got.reverse_slot, g.arrays.reverse_slot) << at;
+      EXPECT_EQ(exchange.layout, g.arrays.slot_start) << at << ": the layout the exchange was told";
+      int most = 0;
+      for (int i = 0; i < g.n_local; ++i) {
+        most = std::max(most, g.arrays.slot_start[i + 1] - g.arrays.slot_start[i]);
+      }
+      EXPECT_EQ(exchange.most, most) << at;
+      int short_edges = 0;
+      for (const int r : got.reverse_slot) {
+        short_edges += r >= 0 ? 1 : 0;
+      }
+      EXPECT_GT(short_edges, 0) << at << ": the test needs short edges";
     }
-    EXPECT_EQ(exchange.most, most) << at;
-    int short_edges = 0;
-    for (const int r : got.reverse_slot) {
-      short_edges += r >= 0 ? 1 : 0;
-    }
-    EXPECT_GT(short_edges, 0) << at << ": the test needs short edges";
   }
 }
 

@@ -262,6 +262,27 @@ class MaceModelTyped : public ::testing::Test {};
 using Dtypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(MaceModelTyped, Dtypes);
 
+// With the ghosts' owners named (a pair style on one rank), the model exchanges the rows itself
+// where they are (image_exchange.hpp) and never calls the caller's exchange: the same copies and
+// the same sums in the same order, so the same bits.
+TYPED_TEST(MaceModelTyped, NamedGhostOwnersGiveTheExchangesBitsWithoutIt) {
+  using T = TypeParam;
+  for (const auto& v : variants()) {
+    auto m = make_model<T>(v);
+    const auto s = random_structure(13, 6.5, 1.5, 3, 21, true);
+    const auto gg = ghost_graph<T>(s, v.cfg.r_max);
+    models::MaceResult<T> through, itself;
+    CopyExchange<T> ex(gg.n_local, gg.owner);
+    m.compute(gg.view(), &ex, true, through);
+    CopyExchange<T> owners(gg.n_local, gg.owner, true);
+    m.compute(gg.view(), &owners, true, itself);
+    EXPECT_EQ(owners.forward_calls + owners.reverse_calls, 0) << v.name;
+    EXPECT_EQ(itself.energy, through.energy) << v.name;
+    EXPECT_EQ(itself.node_energy, through.node_energy) << v.name;
+    EXPECT_EQ(itself.edge_gradient, through.edge_gradient) << v.name;
+  }
+}
+
 // A periodic structure evaluated as mace-torch does (images folded into the vectors, no
 // ghosts) and as a LAMMPS rank does (images as ghost nodes fed by the exchange) gives the same
 // energies and forces; the exchange is called T-1 times each way with the advertised width.

@@ -177,6 +177,15 @@ TEST(PairKokkosRoute, BothModelsEvaluateTheKokkosGraphWhereItIs) {
                               " memory, where the KOKKOS package built it";
     EXPECT_NE(text.find(said + where), std::string::npos) << model << ": the log says\n" << text;
     EXPECT_EQ(text.find(said), text.rfind(said)) << model << ": said more than once";
+    // On one rank the ghosts are images, and the model exchanges their rows itself
+    // (models/image_exchange.hpp); on several, LAMMPS' communication does.
+    const std::string images = "pair_style fastmlip/" + model + ": one MPI rank holds the whole system";
+    if (nprocs() == 1) {
+      EXPECT_NE(text.find(images), std::string::npos) << model << ": the log says\n" << text;
+      EXPECT_EQ(text.find(images), text.rfind(images)) << model << ": said more than once";
+    } else {
+      EXPECT_EQ(text.find(images), std::string::npos) << model << " on " << nprocs() << " ranks";
+    }
   }
 }
 

@@ -71,6 +71,7 @@
 #include "models/chgnet/chgnet_heads.hpp"
 #include "models/chgnet/chgnet_stages.hpp"
 #include "models/exchange_on_host.hpp"
+#include "models/image_exchange.hpp"
 
 namespace fastmlip::models {
 
@@ -335,6 +336,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
       g_r_buf{"fastmlip::chgnet::grad_r"}, g_theta_buf{"fastmlip::chgnet::grad_theta"},
       g_short_buf{"fastmlip::chgnet::grad_r_short"}, edge_grad_buf{"fastmlip::chgnet::edge_gradient"};
   kernels::impl::GrowBuffer<T, Kokkos::HostSpace> exchange_host{"fastmlip::chgnet::exchange_rows_host"};
+  // The exchanges done here when the caller names every ghost's owner (image_exchange.hpp).
+  ImageExchange<ExecSpace> images;
   Mat w_bg, H;
   std::vector<Mat> x, bs, g;  // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
 
@@ -369,12 +372,18 @@ struct ChgnetModel<ExecSpace, T>::Impl {
 
   /// The geometry (stage "compute_basis"; the bases themselves are evaluated per chunk where
   /// they are used, from r and theta).
-  void compute_basis(const Graph& gr) {
+  void compute_basis(const Graph& gr, ChgnetExchange<T>* exchange) {
     N = gr.n_total;
     NL = gr.n_local;
     E = gr.num_edges();
     chgnet::compute_chgnet_geometry(gr, gr.slot_start, gr.reverse_slot, "ChgnetModel::compute", geo);
     n_slots = graph::impl::host_value(gr.slot_start, N);
+    if (exchange != nullptr) {
+      images.set(exchange->ghost_owners(), NL, N);
+      images.set_slots(gr.slot_start, n_slots, graph::impl::host_value(gr.slot_start, NL));
+    } else {
+      images.set(nullptr, NL, N);
+    }
     S = geo.num_short;
     A = geo.num_angles;
     size_buffers();
@@ -438,7 +447,9 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     const auto an = angles();
     H = H_buf.get(n_slots, Fb);
     angle_blocks->compute_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, H);
-    if (exchange) {
+    if (images.slots_active()) {
+      images.forward_slots(H);
+    } else if (exchange) {
       exchange_on_host(H, NL, ExchangeRows::any, exchange_host,
                        [&](T* rows) { exchange->forward_slots(rows, Fb); });
     }
@@ -491,7 +502,9 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     const auto an = angles();
     gH = gH_buf.get(n_slots, Fb);
     angle_blocks->start_bond_reverse(k, an, gbs[k + 1], gbs[k], gH);
-    if (exchange) {
+    if (images.slots_active()) {
+      images.reverse_slots(gH);
+    } else if (exchange) {
       exchange_on_host(gH, NL, ExchangeRows::any, exchange_host,
                        [&](T* rows) { exchange->reverse_slots(rows, Fb); });
     }
@@ -528,7 +541,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     using K = chgnet::StageKind;
     switch (s.kind) {
       case K::Basis:
-        compute_basis(gr);
+        compute_basis(gr, exchange);
         plan_keep(gradients);
         return;
       case K::Embedding:
@@ -536,7 +549,9 @@ struct ChgnetModel<ExecSpace, T>::Impl {
       case K::AtomConv:
         return compute_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
-        if (exchange) {
+        if (images.active()) {
+          images.forward(x[s.layer]);
+        } else if (exchange) {
           exchange_on_host(x[s.layer], NL, ExchangeRows::forward, exchange_host,
                            [&](T* rows) { exchange->forward(rows, Fa); });
         }
@@ -565,7 +580,9 @@ struct ChgnetModel<ExecSpace, T>::Impl {
       case K::AtomConv:
         return reverse_atom_conv(s.layer, gr);
       case K::ExchangeAtoms:
-        if (exchange) {
+        if (images.active()) {
+          images.reverse(gxs[s.layer]);
+        } else if (exchange) {
           exchange_on_host(gxs[s.layer], NL, ExchangeRows::reverse, exchange_host,
                            [&](T* rows) { exchange->reverse(rows, Fa); });
         }

@@ -16,7 +16,8 @@
 ///
 /// The exchanges read and write host rows (ChgnetExchange's contract); rows in a device's memory
 /// are staged through host copies (exchange_on_host.hpp): a count per node and four values per
-/// slot, once per step.
+/// slot, once per step. Where the caller names every ghost's owner (ghost_owners(): one rank
+/// holding the whole system) both are done here instead (image_exchange.hpp).
 #include <Kokkos_Core.hpp>
 #include <climits>
 #include <cmath>
@@ -29,6 +30,7 @@
 #include "kernels/impl/grow_buffer.hpp"
 #include "models/chgnet/chgnet_model.hpp"
 #include "models/exchange_on_host.hpp"
+#include "models/image_exchange.hpp"
 
 namespace fastmlip::models {
 
@@ -202,7 +204,10 @@ class ChgnetSlotBuilder {
     Kokkos::parallel_reduce("fastmlip::chgnet::slots_most",
                             Kokkos::RangePolicy<ExecSpace, typename Functor::TagMost>(0, NL), f,
                             Kokkos::Max<int>(local_max));
-    if (exchange) {
+    m_images.set(exchange != nullptr ? exchange->ghost_owners() : nullptr, NL, N);
+    if (m_images.active()) {
+      m_images.forward(f.count);
+    } else if (exchange) {
       exchange_on_host(f.count, NL, ExchangeRows::forward, m_staging,
                        [&](double* rows) { exchange->forward(rows, 1); });
     }
@@ -220,7 +225,10 @@ class ChgnetSlotBuilder {
     f.records = m_records.get(n_slots, 4);
     Kokkos::parallel_for("fastmlip::chgnet::slots_records",
                          Kokkos::RangePolicy<ExecSpace, typename Functor::TagRecords>(0, NL), f);
-    if (exchange) {
+    m_images.set_slots(f.slot_start, n_slots, start_host(NL));
+    if (m_images.slots_active()) {
+      m_images.forward_slots(f.records);
+    } else if (exchange) {
       exchange_on_host(f.records, n_slots, ExchangeRows::any, m_staging,
                        [&](double* rows) { exchange->forward_slots(rows, 4); });
     }
@@ -281,6 +289,7 @@ class ChgnetSlotBuilder {
   Kokkos::View<int*, Memory> m_slot_start, m_reverse_slot;
   Kokkos::View<int*, Kokkos::HostSpace> m_slot_start_host;
   Kokkos::View<int, Memory> m_unpaired;
+  ImageExchange<ExecSpace> m_images;  // the exchanges, where the caller names the ghosts' owners
 };
 
 }  // namespace fastmlip::models

@@ -52,6 +52,7 @@
 #include "kernels/symmetric_contraction_kokkos.hpp"
 #include "math/spherical_harmonics.hpp"
 #include "models/exchange_on_host.hpp"
+#include "models/image_exchange.hpp"
 #include "models/mace/impl/mace_glue_impl.hpp"
 #include "models/mace/mace_spec.hpp"
 #include "models/mace/mace_stages.hpp"
@@ -298,6 +299,10 @@ struct MaceModel<ExecSpace, T>::Impl {
   // The host copy of the rows the caller's communication exchanges, where ExecSpace's memory is
   // not the host's (exchange_rows).
   kernels::impl::GrowBuffer<T, Kokkos::HostSpace> exchange_rows_host{"fastmlip::mace::exchange_rows_host"};
+  // The exchanges done here when every ghost is an image of a local node (exchange_rows); asked
+  // of the caller once per compute.
+  ImageExchange<ExecSpace> images;
+  bool images_asked = false;
   Kokkos::View<const T* [3], Kokkos::LayoutRight, ExecSpace> vectors;  // [E][3] the graph's own
   Vector r;     // [E] lengths
   Matrix Y, B;  // [E][sh], [E][num_bessel]
@@ -639,8 +644,18 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
   }
 
-  /// The caller's communication (LAMMPS' comm) on node rows: host memory (exchange_on_host).
+  /// The caller's communication (LAMMPS' comm) on node rows: host memory (exchange_on_host);
+  /// or, where the caller names every ghost's owner (a rank holding the whole periodic system),
+  /// the same copies and sums on ExecSpace (image_exchange.hpp).
   void exchange_rows(FeatureExchange<T>& exchange, const Matrix& rows, bool forward) {
+    if (!images_asked) {
+      images.set(exchange.ghost_owners(), n_local, n_total);
+      images_asked = true;
+    }
+    if (images.active()) {
+      forward ? images.forward(rows) : images.reverse(rows);
+      return;
+    }
     const int width = static_cast<int>(rows.extent(1));
     exchange_on_host(rows, n_local, forward ? ExchangeRows::forward : ExchangeRows::reverse,
                      exchange_rows_host, [&](T* data) {
@@ -1315,6 +1330,7 @@ struct MaceModel<ExecSpace, T>::Impl {
     Kokkos::deep_copy(pair_energy, 0.0);
     center_start = g.center_start;
     center_start_host_ready = false;
+    images_asked = false;
     vectors = g.vectors;
 
     for (const mace::Stage& s : plan.stages) {
