@@ -12,7 +12,6 @@
 /// that fixed order, so the result does not depend on the backend (no atomics). CHGNet's slot
 /// rows follow the same rule slot by slot: ghost g's slot q is a copy of owner(g)'s slot q.
 #include <Kokkos_Core.hpp>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,11 +23,11 @@ namespace fastmlip::models {
 namespace impl {
 
 /// The kernels: node rows (TagForward, TagReverse, TagZeroGhosts) and slot rows (TagSlotNode,
-/// TagForwardSlots, TagReverseSlots, TagZeroGhostSlots); one thread per value, `width` per row.
+/// TagForwardSlots, TagReverseSlots, TagZeroGhostSlots); one thread per value (row, column), the
+/// columns of a row adjacent, so that a GPU's loads and stores coalesce.
 template <class ExecSpace, class T>
 struct ImageFunctor {
   using Memory = typename ExecSpace::memory_space;
-  using Index = std::int64_t;  // rows x width may pass 2^31 values (a million atoms, wide rows)
   struct TagForward {};
   struct TagReverse {};
   struct TagZeroGhosts {};
@@ -46,34 +45,29 @@ struct ImageFunctor {
   Kokkos::View<int*, Memory> slot_node;          // [n_slots] node of each slot
   int first_ghost_slot = 0;
 
-  KOKKOS_INLINE_FUNCTION void operator()(TagForward, Index v) const {
-    const int g = static_cast<int>(v / width), k = static_cast<int>(v % width);
+  KOKKOS_INLINE_FUNCTION void operator()(TagForward, int g, int k) const {
     rows(n_local + g, k) = rows(owner(g), k);
   }
-  KOKKOS_INLINE_FUNCTION void operator()(TagReverse, Index v) const {
-    const int o = static_cast<int>(v / width), k = static_cast<int>(v % width);
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverse, int o, int k) const {
     T sum = rows(o, k);
     for (int q = ghost_start(o); q < ghost_start(o + 1); ++q) {
       sum += rows(ghosts(q), k);
     }
     rows(o, k) = sum;
   }
-  KOKKOS_INLINE_FUNCTION void operator()(TagZeroGhosts, Index v) const {
-    rows(n_local + static_cast<int>(v / width), static_cast<int>(v % width)) = T(0);
-  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagZeroGhosts, int g, int k) const { rows(n_local + g, k) = T(0); }
 
   KOKKOS_INLINE_FUNCTION void operator()(TagSlotNode, int i) const {
     for (int s = slot_start(i); s < slot_start(i + 1); ++s) {
       slot_node(s) = i;
     }
   }
-  KOKKOS_INLINE_FUNCTION void operator()(TagForwardSlots, Index v) const {
-    const int s = first_ghost_slot + static_cast<int>(v / width), k = static_cast<int>(v % width);
+  KOKKOS_INLINE_FUNCTION void operator()(TagForwardSlots, int r, int k) const {
+    const int s = first_ghost_slot + r;
     const int g = slot_node(s);
     rows(s, k) = rows(slot_start(owner(g - n_local)) + (s - slot_start(g)), k);
   }
-  KOKKOS_INLINE_FUNCTION void operator()(TagReverseSlots, Index v) const {
-    const int s = static_cast<int>(v / width), k = static_cast<int>(v % width);
+  KOKKOS_INLINE_FUNCTION void operator()(TagReverseSlots, int s, int k) const {
     const int o = slot_node(s), q = s - slot_start(o);
     T sum = rows(s, k);
     for (int p = ghost_start(o); p < ghost_start(o + 1); ++p) {
@@ -81,8 +75,8 @@ struct ImageFunctor {
     }
     rows(s, k) = sum;
   }
-  KOKKOS_INLINE_FUNCTION void operator()(TagZeroGhostSlots, Index v) const {
-    rows(first_ghost_slot + static_cast<int>(v / width), static_cast<int>(v % width)) = T(0);
+  KOKKOS_INLINE_FUNCTION void operator()(TagZeroGhostSlots, int r, int k) const {
+    rows(first_ghost_slot + r, k) = T(0);
   }
 };
 
@@ -134,18 +128,17 @@ class ImageExchange {
   void forward(const Rows& rows) const {
     using T = typename Rows::non_const_value_type;
     auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagForward>(
-        "fastmlip::images::forward", f, std::int64_t(m_n_total - m_n_local) * f.width);
+    launch<typename impl::ImageFunctor<ExecSpace, T>::TagForward>("fastmlip::images::forward", f,
+                                                                  m_n_total - m_n_local);
   }
   /// Owners' rows += their ghosts' rows (in ghost order); ghost rows = 0.
   template <class Rows>
   void reverse(const Rows& rows) const {
     using T = typename Rows::non_const_value_type;
     auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagReverse>("fastmlip::images::reverse", f,
-                                                                  std::int64_t(m_n_local) * f.width);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagZeroGhosts>(
-        "fastmlip::images::zero_ghosts", f, std::int64_t(m_n_total - m_n_local) * f.width);
+    launch<typename impl::ImageFunctor<ExecSpace, T>::TagReverse>("fastmlip::images::reverse", f, m_n_local);
+    launch<typename impl::ImageFunctor<ExecSpace, T>::TagZeroGhosts>("fastmlip::images::zero_ghosts", f,
+                                                                     m_n_total - m_n_local);
   }
 
   /// The slot layout (CHGNet, chgnet_model.hpp) the slot exchanges follow: `slot_start`
@@ -175,18 +168,18 @@ class ImageExchange {
   void forward_slots(const Rows& rows) const {
     using T = typename Rows::non_const_value_type;
     auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagForwardSlots>(
-        "fastmlip::images::forward_slots", f, std::int64_t(m_n_slots - m_first_ghost_slot) * f.width);
+    launch<typename impl::ImageFunctor<ExecSpace, T>::TagForwardSlots>("fastmlip::images::forward_slots", f,
+                                                                       m_n_slots - m_first_ghost_slot);
   }
   /// Owners' slot rows += their ghosts' (in ghost order); ghost slot rows = 0.
   template <class Rows>
   void reverse_slots(const Rows& rows) const {
     using T = typename Rows::non_const_value_type;
     auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagReverseSlots>(
-        "fastmlip::images::reverse_slots", f, std::int64_t(m_first_ghost_slot) * f.width);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagZeroGhostSlots>(
-        "fastmlip::images::zero_ghost_slots", f, std::int64_t(m_n_slots - m_first_ghost_slot) * f.width);
+    launch<typename impl::ImageFunctor<ExecSpace, T>::TagReverseSlots>("fastmlip::images::reverse_slots", f,
+                                                                       m_first_ghost_slot);
+    launch<typename impl::ImageFunctor<ExecSpace, T>::TagZeroGhostSlots>("fastmlip::images::zero_ghost_slots",
+                                                                         f, m_n_slots - m_first_ghost_slot);
   }
 
   /// Bytes of the buffers.
@@ -211,11 +204,14 @@ class ImageExchange {
     f.first_ghost_slot = m_first_ghost_slot;
     return f;
   }
+  /// f over rows 0..n-1 of the launch's range and every column.
   template <class Tag, class F>
-  static void launch(const char* label, const F& f, std::int64_t n) {
-    if (n > 0) {
-      Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, Tag, Kokkos::IndexType<std::int64_t>>(0, n),
-                           f);
+  static void launch(const char* label, const F& f, int n) {
+    if (n > 0 && f.width > 0) {
+      using Policy =
+          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                                Tag>;
+      Kokkos::parallel_for(label, Policy({0, 0}, {n, f.width}), f);
     }
   }
   static Kokkos::View<const int*, Memory> to_device(Kokkos::View<int*, Memory>& buf, const int* host, int n,
