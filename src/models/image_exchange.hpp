@@ -25,16 +25,17 @@ namespace impl {
 /// The kernels: node rows (TagForward, TagReverse, TagZeroGhosts) and slot rows (TagSlotNode,
 /// TagForwardSlots, TagReverseSlots, TagZeroGhostSlots); one thread per value (row, column), the
 /// columns of a row adjacent, so that a GPU's loads and stores coalesce.
+struct TagForward {};
+struct TagReverse {};
+struct TagZeroGhosts {};
+struct TagSlotNode {};
+struct TagForwardSlots {};
+struct TagReverseSlots {};
+struct TagZeroGhostSlots {};
+
 template <class ExecSpace, class T>
 struct ImageFunctor {
   using Memory = typename ExecSpace::memory_space;
-  struct TagForward {};
-  struct TagReverse {};
-  struct TagZeroGhosts {};
-  struct TagSlotNode {};
-  struct TagForwardSlots {};
-  struct TagReverseSlots {};
-  struct TagZeroGhostSlots {};
 
   Kokkos::View<T**, Kokkos::LayoutRight, Memory> rows;
   int width = 0, n_local = 0;
@@ -126,19 +127,13 @@ class ImageExchange {
   /// Ghost rows of `rows` [n_total][width] = their owners' rows.
   template <class Rows>
   void forward(const Rows& rows) const {
-    using T = typename Rows::non_const_value_type;
-    auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagForward>("fastmlip::images::forward", f,
-                                                                  m_n_total - m_n_local);
+    run<impl::TagForward>("fastmlip::images::forward", rows, m_n_total - m_n_local);
   }
   /// Owners' rows += their ghosts' rows (in ghost order); ghost rows = 0.
   template <class Rows>
   void reverse(const Rows& rows) const {
-    using T = typename Rows::non_const_value_type;
-    auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagReverse>("fastmlip::images::reverse", f, m_n_local);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagZeroGhosts>("fastmlip::images::zero_ghosts", f,
-                                                                     m_n_total - m_n_local);
+    run<impl::TagReverse>("fastmlip::images::reverse", rows, m_n_local);
+    run<impl::TagZeroGhosts>("fastmlip::images::zero_ghosts", rows, m_n_total - m_n_local);
   }
 
   /// The slot layout (CHGNet, chgnet_model.hpp) the slot exchanges follow: `slot_start`
@@ -155,31 +150,21 @@ class ImageExchange {
     impl::ImageFunctor<ExecSpace, int> f;
     f.slot_start = slot_start;
     f.slot_node = m_slot_node;
-    Kokkos::parallel_for(
-        "fastmlip::images::slot_node",
-        Kokkos::RangePolicy<ExecSpace, typename impl::ImageFunctor<ExecSpace, int>::TagSlotNode>(0,
-                                                                                                 m_n_total),
-        f);
+    Kokkos::parallel_for("fastmlip::images::slot_node",
+                         Kokkos::RangePolicy<ExecSpace, impl::TagSlotNode>(0, m_n_total), f);
   }
   bool slots_active() const { return m_slots; }
 
   /// Ghost slot rows of `rows` [n_slots][width] = their owners' slot rows.
   template <class Rows>
   void forward_slots(const Rows& rows) const {
-    using T = typename Rows::non_const_value_type;
-    auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagForwardSlots>("fastmlip::images::forward_slots", f,
-                                                                       m_n_slots - m_first_ghost_slot);
+    run<impl::TagForwardSlots>("fastmlip::images::forward_slots", rows, m_n_slots - m_first_ghost_slot);
   }
   /// Owners' slot rows += their ghosts' (in ghost order); ghost slot rows = 0.
   template <class Rows>
   void reverse_slots(const Rows& rows) const {
-    using T = typename Rows::non_const_value_type;
-    auto f = functor<T>(rows);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagReverseSlots>("fastmlip::images::reverse_slots", f,
-                                                                       m_first_ghost_slot);
-    launch<typename impl::ImageFunctor<ExecSpace, T>::TagZeroGhostSlots>("fastmlip::images::zero_ghost_slots",
-                                                                         f, m_n_slots - m_first_ghost_slot);
+    run<impl::TagReverseSlots>("fastmlip::images::reverse_slots", rows, m_first_ghost_slot);
+    run<impl::TagZeroGhostSlots>("fastmlip::images::zero_ghost_slots", rows, m_n_slots - m_first_ghost_slot);
   }
 
   /// Bytes of the buffers.
@@ -190,8 +175,11 @@ class ImageExchange {
   }
 
  private:
-  template <class T>
-  impl::ImageFunctor<ExecSpace, T> functor(const Kokkos::View<T**, Kokkos::LayoutRight, Memory>& rows) const {
+  /// The Tag kernel over rows 0..n-1 of its range and every column of `rows`, one thread per
+  /// value.
+  template <class Tag, class Rows>
+  void run(const char* label, const Rows& rows, int n) const {
+    using T = typename Rows::non_const_value_type;
     impl::ImageFunctor<ExecSpace, T> f;
     f.rows = rows;
     f.width = static_cast<int>(rows.extent(1));
@@ -202,11 +190,6 @@ class ImageExchange {
     f.slot_start = m_slot_start;
     f.slot_node = m_slot_node;
     f.first_ghost_slot = m_first_ghost_slot;
-    return f;
-  }
-  /// f over rows 0..n-1 of the launch's range and every column.
-  template <class Tag, class F>
-  static void launch(const char* label, const F& f, int n) {
     if (n > 0 && f.width > 0) {
       using Policy =
           Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
