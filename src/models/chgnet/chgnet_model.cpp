@@ -378,11 +378,9 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     E = gr.num_edges();
     chgnet::compute_chgnet_geometry(gr, gr.slot_start, gr.reverse_slot, "ChgnetModel::compute", geo);
     n_slots = graph::impl::host_value(gr.slot_start, N);
-    if (exchange != nullptr) {
-      images.set(exchange->ghost_owners(), NL, N);
+    images.set(exchange != nullptr ? exchange->ghost_owners() : nullptr, NL, N);
+    if (images.active()) {
       images.set_slots(gr.slot_start, n_slots, graph::impl::host_value(gr.slot_start, NL));
-    } else {
-      images.set(nullptr, NL, N);
     }
     S = geo.num_short;
     A = geo.num_angles;
