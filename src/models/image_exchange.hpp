@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/grow_rows.hpp"
+#include "graph/graph_mirror.hpp"
 
 namespace fastmlip::models {
 
@@ -197,13 +198,12 @@ class ImageExchange {
       Kokkos::parallel_for(label, Policy({0, 0}, {n, f.width}), f);
     }
   }
+  /// A host int array into `buf` in Memory: graph::GraphMirror's grow-only copy.
   static Kokkos::View<const int*, Memory> to_device(Kokkos::View<int*, Memory>& buf, const int* host, int n,
                                                     const char* label) {
-    grow_rows(buf, static_cast<std::size_t>(n), label);
-    const auto part = Kokkos::subview(buf, Kokkos::make_pair(0, n));
-    Kokkos::deep_copy(
-        part, Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, n));
-    return part;
+    return graph::GraphMirror<double, Memory>::copy(
+        buf, Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, n),
+        label);
   }
 
   bool m_active = false, m_slots = false;
