@@ -12,20 +12,9 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "sanitized.hpp"
 
 namespace fastmlip::test {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
 
 struct ChildOutcome {
   /// 0: f threw a ResourceError; 1: f returned; 2: f threw something else; 3: no limit could be
