@@ -28,9 +28,9 @@ endif()
 # fastmlip_host_only_sources(SOURCE...): sources of the calling directory that include no Kokkos
 # header, so hold no device code. Where the C++ compiler is Kokkos' nvcc_wrapper (the kokkos-cuda,
 # lammps-wheel-cuda and trainer-cuda presets), it compiles every .cpp as CUDA; these are handed to
-# the host compiler alone (nvcc_wrapper --host-only), which halves the time LibTorch's headers
-# take. Should one of them come to include Kokkos, it stops compiling (Kokkos' CUDA headers
-# need nvcc), so the list cannot go stale unnoticed.
+# the host compiler alone (nvcc_wrapper --host-only), in about a third of the time nvcc takes
+# over LibTorch's headers. Should one of them come to include Kokkos, it stops compiling
+# (Kokkos' CUDA headers need nvcc), so the list cannot go stale unnoticed.
 function(fastmlip_host_only_sources)
   if(CMAKE_CXX_COMPILER MATCHES "nvcc_wrapper$")
     set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS --host-only)
