@@ -6,6 +6,7 @@
 /// sender, again without atomics), built on the index's execution space. Sums run in a fixed
 /// order: results are reproducible bit for bit.
 #include <Kokkos_Core.hpp>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -105,59 +106,88 @@ struct EdgeIndex {
     return out;
   }
 
-  /// From host arrays. Edges must be sorted by receiver (the neighbour-list order); throws
-  /// InputError naming the first edge out of order or an index out of range.
+  /// From edge arrays already on ExecSpace (a trainer batch's labels where its tensors live):
+  /// edges must be sorted by receiver (the neighbour-list order). The views are used as they are,
+  /// so they must outlive the index; the receiver offsets and the transpose by sender are built
+  /// on ExecSpace into `storage`. Any node may receive (num_receivers = num_nodes). Checked there
+  /// first: throws InputError, prefixed "who: ", naming the first edge out of receiver order or
+  /// naming a node outside 0..num_nodes-1. Its one host read is that check's result.
+  static EdgeIndex from_edges(int num_nodes, const Kokkos::View<const int*, ExecSpace>& sender,
+                              const Kokkos::View<const int*, ExecSpace>& receiver,
+                              EdgeIndexStorage<ExecSpace>& storage,
+                              const std::string& who = "EdgeIndex::from_edges") {
+    if (sender.extent(0) != receiver.extent(0)) {
+      throw InputError(who + ": " + std::to_string(sender.extent(0)) + " senders but " +
+                       std::to_string(receiver.extent(0)) + " receivers");
+    }
+    if (num_nodes < 0) {
+      throw InputError(who + ": " + std::to_string(num_nodes) + " nodes");
+    }
+    EdgeIndex g;
+    g.num_nodes = num_nodes;
+    g.num_receivers = num_nodes;
+    g.num_edges = static_cast<int>(sender.extent(0));
+    g.sender = sender;
+    g.receiver = receiver;
+    Transpose f;
+    f.m_sender = sender;
+    f.m_receiver = receiver;
+    f.m_num_nodes = num_nodes;
+    f.m_num_edges = g.num_edges;
+    int bad = INT_MAX;
+    Kokkos::parallel_reduce("fastmlip::edge_index::check_edges",
+                            Kokkos::RangePolicy<ExecSpace, typename Transpose::TagCheckEdges>(0, g.num_edges),
+                            f, Kokkos::Min<int>(bad));
+    if (bad != INT_MAX) {
+      throw_bad_edge(who, num_nodes, sender, receiver, bad);
+    }
+    f.m_receiver_ptr = storage.receiver_ptr.vector(num_nodes + 1);
+    Kokkos::parallel_for("fastmlip::edge_index::receiver_offsets",
+                         Kokkos::RangePolicy<ExecSpace, typename Transpose::TagLowerBound>(0, num_nodes + 1),
+                         f);
+    g.receiver_ptr = f.m_receiver_ptr;
+    g.transpose(sender, storage);
+    return g;
+  }
+
+  /// From host arrays, as from_edges (the same checks), the arrays copied to ExecSpace.
   static EdgeIndex build(int num_nodes, const std::vector<int>& sender, const std::vector<int>& receiver) {
     if (sender.size() != receiver.size()) {
       throw InputError("EdgeIndex::build: " + std::to_string(sender.size()) + " senders but " +
                        std::to_string(receiver.size()) + " receivers");
     }
-    EdgeIndex g;
-    g.num_nodes = num_nodes;
-    g.num_receivers = num_nodes;
-    g.num_edges = static_cast<int>(sender.size());
-    const int E = g.num_edges;
-    Kokkos::View<int*, ExecSpace> rptr("fastmlip::edge_index::receiver_ptr", num_nodes + 1);
-    Kokkos::View<int*, ExecSpace> snd("fastmlip::edge_index::sender", E);
-    Kokkos::View<int*, ExecSpace> rcv("fastmlip::edge_index::receiver", E);
-    auto h_rptr = Kokkos::create_mirror_view(rptr);
-    auto h_s = Kokkos::create_mirror_view(snd);
-    auto h_r = Kokkos::create_mirror_view(rcv);
-    std::vector<int> count_r(num_nodes + 1, 0);
-    for (int e = 0; e < E; ++e) {
-      if (sender[e] < 0 || sender[e] >= num_nodes || receiver[e] < 0 || receiver[e] >= num_nodes) {
-        throw InputError("EdgeIndex::build: edge " + std::to_string(e) + " (" + std::to_string(sender[e]) +
-                         " -> " + std::to_string(receiver[e]) + ") names a node outside 0.." +
-                         std::to_string(num_nodes - 1));
-      }
-      if (e > 0 && receiver[e] < receiver[e - 1]) {
-        throw InputError("EdgeIndex::build: edges must be sorted by receiver; edge " + std::to_string(e) +
-                         " has receiver " + std::to_string(receiver[e]) + " after " +
-                         std::to_string(receiver[e - 1]));
-      }
-      h_s(e) = sender[e];
-      h_r(e) = receiver[e];
-      ++count_r[receiver[e] + 1];
-    }
-    for (int n = 0; n < num_nodes; ++n) {
-      count_r[n + 1] += count_r[n];
-    }
-    for (int n = 0; n <= num_nodes; ++n) {
-      h_rptr(n) = count_r[n];
-    }
-    Kokkos::deep_copy(rptr, h_rptr);
-    Kokkos::deep_copy(snd, h_s);
-    Kokkos::deep_copy(rcv, h_r);
-    g.receiver_ptr = rptr;
-    g.sender = snd;
-    g.receiver = rcv;
+    const auto upload = [](const std::vector<int>& v, const std::string& label) {
+      Kokkos::View<int*, ExecSpace> d(label, v.size());
+      Kokkos::deep_copy(
+          d, Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
+      return d;
+    };
     EdgeIndexStorage<ExecSpace> fresh;  // the index's views keep its arrays alive
-    g.transpose(snd, fresh);
-    return g;
+    return from_edges(num_nodes, upload(sender, "fastmlip::edge_index::sender"),
+                      upload(receiver, "fastmlip::edge_index::receiver"), fresh, "EdgeIndex::build");
   }
 
  private:
   using Transpose = impl::EdgeTransposeFunctor<ExecSpace>;
+
+  /// The message for edge e, the first that from_edges' check found bad (read back one value at
+  /// a time: this runs once, on the way to an error).
+  [[noreturn]] static void throw_bad_edge(const std::string& who, int num_nodes,
+                                          const Kokkos::View<const int*, ExecSpace>& sender,
+                                          const Kokkos::View<const int*, ExecSpace>& receiver, int e) {
+    const auto at = [](const Kokkos::View<const int*, ExecSpace>& v, int i) {
+      int out = 0;
+      Kokkos::deep_copy(out, Kokkos::subview(v, i));
+      return out;
+    };
+    const int s = at(sender, e), r = at(receiver, e);
+    if (s < 0 || s >= num_nodes || r < 0 || r >= num_nodes) {
+      throw InputError(who + ": edge " + std::to_string(e) + " (" + std::to_string(s) + " -> " +
+                       std::to_string(r) + ") names a node outside 0.." + std::to_string(num_nodes - 1));
+    }
+    throw InputError(who + ": edges must be sorted by receiver; edge " + std::to_string(e) +
+                     " has receiver " + std::to_string(r) + " after " + std::to_string(at(receiver, e - 1)));
+  }
 
   /// sender_ptr and sender_edges from `sender` (num_nodes and num_edges set): the edge ids
   /// grouped by sender in ascending order (so that the gradient kernels sum in a fixed order),

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "../common/random_mlp.hpp"
 #include "../common/tolerance.hpp"
@@ -246,6 +248,80 @@ TEST(ChannelwiseTP, BadInputIsAClearError) {
   const auto g = EdgeIndex<Exec>::build(2, {0}, {1});
   Matrix x("x", 2, tp.dim1()), Y("Y", 1, tp.dim2()), w("w", 1, tp.weight_numel + 1), out("o", 2, tp.dim_out());
   EXPECT_THROW(k.compute(g, x, Y, w, out), InputError);
+}
+
+// The index built from edge arrays where they already live (what the trainer builds from a
+// batch's labels on its device) is the one a serial count and stable transpose give, reads the
+// arrays in place, and names the first bad edge.
+TEST(EdgeIndexFromEdges, EqualsTheSerialIndexAndReadsTheArraysInPlace) {
+  using Labels = Kokkos::View<int*, Exec>;
+  for (int N : test::test_sizes()) {
+    const int nodes = std::min(N, 300), edges = nodes * 5 + 3 * (N % 2);
+    const auto rg = random_graph(nodes, nodes == 0 ? 0 : edges, 97 + N);
+    const int E = static_cast<int>(rg.sender.size());
+    Labels snd("s", E), rcv("r", E);
+    std::copy(rg.sender.begin(), rg.sender.end(), snd.data());
+    std::copy(rg.receiver.begin(), rg.receiver.end(), rcv.data());
+    EdgeIndexStorage<Exec> storage;
+    const auto g = EdgeIndex<Exec>::from_edges(nodes, snd, rcv, storage);
+    ASSERT_EQ(g.num_nodes, nodes);
+    ASSERT_EQ(g.num_receivers, nodes);
+    ASSERT_EQ(g.num_edges, E);
+    EXPECT_EQ(g.sender.data(), snd.data());
+    EXPECT_EQ(g.receiver.data(), rcv.data());
+    std::vector<int> rptr(nodes + 1, 0), sptr(nodes + 1, 0), sedges;
+    for (int e = 0; e < E; ++e) {
+      ++rptr[rg.receiver[e] + 1];
+      ++sptr[rg.sender[e] + 1];
+    }
+    for (int n = 0; n < nodes; ++n) {
+      rptr[n + 1] += rptr[n];
+      sptr[n + 1] += sptr[n];
+    }
+    for (int s = 0; s < nodes; ++s) {
+      for (int e = 0; e < E; ++e) {
+        if (rg.sender[e] == s) {
+          sedges.push_back(e);
+        }
+      }
+    }
+    for (int n = 0; n <= nodes; ++n) {
+      ASSERT_EQ(g.receiver_ptr(n), rptr[n]) << "N " << N << " node " << n;
+      ASSERT_EQ(g.sender_ptr(n), sptr[n]) << "N " << N << " node " << n;
+    }
+    for (int e = 0; e < E; ++e) {
+      ASSERT_EQ(g.sender_edges(e), sedges[e]) << "N " << N << " edge " << e;
+    }
+  }
+}
+
+TEST(EdgeIndexFromEdges, NamesTheFirstBadEdge) {
+  const auto message = [](int nodes, std::vector<int> s, std::vector<int> r) {
+    Kokkos::View<int*, Exec> snd("s", s.size()), rcv("r", r.size());
+    std::copy(s.begin(), s.end(), snd.data());
+    std::copy(r.begin(), r.end(), rcv.data());
+    EdgeIndexStorage<Exec> storage;
+    try {
+      EdgeIndex<Exec>::from_edges(nodes, snd, rcv, storage, "batch 7");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(4, {0, 1, 2, 3}, {0, 2, 1, 0}),
+            "batch 7: edges must be sorted by receiver; edge 2 has receiver 1 after 2");
+  EXPECT_EQ(message(4, {0, 1, 9, 3}, {0, 1, 2, 0}), "batch 7: edge 2 (9 -> 2) names a node outside 0..3");
+  EXPECT_EQ(message(4, {0, 1}, {0, -1}), "batch 7: edge 1 (1 -> -1) names a node outside 0..3");
+  EXPECT_EQ(message(4, {0, 1}, {0}), "batch 7: 2 senders but 1 receivers");
+  EXPECT_EQ(message(0, {}, {}), "no error");
+  // build() from host vectors runs the same check.
+  try {
+    EdgeIndex<Exec>::build(3, {0, 1}, {2, 1});
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "EdgeIndex::build: edges must be sorted by receiver; edge 1 has receiver 1 after 2");
+  }
 }
 
 }  // namespace

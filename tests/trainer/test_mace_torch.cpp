@@ -739,6 +739,45 @@ TEST(MaceTorchFloat32, AgreesWithFloat64ForwardAndDoubleBackward) {
   EXPECT_LE(worst, 1e-3);
 }
 
+// ---- the edge index ----------------------------------------------------------------------------
+
+// A model reuses the last batch's edge-index arrays only once nothing holds them: a graph kept
+// across the next forward pass (its backward pass not yet run) keeps its own index, and its
+// gradients are those of a model that saw that batch alone, bit for bit.
+TEST(MaceTorchEdgeIndex, AGraphKeptAcrossTheNextForwardKeepsItsIndex) {
+  const auto pot = trainer::make_mace_potential(small_config(1));
+  MaceTorchModel<double> model(pot), alone(pot);
+  const auto a = small_batch(model.cutoff(), 9);
+  // A second batch no larger than the first: reused arrays would be written in place.
+  MaceBatch b;
+  for (std::uint64_t seed = 10; seed < 60 && !b.sender.defined(); ++seed) {
+    auto c = small_batch(model.cutoff(), seed);
+    if (c.sender.size(0) > 10 && c.sender.size(0) <= a.sender.size(0) && !torch::equal(c.sender, a.sender)) {
+      b = c;
+    }
+  }
+  ASSERT_TRUE(b.sender.defined()) << "no second batch with as few edges";
+  MaceForwardOptions train;
+  train.virials = true;
+  train.create_graph = true;
+  torch::manual_seed(2);
+  const auto vf = torch::randn({a.positions.size(0), 3}, torch::kFloat64);
+  const auto vw = torch::randn({a.num_graphs, 3, 3}, torch::kFloat64);
+  const auto expect =
+      torch::autograd::grad({force_loss(alone.forward(a, train), vf, vw)}, alone.parameters());
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass reuses the arrays the first freed
+    const auto oa = model.forward(a, train);
+    const auto ob = model.forward(b, train);
+    const auto got = torch::autograd::grad({force_loss(oa, vf, vw)}, model.parameters());
+    ASSERT_EQ(got.size(), expect.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_TRUE(torch::equal(got[k], expect[k]))
+          << "pass " << pass << ": " << model.named_parameters()[k].first;
+    }
+    EXPECT_GT(ob.energy.abs().sum().item<double>(), 0);
+  }
+}
+
 // ---- on a GPU (issue 23): the same model, loss and gradients as on the CPU -------------------
 
 /// The potentials the device tests run: every fresh variant, and the fixtures of the blocks only

@@ -187,6 +187,13 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
   std::vector<torch::Tensor> W_graph;
   torch::Tensor W_emb_readout;  // [1, C x heads]
   std::shared_ptr<const LinearKernels<T, Exec>> emb_readout;
+  /// A batch's edge index and what it reads (edge_index()).
+  struct EdgeOwner {
+    torch::Tensor sender, receiver;  // int32 [E], where the batch lives
+    kernels::EdgeIndexStorage<Exec> storage;
+    kernels::EdgeIndex<Exec> index;
+  };
+  std::shared_ptr<EdgeOwner> last_edges;
 
   torch::TensorOptions real() const { return torch::TensorOptions().dtype(torch_dtype<T>()).device(dev); }
   /// A buffer of the file's (float64 host values) in this model's precision, on its device.
@@ -468,6 +475,29 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
     return b;
   }
 
+  /// The batch's edge index, built where the batch lives from its int32 labels (no host round
+  /// trip on a GPU). The index reads those labels' storage, so the shared pointer owns them too:
+  /// the autograd nodes that hold the index until the backward pass keep them alive. The last
+  /// batch's arrays are reused once nothing else holds them (the usual case: its backward pass
+  /// is over), so that a training step does not allocate them anew (on a GPU each allocation is
+  /// a cudaMalloc and each free a synchronisation); a graph still alive keeps its own.
+  std::shared_ptr<const kernels::EdgeIndex<Exec>> edge_index(const MaceBatch& b, int num_nodes) {
+    // use_count 1: only this model holds it. No other thread can then take a reference; one
+    // that is dropping its last reference at this moment only makes us allocate afresh.
+    if (!last_edges || last_edges.use_count() != 1) {
+      last_edges = std::make_shared<EdgeOwner>();
+    }
+    EdgeOwner& owner = *last_edges;
+    owner.sender = b.sender.to(torch::kInt32).contiguous();
+    owner.receiver = b.receiver.to(torch::kInt32).contiguous();
+    const auto labels = [](const torch::Tensor& t) {
+      return Kokkos::View<const int*, Exec>(t.data_ptr<int>(), t.size(0));
+    };
+    owner.index = kernels::EdgeIndex<Exec>::from_edges(
+        num_nodes, labels(owner.sender), labels(owner.receiver), owner.storage, "MaceTorchModel::forward");
+    return std::shared_ptr<const kernels::EdgeIndex<Exec>>(last_edges, &owner.index);
+  }
+
   MaceOutput forward(const MaceBatch& b_in, const MaceForwardOptions& o) override {
     validate(b_in);
     const MaceBatch b = on_device(b_in);
@@ -494,15 +524,10 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
           "MaceTorchModel::forward: an edge has zero length (coincident atoms, or a self-edge "
           "without an image shift)");
     }
-    // The kernels read int32 labels; the edge index is built once per batch on the host.
+    // The kernels read int32 labels.
     const auto species32 = b.species.to(torch::kInt32).contiguous();
     const auto zeros32 = torch::zeros_like(species32);  // use_agnostic_product's species
-    const auto send = b_in.sender.to(torch::kCPU).contiguous(),
-               recv = b_in.receiver.to(torch::kCPU).contiguous();
-    std::vector<int> sv(send.data_ptr<std::int64_t>(), send.data_ptr<std::int64_t>() + send.numel());
-    std::vector<int> rv(recv.data_ptr<std::int64_t>(), recv.data_ptr<std::int64_t>() + recv.numel());
-    auto graph = std::make_shared<const kernels::EdgeIndex<Exec>>(
-        kernels::EdgeIndex<Exec>::build(static_cast<int>(N), sv, rv));
+    const auto graph = edge_index(b, static_cast<int>(N));
 
     // The model's stages (models/mace/mace_stages.hpp), each the core kernels as autograd
     // functions; the values they pass are kept by slot until the end of the pass.
