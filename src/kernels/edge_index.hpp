@@ -31,7 +31,7 @@ template <class ExecSpace>
 struct EdgeIndex {
   int num_nodes = 0;
   /// Nodes 0..num_receivers-1 may receive edges, the rest (a graph's ghosts) only send: the
-  /// TP's output and its adjoint have num_receivers rows. num_nodes for build().
+  /// TP's output and its adjoint have num_receivers rows. num_nodes for build() and from_edges().
   int num_receivers = 0;
   int num_edges = 0;
   Kokkos::View<const int*, ExecSpace>
