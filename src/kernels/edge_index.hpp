@@ -12,8 +12,10 @@
 
 #include "core/error.hpp"
 #include "graph/atom_graph.hpp"
+#include "graph/impl/atom_graph_impl.hpp"  // host_value
 #include "kernels/impl/edge_index_impl.hpp"
 #include "kernels/impl/grow_buffer.hpp"
+#include "kernels/impl/upload.hpp"
 
 namespace fastmlip::kernels {
 
@@ -156,15 +158,10 @@ struct EdgeIndex {
       throw InputError("EdgeIndex::build: " + std::to_string(sender.size()) + " senders but " +
                        std::to_string(receiver.size()) + " receivers");
     }
-    const auto upload = [](const std::vector<int>& v, const std::string& label) {
-      Kokkos::View<int*, ExecSpace> d(label, v.size());
-      Kokkos::deep_copy(
-          d, Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
-      return d;
-    };
     EdgeIndexStorage<ExecSpace> fresh;  // the index's views keep its arrays alive
-    return from_edges(num_nodes, upload(sender, "fastmlip::edge_index::sender"),
-                      upload(receiver, "fastmlip::edge_index::receiver"), fresh, "EdgeIndex::build");
+    return from_edges(num_nodes, impl::upload<ExecSpace>(sender, "fastmlip::edge_index::sender"),
+                      impl::upload<ExecSpace>(receiver, "fastmlip::edge_index::receiver"), fresh,
+                      "EdgeIndex::build");
   }
 
  private:
@@ -175,18 +172,15 @@ struct EdgeIndex {
   [[noreturn]] static void throw_bad_edge(const std::string& who, int num_nodes,
                                           const Kokkos::View<const int*, ExecSpace>& sender,
                                           const Kokkos::View<const int*, ExecSpace>& receiver, int e) {
-    const auto at = [](const Kokkos::View<const int*, ExecSpace>& v, int i) {
-      int out = 0;
-      Kokkos::deep_copy(out, Kokkos::subview(v, i));
-      return out;
-    };
-    const int s = at(sender, e), r = at(receiver, e);
+    using graph::impl::host_value;
+    const int s = host_value(sender, e), r = host_value(receiver, e);
     if (s < 0 || s >= num_nodes || r < 0 || r >= num_nodes) {
       throw InputError(who + ": edge " + std::to_string(e) + " (" + std::to_string(s) + " -> " +
                        std::to_string(r) + ") names a node outside 0.." + std::to_string(num_nodes - 1));
     }
     throw InputError(who + ": edges must be sorted by receiver; edge " + std::to_string(e) +
-                     " has receiver " + std::to_string(r) + " after " + std::to_string(at(receiver, e - 1)));
+                     " has receiver " + std::to_string(r) + " after " +
+                     std::to_string(host_value(receiver, e - 1)));
   }
 
   /// sender_ptr and sender_edges from `sender` (num_nodes and num_edges set): the edge ids
