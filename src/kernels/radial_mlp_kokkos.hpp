@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/radial_mlp_gemm.hpp"
 #include "kernels/impl/radial_mlp_impl.hpp"
 #include "kernels/impl/team_scratch.hpp"
@@ -28,10 +29,13 @@ class RadialMLPKokkos {
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
   using Real = std::decay_t<decltype(value_of(T()))>;  ///< float or double, also for T = Dual
   using GemmFunctor = impl::RadialMLPGemmFunctor<ExecSpace, Real>;
+  using Scale = impl::RadialMLPScaleFunctor<ExecSpace, T>;
 
  public:
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
   using ConstMatrix = Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>;
+  using Vector = Kokkos::View<T*, ExecSpace>;
+  using ConstVector = Kokkos::View<const T*, ExecSpace>;
 
   explicit RadialMLPKokkos(const RadialMLP& mlp) : RadialMLPKokkos(mlp, nullptr) {}
 
@@ -80,11 +84,23 @@ class RadialMLPKokkos {
     }
     m_hidden_total = z;
     m_f.m_hidden_total = z;
-    m_f.m_W = impl::upload<ExecSpace>(W, "fastmlip::radial_mlp::weights");
+    m_W_store = Vector("fastmlip::radial_mlp::weights", W.size());
+    {
+      const auto h = Kokkos::create_mirror_view(m_W_store);
+      std::copy(W.begin(), W.end(), h.data());
+      Kokkos::deep_copy(m_W_store, h);
+    }
+    m_f.m_W = m_W_store;
+    std::vector<double> scale;
+    for (int l = 0; l < mlp.num_layers(); ++l) {
+      scale.push_back(1.0 / std::sqrt(static_cast<double>(mlp.widths[l])));
+    }
+    m_scale.m_layer_scale = impl::upload<ExecSpace>(scale, "fastmlip::radial_mlp::layer_scale");
     m_f.m_widths = impl::upload<ExecSpace>(mlp.widths, "fastmlip::radial_mlp::widths");
     m_f.m_w_offset = impl::upload<ExecSpace>(w_off, "fastmlip::radial_mlp::weight_offsets");
     m_f.m_z_offset = impl::upload<ExecSpace>(z_off, "fastmlip::radial_mlp::z_offsets");
     m_f.m_grad_layer = impl::upload<ExecSpace>(layer_of, "fastmlip::radial_mlp::weight_layer");
+    m_scale.m_layer = m_f.m_grad_layer;
     m_f.m_layers = mlp.num_layers();
     m_f.m_max_width = *std::max_element(mlp.widths.begin(), mlp.widths.end() - 1);
     m_f.m_cst = static_cast<T>(mlp.act_cst);
@@ -110,6 +126,20 @@ class RadialMLPKokkos {
       g.m_w_off[l] = n;
       n += l < g.m_layers ? m_mlp.weights[l].size() : 0;
     }
+    alloc_planes();
+    for (int l = 0; l < g.m_layers; ++l) {
+      const double scale = 1.0 / std::sqrt(static_cast<double>(m_mlp.widths[l]));
+      for (std::size_t k = 0; k < m_mlp.weights[l].size(); ++k) {
+        set_plane_weight(l, k, static_cast<Real>(m_mlp.weights[l][k] * scale),
+                         static_cast<Real>(tangents ? (*tangents)[l][k] * scale : 0.0));
+      }
+    }
+  }
+
+  /// The gemm functor's weight planes (values, transposes; tangents for T = Dual), new storage.
+  void alloc_planes() {
+    GemmFunctor& g = m_g;
+    const std::size_t n = g.m_w_off[g.m_layers];
     const auto planes = [&](const char* label) {
       return typename GemmFunctor::HostView(std::string(label), std::max<std::size_t>(n, 1));
     };
@@ -119,20 +149,16 @@ class RadialMLPKokkos {
       g.m_Wd = planes("fastmlip::radial_mlp::gemm_weight_tangents");
       g.m_WTd = planes("fastmlip::radial_mlp::gemm_weight_tangents_t");
     }
-    for (int l = 0; l < g.m_layers; ++l) {
-      const int a = m_mlp.widths[l], b = m_mlp.widths[l + 1];
-      const double scale = 1.0 / std::sqrt(static_cast<double>(a));
-      for (int i = 0; i < a; ++i) {
-        for (int j = 0; j < b; ++j) {
-          const std::size_t k = static_cast<std::size_t>(i) * b + j, kt = static_cast<std::size_t>(j) * a + i;
-          g.m_Wv(g.m_w_off[l] + k) = g.m_WTv(g.m_w_off[l] + kt) =
-              static_cast<Real>(m_mlp.weights[l][k] * scale);
-          if (g.m_dual) {
-            const double t = tangents ? (*tangents)[l][k] * scale : 0.0;
-            g.m_Wd(g.m_w_off[l] + k) = g.m_WTd(g.m_w_off[l] + kt) = static_cast<Real>(t);
-          }
-        }
-      }
+  }
+
+  /// Weight k of layer l (row-major [n_l, n_l+1], scaled) into the planes and their transposes.
+  void set_plane_weight(int l, std::size_t k, Real value, Real tangent) {
+    GemmFunctor& g = m_g;
+    const int a = m_mlp.widths[l], b = m_mlp.widths[l + 1];
+    const std::size_t i = k / b, j = k % b, kt = j * a + i;
+    g.m_Wv(g.m_w_off[l] + k) = g.m_WTv(g.m_w_off[l] + kt) = value;
+    if (g.m_dual) {
+      g.m_Wd(g.m_w_off[l] + k) = g.m_WTd(g.m_w_off[l] + kt) = tangent;
     }
   }
 
@@ -182,45 +208,74 @@ class RadialMLPKokkos {
     Kokkos::parallel_for("fastmlip::radial_mlp::reverse", policy, f);
   }
 
-  /// Gradient with respect to the (unscaled, e3nn-layout) weights of every layer; for T = Dual
-  /// with the tangents (double backward).
-  std::vector<std::vector<host_scalar_t<T>>> reverse_weights(ConstMatrix in, ConstMatrix grad_out) const {
+  /// Number of weights, every layer's n_l x n_l+1.
+  std::size_t num_weights() const noexcept { return m_W_store.extent(0); }
+
+  /// Sets the weights from one flat array in ExecSpace's memory: every layer's [n_l, n_l+1]
+  /// in turn, unscaled (RadialMLP::weights' layout); for T = Dual, with their tangents. Scaled
+  /// there: no copy to the host, for weights that change every step (the trainer). The storage
+  /// is reused while no copy of this kernel shares it (a copy keeps the weights it had).
+  /// Asynchronous on a device: w must stay unchanged until the scaling ran.
+  void set_weights(ConstVector w) {
+    if (w.extent(0) != num_weights()) {
+      throw InputError("RadialMLPKokkos::set_weights: " + std::to_string(w.extent(0)) +
+                       " weights; the layers " + widths_str() + " have " + std::to_string(num_weights()));
+    }
+    // Two references, the store and m_f's view of it, mean no copy of this kernel shares it.
+    if (m_W_store.use_count() != 2) {
+      m_f.m_W = {};
+      m_W_store = Vector(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::radial_mlp::weights"),
+                         num_weights());
+    }
+    Scale f = m_scale;
+    f.m_w = w;
+    f.m_W = m_W_store;
+    Kokkos::parallel_for(
+        "fastmlip::radial_mlp::set_weights",
+        Kokkos::RangePolicy<ExecSpace, typename Scale::TagSetWeights>(0, static_cast<int>(num_weights())), f);
+    m_f.m_W = m_W_store;
+    if constexpr (kHost) {
+      ExecSpace().fence();
+      if (m_g.m_Wv.use_count() != 1) {
+        alloc_planes();
+      }
+      for (int l = 0; l < m_mlp.num_layers(); ++l) {
+        const std::size_t first = m_g.m_w_off[l], n = m_g.m_w_off[l + 1] - first;
+        for (std::size_t k = 0; k < n; ++k) {
+          set_plane_weight(l, k, value_of(m_W_store(first + k)), tangent_of(m_W_store(first + k)));
+        }
+      }
+    }
+  }
+
+  /// Gradient with respect to the (unscaled, e3nn-layout) weights of every layer, as one flat
+  /// array (set_weights' layout) written into grad_w on ExecSpace, with no copy to the host; for
+  /// T = Dual with the tangents (double backward). Working storage is reused from call to call.
+  void reverse_weights(ConstMatrix in, ConstMatrix grad_out, Vector grad_w) const {
     impl::check_shape("RadialMLPKokkos", "reverse_weights", "in", in, in.extent(0), m_mlp.width_in());
     impl::check_shape("RadialMLPKokkos", "reverse_weights", "grad_out", grad_out, in.extent(0), m_mlp.width_out());
     if constexpr (kHost) {
-      return reverse_all(in, grad_out,
-                         Matrix("fastmlip::radial_mlp::grad_in", in.extent(0), m_mlp.width_in()));
+      reverse_all(in, grad_out, m_scratch_grad_in.get(static_cast<int>(in.extent(0)), m_mlp.width_in()),
+                  Matrix(), grad_w);
+    } else {
+      check_gradient_length("reverse_weights", grad_w);
+      weights_pass(in, grad_out, grad_w);
     }
-    const std::size_t E = in.extent(0);
-    auto f = m_f;
-    f.m_in = in;
-    f.m_grad_out = grad_out;
-    f.m_grad_in = Matrix("fastmlip::radial_mlp::grad_in", E, m_mlp.width_in());
-    f.m_z = Matrix("fastmlip::radial_mlp::z", E, std::max(1, m_hidden_total));
-    f.m_dz = Matrix("fastmlip::radial_mlp::dz", E, std::max(1, m_hidden_total));
-    Kokkos::parallel_for("fastmlip::radial_mlp::reverse",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, E), f);
-    f.m_grad_W = Kokkos::View<T*, ExecSpace>("fastmlip::radial_mlp::grad_W", m_f.m_W.extent(0));
-    Kokkos::parallel_for("fastmlip::radial_mlp::reverse_weights",
-                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseWeights>(0, m_f.m_W.extent(0)), f);
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), f.m_grad_W);
-    std::vector<std::vector<host_scalar_t<T>>> out;
-    std::size_t k = 0;
-    for (int l = 0; l < m_mlp.num_layers(); ++l) {
-      const double scale = 1.0 / std::sqrt(static_cast<double>(m_mlp.widths[l]));  // W_used = w * scale
-      out.emplace_back();
-      for (std::size_t i = 0; i < m_mlp.weights[l].size(); ++i) {
-        out.back().push_back(static_cast<host_scalar_t<T>>(h(k++)) * scale);
-      }
-    }
-    return out;
   }
 
-  /// reverse and reverse_weights in one pass: grad_in, and the weight gradients returned;
-  /// `out`, if given (not a default-constructed view), gets compute's result too. On host
-  /// spaces this runs the forward once for all three, which the trainer's backward needs.
-  std::vector<std::vector<host_scalar_t<T>>> reverse_all(ConstMatrix in, ConstMatrix grad_out, Matrix grad_in,
-                                                         Matrix out = Matrix()) const {
+  /// As above, copied to the host: one vector per layer.
+  std::vector<std::vector<host_scalar_t<T>>> reverse_weights(ConstMatrix in, ConstMatrix grad_out) const {
+    Vector flat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::radial_mlp::grad_w"),
+                num_weights());
+    reverse_weights(in, grad_out, flat);
+    return per_layer(flat);
+  }
+
+  /// reverse and reverse_weights in one pass: grad_in, and the weight gradients into grad_w
+  /// (set_weights' layout, on ExecSpace); `out`, if given (not a default-constructed view), gets
+  /// compute's result too. On host spaces this runs the forward once for all three, which the
+  /// trainer's backward needs.
+  void reverse_all(ConstMatrix in, ConstMatrix grad_out, Matrix grad_in, Matrix out, Vector grad_w) const {
     impl::check_shape("RadialMLPKokkos", "reverse_all", "in", in, in.extent(0), m_mlp.width_in());
     impl::check_shape("RadialMLPKokkos", "reverse_all", "grad_out", grad_out, in.extent(0),
                       m_mlp.width_out());
@@ -228,17 +283,37 @@ class RadialMLPKokkos {
     if (out.data() != nullptr) {
       impl::check_shape("RadialMLPKokkos", "reverse_all", "out", out, in.extent(0), m_mlp.width_out());
     }
+    check_gradient_length("reverse_all", grad_w);
     if constexpr (kHost) {
       std::vector<std::vector<host_scalar_t<T>>> gw;
       run_gemm(in, grad_out, out, grad_in, &gw);
-      return gw;
+      std::size_t k = 0;
+      for (const auto& layer : gw) {
+        for (const auto& v : layer) {
+          if constexpr (is_dual_v<T>) {
+            using V = typename T::value_type;
+            grad_w(k++) = T(static_cast<V>(v.v), static_cast<V>(v.d));
+          } else {
+            grad_w(k++) = static_cast<T>(v);
+          }
+        }
+      }
     } else {
       if (out.data() != nullptr) {
         compute(in, out);
       }
       reverse(in, grad_out, grad_in);
-      return reverse_weights(in, grad_out);
+      weights_pass(in, grad_out, grad_w);
     }
+  }
+
+  /// As above, the weight gradients returned to the host, one vector per layer.
+  std::vector<std::vector<host_scalar_t<T>>> reverse_all(ConstMatrix in, ConstMatrix grad_out, Matrix grad_in,
+                                                         Matrix out = Matrix()) const {
+    Vector flat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fastmlip::radial_mlp::grad_w"),
+                num_weights());
+    reverse_all(in, grad_out, grad_in, out, flat);
+    return per_layer(flat);
   }
 
  private:
@@ -376,9 +451,71 @@ class RadialMLPKokkos {
     }
   }
 
+  /// The device path's weight gradient: per edge, the pre-activations and their gradients
+  /// (TagReverse, into working storage; the input gradient it also writes is not kept), then one
+  /// thread per weight sums over the edges, then the scale comes off.
+  void weights_pass(ConstMatrix in, ConstMatrix grad_out, Vector grad_w) const {
+    const int E = static_cast<int>(in.extent(0)), H = std::max(1, m_hidden_total);
+    auto f = m_f;
+    f.m_in = in;
+    f.m_grad_out = grad_out;
+    f.m_grad_in = m_scratch_grad_in.get(E, m_mlp.width_in());
+    f.m_z = m_scratch_z.get(E, H);
+    f.m_dz = m_scratch_dz.get(E, H);
+    Kokkos::parallel_for("fastmlip::radial_mlp::reverse",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverse>(0, E), f);
+    f.m_grad_W = grad_w;
+    const int n = static_cast<int>(num_weights());
+    Kokkos::parallel_for("fastmlip::radial_mlp::reverse_weights",
+                         Kokkos::RangePolicy<ExecSpace, typename Functor::TagReverseWeights>(0, n), f);
+    Scale u = m_scale;
+    u.m_grad = grad_w;
+    Kokkos::parallel_for("fastmlip::radial_mlp::unscale_gradient",
+                         Kokkos::RangePolicy<ExecSpace, typename Scale::TagUnscaleGradient>(0, n), u);
+  }
+
+  void check_gradient_length(const char* fn, const Vector& grad_w) const {
+    if (grad_w.extent(0) != num_weights()) {
+      throw InputError(std::string("RadialMLPKokkos::") + fn + ": grad_w holds " +
+                       std::to_string(grad_w.extent(0)) + " values; the layers " + widths_str() + " have " +
+                       std::to_string(num_weights()) + " weights");
+    }
+  }
+
+  /// A flat weight array, copied to the host and cut into layers.
+  std::vector<std::vector<host_scalar_t<T>>> per_layer(const Vector& flat) const {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), flat);
+    std::vector<std::vector<host_scalar_t<T>>> out;
+    std::size_t k = 0;
+    for (int l = 0; l < m_mlp.num_layers(); ++l) {
+      auto& layer = out.emplace_back();
+      for (std::size_t i = 0; i < m_mlp.weights[l].size(); ++i, ++k) {
+        if constexpr (is_dual_v<T>) {
+          layer.emplace_back(static_cast<double>(h(k).v), static_cast<double>(h(k).d));
+        } else {
+          layer.push_back(static_cast<double>(h(k)));
+        }
+      }
+    }
+    return out;
+  }
+
+  std::string widths_str() const {
+    std::string s;
+    for (int w : m_mlp.widths) {
+      s += (s.empty() ? "" : "-") + std::to_string(w);
+    }
+    return s;
+  }
+
   RadialMLP m_mlp;
   Functor m_f;
   GemmFunctor m_g;
+  Scale m_scale;
+  Vector m_W_store;  ///< the scaled weights m_f reads
+  // Working storage of the device path's reverse_all, reused from call to call.
+  mutable impl::GrowBuffer<T, ExecSpace> m_scratch_grad_in{"fastmlip::radial_mlp::grad_in"},
+      m_scratch_z{"fastmlip::radial_mlp::z"}, m_scratch_dz{"fastmlip::radial_mlp::dz"};
   int m_hidden_total = 0;
 };
 

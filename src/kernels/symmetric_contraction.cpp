@@ -176,20 +176,55 @@ SymmetricContraction SymmetricContraction::from_mace(const Irreps& irreps_in, co
   return sc;
 }
 
-std::vector<double> SymmetricContraction::fold(const std::vector<std::vector<std::vector<double>>>& W,
-                                               int num_elements) const {
-  const int C = channels, G = static_cast<int>(entries.size());
+void SymmetricContraction::check_weights(const std::vector<std::vector<std::vector<double>>>& W,
+                                         int num_elements, const char* fn) const {
   for (std::size_t o = 0; o < num_params.size(); ++o) {
     for (int nu = 1; nu <= correlation; ++nu) {
-      const std::size_t expect = static_cast<std::size_t>(num_elements) * num_params[o][nu - 1] * C;
+      const std::size_t expect = static_cast<std::size_t>(num_elements) * num_params[o][nu - 1] * channels;
       if (o >= W.size() || W[o].size() != static_cast<std::size_t>(correlation) || W[o][nu - 1].size() != expect) {
-        throw InputError("SymmetricContraction::fold: weights of contraction " + std::to_string(o) + ", order " +
-                         std::to_string(nu) + " need " + std::to_string(expect) + " values ([" +
-                         std::to_string(num_elements) + ", " + std::to_string(num_params[o][nu - 1]) + ", " +
-                         std::to_string(C) + "])");
+        throw InputError(std::string("SymmetricContraction::") + fn + ": weights of contraction " +
+                         std::to_string(o) + ", order " + std::to_string(nu) + " need " +
+                         std::to_string(expect) + " values ([" + std::to_string(num_elements) + ", " +
+                         std::to_string(num_params[o][nu - 1]) + ", " + std::to_string(channels) + "])");
       }
     }
   }
+}
+
+std::size_t SymmetricContraction::weight_offset(int o, int nu, int num_elements) const {
+  std::size_t k = 0;
+  for (int a = 0; a < static_cast<int>(num_params.size()); ++a) {
+    for (int b = 1; b <= correlation; ++b) {
+      if (a == o && b == nu) {
+        return k * static_cast<std::size_t>(num_elements) * channels;
+      }
+      k += num_params[a][b - 1];
+    }
+  }
+  return k * static_cast<std::size_t>(num_elements) * channels;  // one past the end
+}
+
+std::size_t SymmetricContraction::num_weights(int num_elements) const {
+  return weight_offset(static_cast<int>(num_params.size()), 1, num_elements);
+}
+
+std::vector<double> SymmetricContraction::flatten_weights(
+    const std::vector<std::vector<std::vector<double>>>& W, int num_elements) const {
+  check_weights(W, num_elements, "flatten_weights");
+  std::vector<double> flat;
+  flat.reserve(num_weights(num_elements));
+  for (std::size_t o = 0; o < num_params.size(); ++o) {
+    for (int nu = 1; nu <= correlation; ++nu) {
+      flat.insert(flat.end(), W[o][nu - 1].begin(), W[o][nu - 1].end());
+    }
+  }
+  return flat;
+}
+
+std::vector<double> SymmetricContraction::fold(const std::vector<std::vector<std::vector<double>>>& W,
+                                               int num_elements) const {
+  const int C = channels, G = static_cast<int>(entries.size());
+  check_weights(W, num_elements, "fold");
   std::vector<double> coef(static_cast<std::size_t>(num_elements) * G * C, 0.0);
   for (int e = 0; e < num_elements; ++e) {
     for (int g = 0; g < G; ++g) {

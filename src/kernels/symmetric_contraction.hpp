@@ -16,6 +16,7 @@
 /// 3. sum_k U[m, t, k] W[e, k, c] is folded per element ahead of time into one coefficient per
 ///    (element, entry (m, t), channel): only U's non-zeros survive.
 /// The backward pass walks the prefix tree in reverse (exact product rule).
+#include <cstddef>
 #include <vector>
 
 #include "math/irreps.hpp"
@@ -71,6 +72,23 @@ class SymmetricContraction {
   /// Folds weights into coefficients: W[o][nu-1] is mace-torch's weight of contraction o and
   /// order nu, [num_elements, K_nu, C] row-major. Returns coef[(e * num_entries + g) * C + c].
   std::vector<double> fold(const std::vector<std::vector<std::vector<double>>>& W, int num_elements) const;
+
+  // The weights as one flat array (the device kernels' form, SymmetricContractionKokkos): every
+  // W[o][nu-1] in turn, o major and nu minor, each [num_elements, K_nu, C] row-major.
+
+  /// Index of the first of W[o][nu-1]'s values in the flat array.
+  std::size_t weight_offset(int o, int nu, int num_elements) const;
+  /// Length of the flat array.
+  std::size_t num_weights(int num_elements) const;
+  /// W as the flat array. InputError naming the contraction, order and shape on a mismatch.
+  std::vector<double> flatten_weights(const std::vector<std::vector<std::vector<double>>>& W,
+                                      int num_elements) const;
+
+ private:
+  void check_weights(const std::vector<std::vector<std::vector<double>>>& W, int num_elements,
+                     const char* fn) const;
+
+ public:
   /// The adjoint of fold: grad_W[o][nu-1][e, k, c] = sum_g usym[g, k] grad_coef[e, g, c].
   std::vector<std::vector<std::vector<double>>> unfold_gradient(const std::vector<double>& grad_coef,
                                                                 int num_elements) const;

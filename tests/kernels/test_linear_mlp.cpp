@@ -14,6 +14,7 @@
 #include "kernels/radial_mlp_kokkos.hpp"
 #include "kernels/reference/linear_ref.hpp"
 #include "kernels/reference/radial_mlp_ref.hpp"
+#include "math/dual.hpp"
 
 namespace fastmlip::kernels {
 namespace {
@@ -299,6 +300,111 @@ TYPED_TEST(RadialMLPTyped, ManyEdgesMatchTheReferenceAcrossChunks) {
       const double fd = (loss(p, x) - loss(m, x)) / (2 * h);
       EXPECT_NEAR(gW[l][i], fd, fd_tol * std::max(1.0, std::abs(fd))) << "layer " << l << " weight " << i;
     }
+  }
+}
+
+// The trainer's form: weights set from one flat array on the execution space (every layer in
+// turn, unscaled) and the weight gradient written to one. Setting B's weights on a kernel built
+// with A's must give exactly what a kernel built with B's gives: outputs, input gradients and
+// weight gradients, and for dual numbers the tangents; a copy keeps the weights it had.
+template <class S>
+Kokkos::View<S*, Exec> flat_of(const RadialMLP& m, const RadialMLP* tangent = nullptr) {
+  std::size_t n = 0;
+  for (const auto& w : m.weights) {
+    n += w.size();
+  }
+  Kokkos::View<S*, Exec> v("flat", n);
+  std::size_t k = 0;
+  for (std::size_t l = 0; l < m.weights.size(); ++l) {
+    for (std::size_t i = 0; i < m.weights[l].size(); ++i, ++k) {
+      if constexpr (is_dual_v<S>) {
+        using V = typename S::value_type;
+        v(k) = S(static_cast<V>(m.weights[l][i]), static_cast<V>(tangent->weights[l][i]));
+      } else {
+        v(k) = static_cast<S>(m.weights[l][i]);
+      }
+    }
+  }
+  return v;
+}
+
+// Weights representable in T: the trainer's weights are tensors of T.
+template <class T>
+RadialMLP rounded(RadialMLP m) {
+  for (auto& w : m.weights) {
+    for (double& v : w) {
+      v = static_cast<double>(static_cast<T>(v));
+    }
+  }
+  return m;
+}
+
+TYPED_TEST(RadialMLPTyped, FlatWeightsAreSetAndDifferentiatedOnTheExecutionSpace) {
+  using T = TypeParam;
+  using K = RadialMLPKokkos<Exec, T>;
+  const RadialMLP A = rounded<T>(wide_mlp(91)), B = rounded<T>(wide_mlp(92));
+  for (int edges : {0, 1, 13, 601}) {
+    const auto rows = random_rows<T>(A, edges, 3 + edges);
+    const auto X = matrix<T>(rows.first, edges, A.width_in()),
+               G = matrix<T>(rows.second, edges, A.width_out());
+    auto run = [&](const K& k, typename K::Vector gw) {
+      auto out = matrix<T>(std::vector<double>(rows.second.size(), 777.0), edges, A.width_out());
+      auto gx = matrix<T>(std::vector<double>(rows.first.size(), 777.0), edges, A.width_in());
+      k.reverse_all(X, G, gx, out, gw);
+      std::vector<T> all(out.data(), out.data() + out.size());
+      all.insert(all.end(), gx.data(), gx.data() + gx.size());
+      all.insert(all.end(), gw.data(), gw.data() + gw.size());
+      return all;
+    };
+    const K kb(B);
+    K k(A);
+    EXPECT_EQ(k.num_weights(), flat_of<T>(B).extent(0));
+    typename K::Vector gw("gw", k.num_weights()), gwb("gwb", k.num_weights());
+    k.set_weights(flat_of<T>(B));
+    const auto expect = run(kb, gwb);
+    EXPECT_EQ(run(k, gw), expect) << edges << " edges";
+    // The flat gradient is the per-layer one, in the same bits.
+    const auto nested = kb.reverse_weights(X, G);
+    std::size_t at = 0;
+    for (const auto& layer : nested) {
+      for (double v : layer) {
+        ASSERT_EQ(gw(at++), static_cast<T>(v)) << edges << " edges, weight " << at - 1;
+      }
+    }
+    k.reverse_weights(X, G, gw);
+    EXPECT_EQ(std::vector<T>(gw.data(), gw.data() + gw.size()),
+              std::vector<T>(gwb.data(), gwb.data() + gwb.size()));
+    // A copy keeps B's weights when the original is set back to A's.
+    const K copy = k;
+    k.set_weights(flat_of<T>(A));
+    EXPECT_EQ(run(copy, gw), expect) << edges << " edges";
+    EXPECT_EQ(run(k, gw), run(K(A), gwb)) << edges << " edges";
+  }
+  // Dual numbers: B's weights with tangents A's, against a kernel built with them.
+  const auto rows = random_rows<T>(A, 13, 8);
+  using D = Dual<T>;
+  using KD = RadialMLPKokkos<Exec, D>;
+  Kokkos::View<D**, Kokkos::LayoutRight, Exec> X("X", 13, A.width_in()), out1("o1", 13, A.width_out()),
+      out2("o2", 13, A.width_out());
+  for (std::size_t i = 0; i < rows.first.size(); ++i) {
+    X.data()[i] = D(static_cast<T>(rows.first[i]), static_cast<T>(0.5 * rows.first[i]));
+  }
+  KD kd(A);
+  kd.set_weights(flat_of<D>(B, &A));
+  KD(B, A.weights).compute(X, out1);
+  kd.compute(X, out2);
+  for (std::size_t i = 0; i < out1.size(); ++i) {
+    ASSERT_EQ(out1.data()[i].v, out2.data()[i].v) << i;
+    ASSERT_EQ(out1.data()[i].d, out2.data()[i].d) << i;
+  }
+  try {
+    K(A).set_weights(Kokkos::View<T*, Exec>("short", flat_of<T>(A).extent(0) - 1));
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("the layers 8-17-11-151 have " + std::to_string(flat_of<T>(A).extent(0))),
+        std::string::npos)
+        << e.what();
   }
 }
 

@@ -277,5 +277,169 @@ TEST(SymmetricContraction, BadInputIsAClearError) {
   EXPECT_THROW(kk.compute(species_view(bad), x, out), InputError);
 }
 
+// The flat weights (the trainer's form): folded and unfolded on the execution space. The
+// contraction is linear in the weights, so for any V the weight gradient must satisfy
+// <grad_W, V> = sum(out(V) * grad_out): checked for each (contraction, order) block alone,
+// which pins each block's unfold, against outputs of the fold; and the fold against the
+// reference's dense U.
+template <class T>
+Kokkos::View<T*, Exec> flat_view(const std::vector<double>& v) {
+  Kokkos::View<T*, Exec> f("flat", v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    f(i) = static_cast<T>(v[i]);
+  }
+  return f;
+}
+
+TYPED_TEST(SymmetricContractionTyped, FlatWeightsFoldAndUnfoldOnTheExecutionSpace) {
+  using T = TypeParam;
+  const double tol = test::Tolerance<T>::kernel;
+  const auto all = cases();
+  for (std::size_t which : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
+    const auto& k = all[which];
+    const int E = k.num_elements, din = k.sc.dim_in(), dout = k.sc.dim_out();
+    const auto flat = k.sc.flatten_weights(k.W, E);
+    ASSERT_EQ(flat.size(), k.sc.num_weights(E));
+    for (int o = 0; o < static_cast<int>(k.W.size()); ++o) {
+      for (int nu = 1; nu <= k.sc.correlation; ++nu) {
+        const std::size_t at = k.sc.weight_offset(o, nu, E);
+        for (std::size_t i = 0; i < k.W[o][nu - 1].size(); ++i) {
+          ASSERT_EQ(flat[at + i], k.W[o][nu - 1][i]) << "contraction " << o << " order " << nu << " @" << i;
+        }
+      }
+    }
+    for (int size : test::test_sizes()) {
+      const int N = std::min(size, 13);  // the dense reference is slow on purpose
+      test::Uniform u(7 * size + which);
+      std::vector<int> species(N);
+      std::vector<double> x(static_cast<std::size_t>(N) * din), g(static_cast<std::size_t>(N) * dout);
+      for (int& s : species) {
+        s = static_cast<int>(u(0, E));
+      }
+      for (double& v : x) {
+        v = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+      for (double& v : g) {
+        v = static_cast<double>(static_cast<T>(u(-1, 1)));
+      }
+      const auto sv = species_view(species);
+      const auto xv = matrix<T>(x, N, din), gv = matrix<T>(g, N, dout);
+      SymmetricContractionKokkos<Exec, T> kk(k.sc);
+      kk.set_weights(flat_view<T>(flat), E);
+      auto out = matrix<T>(std::vector<double>(g.size(), 777.0), N, dout);
+      kk.compute(sv, xv, out);
+      std::vector<double> ref(g.size());
+      reference::compute_symmetric_contraction(k.sc, k.U, k.W, N, species.data(), x.data(), ref.data());
+      double scale = 1e-300;
+      for (double v : ref) {
+        scale = std::max(scale, std::abs(v));
+      }
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(out.data()[i], ref[i], tol * scale) << "case " << which << " nodes " << N << " @" << i;
+      }
+
+      Kokkos::View<T*, Exec> gW("gW", flat.size());
+      Kokkos::deep_copy(gW, T(777));
+      kk.reverse_weights(sv, xv, gv, gW);
+      const auto nested = kk.reverse_weights(sv, xv, gv);
+      for (int o = 0; o < static_cast<int>(k.W.size()); ++o) {
+        for (int nu = 1; nu <= k.sc.correlation; ++nu) {
+          const std::size_t at = k.sc.weight_offset(o, nu, E), n = k.W[o][nu - 1].size();
+          // The block alone, as weights V: <grad_W, V> against sum(out(V) * g), in double.
+          Nested V = k.W;
+          for (auto& per_o : V) {
+            for (auto& w : per_o) {
+              std::fill(w.begin(), w.end(), 0.0);
+            }
+          }
+          V[o][nu - 1] = k.W[o][nu - 1];
+          std::vector<double> outV(g.size());
+          reference::compute_symmetric_contraction(k.sc, k.U, V, N, species.data(), x.data(), outV.data());
+          double expect = 0, got = 0, size = 1e-300;
+          for (std::size_t i = 0; i < g.size(); ++i) {
+            expect += outV[i] * g[i];
+            size += std::abs(outV[i] * g[i]);
+          }
+          for (std::size_t i = 0; i < n; ++i) {
+            got += static_cast<double>(gW(at + i)) * k.W[o][nu - 1][i];
+            ASSERT_EQ(nested[o][nu - 1][i], static_cast<double>(gW(at + i)))
+                << "contraction " << o << " order " << nu;
+          }
+          EXPECT_NEAR(got, expect, 50 * tol * size)
+              << "case " << which << " nodes " << N << " contraction " << o << " order " << nu;
+        }
+      }
+    }
+  }
+}
+
+// The coefficients' storage is reused from call to call; a copy of the kernel keeps its own.
+TEST(SymmetricContraction, FlatWeightsAreSetAgainInPlaceAndACopyKeepsItsOwn) {
+  const auto all = cases();
+  const auto& k = all[2];
+  const int E = k.num_elements, N = static_cast<int>(k.species.size());
+  const auto W1 = k.sc.flatten_weights(k.W, E);
+  auto W2 = W1;
+  for (std::size_t i = 0; i < W2.size(); ++i) {
+    W2[i] = 0.5 * W2[i] + 0.01 * static_cast<double>(i % 7);
+  }
+  const auto sv = species_view(k.species);
+  const auto xv = matrix<double>(k.x, N, k.sc.dim_in());
+  auto run = [&](const SymmetricContractionKokkos<Exec, double>& kk) {
+    auto out = matrix<double>(std::vector<double>(k.out.size(), 0.0), N, k.sc.dim_out());
+    kk.compute(sv, xv, out);
+    return std::vector<double>(out.data(), out.data() + out.size());
+  };
+  SymmetricContractionKokkos<Exec, double> fresh1(k.sc), fresh2(k.sc);
+  fresh1.set_weights(flat_view<double>(W1), E);
+  fresh2.set_weights(flat_view<double>(W2), E);
+  const auto out1 = run(fresh1), out2 = run(fresh2);
+  ASSERT_NE(out1, out2);
+
+  SymmetricContractionKokkos<Exec, double> kk(k.sc);
+  kk.set_weights(flat_view<double>(W1), E);
+  kk.set_weights(flat_view<double>(W2), E);
+  EXPECT_EQ(run(kk), out2);
+  kk.set_weights(flat_view<double>(W1), E);
+  const auto copy = kk;
+  kk.set_weights(flat_view<double>(W2), E);
+  EXPECT_EQ(run(copy), out1);
+  EXPECT_EQ(run(kk), out2);
+}
+
+TEST(SymmetricContraction, FlatWeightsOfTheWrongLengthAreAClearError) {
+  const auto all = cases();
+  const auto& k = all[1];
+  const int E = k.num_elements, N = static_cast<int>(k.species.size());
+  const auto flat = k.sc.flatten_weights(k.W, E);
+  SymmetricContractionKokkos<Exec, double> kk(k.sc);
+  const auto expect = std::to_string(flat.size());
+  try {
+    kk.set_weights(flat_view<double>(std::vector<double>(flat.begin(), flat.end() - 1)), E);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("set_weights: " + std::to_string(flat.size() - 1) + " weights for " +
+                        std::to_string(E) + " elements; expected " + expect),
+              std::string::npos)
+        << what;
+  }
+  kk.set_weights(flat_view<double>(flat), E);
+  Kokkos::View<double*, Exec> short_gW("gW", flat.size() - 1);
+  const auto gv = matrix<double>(std::vector<double>(static_cast<std::size_t>(N) * k.sc.dim_out(), 1.0), N,
+                                 k.sc.dim_out());
+  try {
+    kk.reverse_weights(species_view(k.species), matrix<double>(k.x, N, k.sc.dim_in()), gv, short_gW);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("grad_W holds " + std::to_string(flat.size() - 1) + " values"),
+              std::string::npos)
+        << e.what();
+  }
+  Nested bad = k.W;
+  bad[0][0].pop_back();
+  EXPECT_THROW(k.sc.flatten_weights(bad, E), InputError);
+}
+
 }  // namespace
 }  // namespace fastmlip::kernels

@@ -401,6 +401,43 @@ TYPED_TEST(SymmetricContractionCudaTyped, BadSpeciesIsCaught) {
 }
 
 // Runs before any CUDA call, so it holds on machines without a GPU too.
+// Coefficients folded elsewhere on the device (SymmetricContractionKokkos' fold, in the
+// descriptor's entry order, rows padded) give the kernels exactly what set_weights' own fold
+// gives: the same coefficients, reordered on the device.
+TYPED_TEST(SymmetricContractionCudaTyped, CoefficientsFromTheDeviceEqualTheOwnFold) {
+  using T = TypeParam;
+  if (device_count() == 0) {
+    GTEST_SKIP() << "no CUDA device on this machine";
+  }
+  for (const auto& k : cases()) {
+    const int N = static_cast<int>(k.species.size()), E = k.num_elements, C = k.sc.channels;
+    const int G = static_cast<int>(k.sc.entries.size()), stride = C + 3;
+    const auto folded = k.sc.fold(k.W, E);
+    std::vector<T> padded(static_cast<std::size_t>(E) * G * stride, T(1e30));
+    for (std::size_t row = 0; row < static_cast<std::size_t>(E) * G; ++row) {
+      for (int c = 0; c < C; ++c) {
+        padded[row * stride + c] = static_cast<T>(folded[row * C + c]);
+      }
+    }
+    DeviceBuffer<T> d_coef(padded.size());
+    d_coef.upload(padded);
+    SymmetricContractionCuda<T> own(k.sc), given(k.sc);
+    own.set_weights(k.W, E);
+    given.set_coefficients(d_coef.ptr, stride, E);
+    EXPECT_EQ(given.num_elements(), E);
+    DeviceBuffer<int> d_species(N);
+    DeviceBuffer<T> d_x(k.x.size()), d_a(k.out.size()), d_b(k.out.size());
+    d_species.upload(k.species);
+    d_x.upload(as<T>(k.x));
+    own.compute(d_species.ptr, N, d_x.ptr, d_a.ptr);
+    given.compute(d_species.ptr, N, d_x.ptr, d_b.ptr);
+    FASTMLIP_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(d_a.download(), d_b.download()) << k.sc.irreps_out.str() << " corr " << k.sc.correlation;
+  }
+  SymmetricContractionCuda<T> cu(cases()[0].sc);
+  EXPECT_THROW(cu.set_coefficients(nullptr, cases()[0].sc.channels - 1, 1), InputError);
+}
+
 TEST(SymmetricContractionCuda, RejectsWhatTheKernelsCannotHold) {
   // 73 ells (one 0e and eight 4e per channel), correlation 1, U picking the 0e component.
   const Irreps in = Irreps::parse("2x0e+2x4e+2x4e+2x4e+2x4e+2x4e+2x4e+2x4e+2x4e");

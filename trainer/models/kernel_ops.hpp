@@ -54,8 +54,9 @@ constexpr torch::Dtype torch_dtype() {
 /// read and write the tensors' own storage through unmanaged views, allocate their outputs
 /// where the inputs live, and pass dual numbers as tensors of shape [..., 2] (value, tangent),
 /// so the same source runs on the host, where CI tests it, and on the GPU. What stays on the
-/// host is small and per call: weights a kernel folds (RadialMLP, the symmetric contraction,
-/// the bases' frequencies) and the joint embedding of a batch's charges and spins.
+/// host is small and per call: the bases' frequencies and the joint embedding of a batch's
+/// charges and spins. The radial MLP and the symmetric contraction take their weights as flat
+/// arrays on the device and scale or fold them there.
 ///
 /// Streams: the kernels launch on Exec's default instance. On a GPU that is Kokkos' own stream,
 /// created blocking, and LibTorch's ops run on the legacy default stream, which orders itself
@@ -211,6 +212,30 @@ template <class T, class D>
 torch::Tensor tangents_to(const std::vector<D>& x, std::vector<std::int64_t> shape,
                           const torch::Tensor& like) {
   return tangents<T>(x, std::move(shape)).to(like.device());
+}
+
+/// Weight inputs in[first..] as one flat array on their device (the kernels' set_weights
+/// layout). For tangents, `like` gives the shapes of those that are undefined (zero).
+inline torch::Tensor flat_weights(const std::vector<torch::Tensor>& in, std::size_t first,
+                                  const std::vector<torch::Tensor>* like = nullptr) {
+  std::vector<torch::Tensor> parts;
+  for (std::size_t k = first; k < in.size(); ++k) {
+    parts.push_back(in[k].defined() ? in[k].reshape({-1})
+                                    : torch::zeros({(*like)[k].numel()}, (*like)[k].options()));
+  }
+  return torch::cat(parts).contiguous();
+}
+
+/// {grad_in, then a flat weight gradient cut into the shapes of the weight inputs in[1..]}.
+inline std::vector<torch::Tensor> split_weights(torch::Tensor grad_in, const torch::Tensor& flat,
+                                                const std::vector<torch::Tensor>& in) {
+  std::vector<torch::Tensor> out{std::move(grad_in)};
+  std::int64_t at = 0;
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    out.push_back(flat.narrow(0, at, in[k].numel()).view(in[k].sizes()));
+    at += in[k].numel();
+  }
+  return out;
 }
 
 }  // namespace ops_detail
@@ -398,65 +423,63 @@ class TransformedBasisOp final : public KernelOp {
 
 // ---- radial MLP -----------------------------------------------------------------------------
 
-/// R = MLP(B) (mace-torch's conv_tp_weights). The kernel holds its weights, so one is built
-/// per call from the weight tensors (an upload of a few thousand numbers).
+/// R = MLP(B) (mace-torch's conv_tp_weights). The kernels are built once per layer; the
+/// weights come with each call, as one flat array on the tensors' device that the kernel scales
+/// there, and the weight gradient is written there (no copy to the host).
+template <class T, class Exec = KernelExec>
+struct RadialMLPKernels {
+  explicit RadialMLPKernels(const kernels::RadialMLP& mlp) : shape(mlp), k(mlp), kd(mlp) {}
+  kernels::RadialMLP shape;
+  kernels::RadialMLPKokkos<Exec, T> k;
+  kernels::RadialMLPKokkos<Exec, Dual<T>> kd;
+};
+
 template <class T, class Exec = KernelExec>
 class RadialMLPOp final : public KernelOp {
  public:
-  RadialMLPOp(const kernels::RadialMLP& shape, std::string name) : m_mlp(shape), m_name(std::move(name)) {}
+  RadialMLPOp(std::shared_ptr<RadialMLPKernels<T, Exec>> k, std::string name)
+      : m_k(std::move(k)), m_name(std::move(name)) {}
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    const auto k = kernel(in);
-    torch::Tensor R = ops_detail::empty<T>({in[0].size(0), m_mlp.width_out()}, in[0]);
-    k.compute(ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(R));
+    const auto W = ops_detail::flat_weights(in, 1);
+    m_k->k.set_weights(ops_detail::vec<T, Exec>(W));
+    torch::Tensor R = ops_detail::empty<T>({in[0].size(0), m_k->shape.width_out()}, in[0]);
+    m_k->k.compute(ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(R));
     return R;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
-    const auto k = kernel(in);
-    torch::Tensor gB = ops_detail::empty<T>({in[0].size(0), m_mlp.width_in()}, in[0]);
-    const auto gW = k.reverse_all(ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(g),
-                                  ops_detail::mat<T, Exec>(gB));
-    std::vector<torch::Tensor> out{gB};
-    for (int l = 0; l < m_mlp.num_layers(); ++l) {
-      out.push_back(ops_detail::from_values<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}, g));
-    }
-    return out;
+    const auto W = ops_detail::flat_weights(in, 1);
+    m_k->k.set_weights(ops_detail::vec<T, Exec>(W));
+    torch::Tensor gB = ops_detail::empty<T>({in[0].size(0), m_k->shape.width_in()}, in[0]);
+    torch::Tensor gW = ops_detail::empty<T>({W.size(0)}, g);
+    m_k->k.reverse_all(ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(g),
+                       ops_detail::mat<T, Exec>(gB), typename kernels::RadialMLPKokkos<Exec, T>::Matrix(),
+                       ops_detail::vec<T, Exec>(gW));
+    return ops_detail::split_weights(gB, gW, in);
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
-    kernels::RadialMLP mlp = m_mlp;
-    std::vector<std::vector<double>> wt;
-    for (int l = 0; l < m_mlp.num_layers(); ++l) {
-      mlp.weights[l] = ops_detail::to_double<T>(in[1 + l]);
-      wt.push_back(ops_detail::to_double<T>(tangent[1 + l]));
-    }
-    const kernels::RadialMLPKokkos<Exec, Dual<T>> k(mlp, wt);
+    const auto Wd =
+        ops_detail::duals<T>(ops_detail::flat_weights(in, 1), ops_detail::flat_weights(tangent, 1, &in));
+    m_k->kd.set_weights(ops_detail::dvec<T, Exec>(Wd));
     const auto E = in[0].size(0);
     const auto B = ops_detail::duals<T>(in[0], tangent[0]);
     const auto gd = ops_detail::duals<T>(g, torch::Tensor());
-    auto R = ops_detail::dual_zeros<T>({E, m_mlp.width_out()}, g),
-         gB = ops_detail::dual_zeros<T>({E, m_mlp.width_in()}, g);
-    const auto gW = k.reverse_all(ops_detail::dmat<T, Exec>(B), ops_detail::dmat<T, Exec>(gd),
-                                  ops_detail::dmat<T, Exec>(gB), ops_detail::dmat<T, Exec>(R));
-    std::vector<torch::Tensor> h{ops_detail::tangent_of<T>(gB)};
-    for (int l = 0; l < m_mlp.num_layers(); ++l) {
-      h.push_back(ops_detail::tangents_to<T>(gW[l], {m_mlp.widths[l], m_mlp.widths[l + 1]}, g));
-    }
-    return {ops_detail::tangent_of<T>(R), h};
+    auto R = ops_detail::dual_zeros<T>({E, m_k->shape.width_out()}, g),
+         gB = ops_detail::dual_zeros<T>({E, m_k->shape.width_in()}, g);
+    auto gW = ops_detail::dual_zeros<T>({Wd.size(0)}, g);
+    m_k->kd.reverse_all(ops_detail::dmat<T, Exec>(B), ops_detail::dmat<T, Exec>(gd),
+                        ops_detail::dmat<T, Exec>(gB), ops_detail::dmat<T, Exec>(R),
+                        ops_detail::dvec<T, Exec>(gW));
+    return {ops_detail::tangent_of<T>(R),
+            ops_detail::split_weights(ops_detail::tangent_of<T>(gB), ops_detail::tangent_of<T>(gW), in)};
   }
 
  private:
-  kernels::RadialMLPKokkos<Exec, T> kernel(const std::vector<torch::Tensor>& in) const {
-    kernels::RadialMLP mlp = m_mlp;
-    for (int l = 0; l < m_mlp.num_layers(); ++l) {
-      mlp.weights[l] = ops_detail::to_double<T>(in[1 + l]);
-    }
-    return kernels::RadialMLPKokkos<Exec, T>(mlp);
-  }
-  kernels::RadialMLP m_mlp;  ///< widths and activation constant; weights come with each call
+  std::shared_ptr<RadialMLPKernels<T, Exec>> m_k;
   std::string m_name;
 };
 
@@ -582,8 +605,10 @@ class LinearOp final : public KernelOp {
 
 /// MACE's product basis. Weight inputs in mace-torch's layout, W[o][nu-1] = [E, K_nu, C],
 /// passed flattened in the order o major, nu = 1..correlation minor. The kernel folds its
-/// weights into per-element coefficients on the host, so they are set again from the inputs at
-/// each stage (the op is used by one thread at a time; a model serves one batch at a time).
+/// weights into per-element coefficients, so they are set again from the inputs at each stage
+/// (the op is used by one thread at a time; a model serves one batch at a time). Weights,
+/// fold, weight gradient and its unfold all stay on the tensors' device: the weights go to
+/// the kernel as one flat array (SymmetricContraction::weight_offset), concatenated there.
 template <class T, class Exec = KernelExec>
 struct SymmetricContractionKernels {
   SymmetricContractionKernels(const kernels::SymmetricContraction& sc, int elements)
@@ -603,63 +628,43 @@ class SymmetricContractionOp final : public KernelOp {
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    m_k->k.set_weights(weights(in), m_k->num_elements);
+    const auto W = ops_detail::flat_weights(in, 1);
+    m_k->k.set_weights(ops_detail::vec<T, Exec>(W), m_k->num_elements);
     torch::Tensor y = ops_detail::zeros<T>({in[0].size(0), m_k->desc.dim_out()}, in[0]);
     m_k->k.compute(labels(), ops_detail::mat<T, Exec>(in[0]), ops_detail::mat<T, Exec>(y));
     return y;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
-    m_k->k.set_weights(weights(in), m_k->num_elements);
+    const auto W = ops_detail::flat_weights(in, 1);
+    m_k->k.set_weights(ops_detail::vec<T, Exec>(W), m_k->num_elements);
     auto gx = torch::zeros_like(in[0]);
     const auto x = ops_detail::mat<T, Exec>(in[0]), gv = ops_detail::mat<T, Exec>(g);
     m_k->k.reverse(labels(), x, gv, ops_detail::mat<T, Exec>(gx));
-    const auto gW = m_k->k.reverse_weights(labels(), x, gv);
-    std::vector<torch::Tensor> out{gx};
-    std::size_t k = 1;
-    for (const auto& per_o : gW) {
-      for (const auto& w : per_o) {
-        out.push_back(ops_detail::from_values<T>(w, in[k].sizes().vec(), g));
-        ++k;
-      }
-    }
-    return out;
+    torch::Tensor gW = ops_detail::empty<T>({W.size(0)}, g);
+    m_k->k.reverse_weights(labels(), x, gv, ops_detail::vec<T, Exec>(gW));
+    return ops_detail::split_weights(gx, gW, in);
   }
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
-    m_k->kd.set_weights(weights(in), weights(tangent), m_k->num_elements);
+    const auto Wd =
+        ops_detail::duals<T>(ops_detail::flat_weights(in, 1), ops_detail::flat_weights(tangent, 1, &in));
+    m_k->kd.set_weights(ops_detail::dvec<T, Exec>(Wd), m_k->num_elements);
     const auto x = ops_detail::duals<T>(in[0], tangent[0]);
     const auto go = ops_detail::duals<T>(g, torch::Tensor());
     auto y = ops_detail::dual_zeros<T>({g.size(0), g.size(1)}, g);
     auto gx = ops_detail::dual_zeros<T>({in[0].size(0), in[0].size(1)}, g);
+    auto gW = ops_detail::dual_zeros<T>({Wd.size(0)}, g);
     const auto xv = ops_detail::dmat<T, Exec>(x), gv = ops_detail::dmat<T, Exec>(go);
     m_k->kd.compute(labels(), xv, ops_detail::dmat<T, Exec>(y));
     m_k->kd.reverse(labels(), xv, gv, ops_detail::dmat<T, Exec>(gx));
-    const auto gW = m_k->kd.reverse_weights(labels(), xv, gv);
-    std::vector<torch::Tensor> h{ops_detail::tangent_of<T>(gx)};
-    std::size_t k = 1;
-    for (const auto& per_o : gW) {
-      for (const auto& w : per_o) {
-        h.push_back(ops_detail::tangents_to<T>(w, in[k].sizes().vec(), g));
-        ++k;
-      }
-    }
-    return {ops_detail::tangent_of<T>(y), h};
+    m_k->kd.reverse_weights(labels(), xv, gv, ops_detail::dvec<T, Exec>(gW));
+    return {ops_detail::tangent_of<T>(y),
+            ops_detail::split_weights(ops_detail::tangent_of<T>(gx), ops_detail::tangent_of<T>(gW), in)};
   }
 
  private:
-  std::vector<std::vector<std::vector<double>>> weights(const std::vector<torch::Tensor>& in) const {
-    const int corr = m_k->desc.correlation;
-    std::vector<std::vector<std::vector<double>>> W(m_k->desc.irreps_out.size());
-    std::size_t k = 1;
-    for (auto& per_o : W) {
-      for (int nu = 1; nu <= corr; ++nu) {
-        per_o.push_back(ops_detail::to_double<T>(in[k++]));
-      }
-    }
-    return W;
-  }
   ops_detail::Labels<Exec> labels() const {
     return ops_detail::Labels<Exec>(m_species.data_ptr<int>(), m_species.size(0));
   }

@@ -149,7 +149,7 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
     std::shared_ptr<const LinearKernels<T, Exec>> up, lin, skip, prod, r1, r2, rmid;
     std::shared_ptr<const ChannelwiseTPKernels<T, Exec>> tp;
     std::shared_ptr<SymmetricContractionKernels<T, Exec>> sc;
-    kernels::RadialMLP mlp_shape;
+    std::shared_ptr<RadialMLPKernels<T, Exec>> mlp;
     torch::Tensor W_up, W_lin, W_skip, W_prod, W_r1, W_r2, W_rmid;
     torch::Tensor b_mid, b_2;  // NonLinearBiasReadoutBlock: [M] and [heads]
     torch::Tensor W_density;  // Density blocks: density_fn.layer0.weight [num_bessel, 1]
@@ -349,7 +349,9 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
       L.tp = std::make_shared<const ChannelwiseTPKernels<T, Exec>>(L.I->tp);
       // use_agnostic_product: one weight set, every atom read as species 0.
       L.sc = std::make_shared<SymmetricContractionKernels<T, Exec>>(L.P->sc, L.P->agnostic ? 1 : E);
-      L.mlp_shape = L.I->mlp;
+      if (!L.I->nonlinear) {  // the non-linear block's radial MLP is a normed MLP
+        L.mlp = std::make_shared<RadialMLPKernels<T, Exec>>(L.I->mlp);
+      }
       L.W_up = add_param(pi + "linear_up.weight", {1, L.I->linear_up.weight_numel});
       for (int k = 0; k < L.I->mlp.num_layers(); ++k) {
         L.W_mlp.push_back(add_param(pi + "conv_tp_weights.layer" + std::to_string(k) + ".weight",
@@ -613,8 +615,8 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
           }
           std::vector<torch::Tensor> mlp_in{B};
           mlp_in.insert(mlp_in.end(), L->W_mlp.begin(), L->W_mlp.end());
-          auto R = apply_kernel(
-              c10::make_intrusive<RadialMLPOp<T, Exec>>(L->mlp_shape, "conv_tp_weights" + L->tag), mlp_in);
+          auto R = apply_kernel(c10::make_intrusive<RadialMLPOp<T, Exec>>(L->mlp, "conv_tp_weights" + L->tag),
+                                mlp_in);
           if (fc.defined()) {
             R = R * fc;
           }

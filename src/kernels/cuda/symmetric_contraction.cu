@@ -358,6 +358,22 @@ __global__ void sc_sum_chunks_kernel(long long total, long long per_element,
   }
 }
 
+// coef[e][p][c] = folded[e][perm[p]][c] for c < C: coefficients folded in the descriptor's entry
+// order, with rows of `stride` channels, into the walk's order and unpadded rows.
+template <class T>
+__global__ void sc_gather_coef_kernel(long long total, int num_entries, int channels, int stride,
+                                      const int* __restrict__ perm, const T* __restrict__ folded,
+                                      T* __restrict__ coef) {
+  for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(idx % channels);
+    const long long row = idx / channels;
+    const int p = static_cast<int>(row % num_entries);
+    const long long e = row / num_entries;
+    coef[idx] = folded[(e * num_entries + perm[p]) * stride + c];
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
@@ -415,6 +431,7 @@ struct SymmetricContractionCuda<T>::State {
   SCArgs args{};
   std::vector<int> perm;  // walk-order entry p is descriptor entry perm[p]
   DeviceMemory tables;
+  DeviceMemory perm_on_device;  // perm, for set_coefficients
   DeviceMemory coef;
   int num_elements = 0;
   int smem_fwd = 0, smem_rev = 0, smem_gcoef = 0;
@@ -516,6 +533,11 @@ SymmetricContractionCuda<T>::SymmetricContractionCuda(const kernels::SymmetricCo
     FASTMLIP_CUDA_CHECK(
         cudaMemcpy(st.tables.get(), blob.data(), blob.size() * sizeof(int), cudaMemcpyHostToDevice));
   }
+  st.perm_on_device = DeviceMemory(st.perm.size() * sizeof(int));
+  if (!st.perm.empty()) {
+    FASTMLIP_CUDA_CHECK(cudaMemcpy(st.perm_on_device.get(), st.perm.data(), st.perm.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice));
+  }
   st.cap_fwd = prepare_kernel(sc_forward_kernel<T>, st.smem_fwd, st.sms, smem_optin, "forward");
   st.cap_rev = prepare_kernel(sc_reverse_kernel<T>, st.smem_rev, st.sms, smem_optin, "reverse");
   st.cap_gcoef = prepare_kernel(sc_grad_coef_kernel<T>, st.smem_gcoef, st.sms, smem_optin, "weight gradient");
@@ -612,6 +634,34 @@ void require(bool ok, const char* fn) {
 }
 
 }  // namespace
+
+template <class T>
+void SymmetricContractionCuda<T>::set_coefficients(const T* coef, int stride, int num_elements,
+                                                   void* stream) {
+  State& st = *m_state;
+  const int G = st.args.num_entries, C = st.args.channels;
+  if (num_elements < 1 || stride < C) {
+    throw InputError("SymmetricContractionCuda::set_coefficients: " + std::to_string(num_elements) +
+                     " elements with a row stride of " + std::to_string(stride) +
+                     "; need at least one element and " + std::to_string(C) + " channels per row");
+  }
+  const long long total = static_cast<long long>(num_elements) * G * C;
+  require(total == 0 || coef != nullptr, "set_coefficients");
+  if (num_elements != st.num_elements || st.coef.get() == nullptr) {
+    st.coef = DeviceMemory(static_cast<std::size_t>(total) * sizeof(T));
+  }
+  if (total > 0) {
+    const int threads = 256;
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<long long>((total + threads - 1) / threads, static_cast<long long>(st.sms) * 16));
+    sc_gather_coef_kernel<T><<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(
+        total, G, C, stride, static_cast<const int*>(st.perm_on_device.get()), coef,
+        static_cast<T*>(st.coef.get()));
+    FASTMLIP_CUDA_CHECK_LAUNCH();
+  }
+  st.num_elements = num_elements;
+  st.args.num_elements = num_elements;
+}
 
 template <class T>
 void SymmetricContractionCuda<T>::check_species(const int* species, std::size_t num_nodes) const {

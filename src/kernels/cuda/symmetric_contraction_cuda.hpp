@@ -42,6 +42,12 @@ class SymmetricContractionCuda {
   /// Folds and uploads the element weights (mace-torch layout, see
   /// SymmetricContraction::fold). Synchronous.
   void set_weights(const Nested& W, int num_elements);
+  /// Sets coefficients folded elsewhere on the device (SymmetricContractionKokkos' fold):
+  /// `coef` is [num_elements, entries, stride] in the descriptor's entry order, of which
+  /// channels 0..C-1 are read. Reordered into the kernels' layout on `stream`, with no host
+  /// copy; asynchronous (coef must stay unchanged until the stream reaches the copy). The
+  /// storage is reused while num_elements holds.
+  void set_coefficients(const T* coef, int stride, int num_elements, void* stream = nullptr);
   int num_elements() const noexcept;
 
   /// Monomials the kernels evaluate per node and channel: those some entry reads, with their

@@ -9,6 +9,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "core/kokkos_compat.hpp"
+#include "math/dual.hpp"
 
 namespace fastmlip::kernels::impl {
 
@@ -310,6 +311,36 @@ struct RadialMLPFunctor {
       acc += input * d;
     }
     m_grad_W(k) = acc;
+  }
+};
+
+/// The weights' scale 1/sqrt(n_l) (e3nn's normalisation) applied on the execution space: the
+/// trainer's weights, unscaled, into the scaled array the functors read, and the gradient with
+/// respect to the scaled weights back to the unscaled ones. Products are taken in double, as
+/// the host's were, so either way gives the same bits.
+template <class ExecSpace, class T>
+struct RadialMLPScaleFunctor {
+  struct TagSetWeights {};
+  struct TagUnscaleGradient {};
+  Kokkos::View<const int*, ExecSpace> m_layer;           // layer of each weight
+  Kokkos::View<const double*, ExecSpace> m_layer_scale;  // per layer: 1/sqrt(n_l)
+  Kokkos::View<const T*, ExecSpace> m_w;                 // unscaled weights
+  Kokkos::View<T*, ExecSpace> m_W;                       // scaled weights
+  Kokkos::View<T*, ExecSpace> m_grad;                    // a gradient, unscaled in place
+
+  KOKKOS_INLINE_FUNCTION static T scaled(const T& x, double s) {
+    if constexpr (is_dual_v<T>) {
+      using V = typename T::value_type;
+      return T(static_cast<V>(static_cast<double>(x.v) * s), static_cast<V>(static_cast<double>(x.d) * s));
+    } else {
+      return static_cast<T>(static_cast<double>(x) * s);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagSetWeights, int k) const {
+    m_W(k) = scaled(m_w(k), m_layer_scale(m_layer(k)));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagUnscaleGradient, int k) const {
+    m_grad(k) = scaled(m_grad(k), m_layer_scale(m_layer(k)));
   }
 };
 

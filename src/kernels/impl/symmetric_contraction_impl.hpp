@@ -8,10 +8,13 @@
 /// table ([element][entry][channel]): they vectorise, and each cache line of coefficients
 /// serves kChannelBlock channels instead of one.
 #include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/impl/symmetric_contraction_entry.hpp"
 #include "kernels/symmetric_contraction_simd.hpp"
+#include "math/dual.hpp"
 
 namespace fastmlip::kernels::impl {
 
@@ -243,6 +246,73 @@ struct SymmetricContractionRowsFunctor {
     } else {
       m_simd->forward(m_shape, count, coef, x, out, scratch.data());
     }
+  }
+};
+
+/// The weights' fold into per-element coefficients and its adjoint, on the execution space
+/// (SymmetricContraction::fold and unfold_gradient, from the same tables): the trainer's weights
+/// change every step and live on its device, so they are folded there rather than copied to
+/// the host and back. Each output is one thread's sum in a fixed order, with no atomics.
+///
+/// The weights are flat (SymmetricContraction::weight_offset): block b = o * correlation + nu - 1
+/// is W[o][nu-1], [E, K_b, C], starting at E * C * m_block_k_start(b).
+template <class ExecSpace, class T>
+struct SymmetricContractionFoldFunctor {
+  struct TagFold {};
+  struct TagUnfold {};
+  using Real = std::remove_cv_t<decltype(value_of(T()))>;
+
+  Kokkos::View<const Real*, ExecSpace> m_usym;            // SymmetricContraction::usym
+  Kokkos::View<const int*, ExecSpace> m_entry_block;      // per entry: its block
+  Kokkos::View<const int*, ExecSpace> m_entry_usym;       // per entry: its K values in m_usym
+  Kokkos::View<const int*, ExecSpace> m_block_k_start;    // per block, and one past: sum of K before it
+  Kokkos::View<const int*, ExecSpace> m_block_entry_ptr;  // per block, and one past: into m_block_entries
+  Kokkos::View<const int*, ExecSpace> m_block_entries;    // the entries of each block, ascending
+  int m_num_blocks = 0, m_num_entries = 0, m_channels = 0, m_num_elements = 0;
+
+  Kokkos::View<const T*, ExecSpace> m_w;                                 // flat weights
+  Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> m_coef;             // [E, entry, padded channel]
+  Kokkos::View<const T***, Kokkos::LayoutRight, ExecSpace> m_grad_coef;  // [E, entry, channel]
+  Kokkos::View<T*, ExecSpace> m_grad_w;                                  // flat weight gradient
+
+  /// coef(e, g, c) = sum_k usym[g, k] W_b[e, k, c] for g's block b; zero in the padding.
+  KOKKOS_INLINE_FUNCTION void operator()(TagFold, const std::int64_t i) const {
+    const int padded = static_cast<int>(m_coef.extent(2));
+    const int c = static_cast<int>(i % padded);
+    const int g = static_cast<int>((i / padded) % m_num_entries);
+    const int e = static_cast<int>(i / (static_cast<std::int64_t>(padded) * m_num_entries));
+    T s = T(0);
+    if (c < m_channels) {
+      const int b = m_entry_block(g), k0 = m_block_k_start(b), K = m_block_k_start(b + 1) - k0;
+      const std::int64_t base =
+          (static_cast<std::int64_t>(m_num_elements) * k0 + static_cast<std::int64_t>(e) * K) * m_channels +
+          c;
+      const int u = m_entry_usym(g);
+      for (int k = 0; k < K; ++k) {
+        s += m_usym(u + k) * m_w(base + static_cast<std::int64_t>(k) * m_channels);
+      }
+    }
+    m_coef(e, g, c) = s;
+  }
+
+  /// grad_W_b[e, k, c] = sum over the entries g of block b of usym[g, k] grad_coef(e, g, c).
+  KOKKOS_INLINE_FUNCTION void operator()(TagUnfold, const std::int64_t i) const {
+    const std::int64_t per_k = static_cast<std::int64_t>(m_num_elements) * m_channels;
+    int b = 0;
+    while (b + 1 < m_num_blocks && i >= per_k * m_block_k_start(b + 1)) {
+      ++b;
+    }
+    const int K = m_block_k_start(b + 1) - m_block_k_start(b);
+    const std::int64_t local = i - per_k * m_block_k_start(b);
+    const int c = static_cast<int>(local % m_channels);
+    const int k = static_cast<int>((local / m_channels) % K);
+    const int e = static_cast<int>(local / (static_cast<std::int64_t>(m_channels) * K));
+    T s = T(0);
+    for (int j = m_block_entry_ptr(b); j < m_block_entry_ptr(b + 1); ++j) {
+      const int g = m_block_entries(j);
+      s += m_usym(m_entry_usym(g) + k) * m_grad_coef(e, g, c);
+    }
+    m_grad_w(i) = s;
   }
 };
 
