@@ -290,8 +290,7 @@ trainer_configure() {
 
 trainer_compile() {
   export PATH="/usr/local/cuda/bin:$PATH"
-  cmake --build "$trainer_build" -j "$jobs" --target train-potential fastmlip-pack fastmlip_trainer_tests \
-    fastmlip_trainer_model_tests fastmlip_trainer_chgnet_tests fastmlip_train_potential_tests
+  cmake --build "$trainer_build" -j "$jobs" --target fastmlip_trainer_gpu_check  # tests/trainer/CMakeLists.txt
 }
 
 trainer_tests() {

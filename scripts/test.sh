@@ -42,10 +42,8 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
     # so that it stays a valid preset.
     "$here/build.sh" lammps-wheel-cuda -DFASTMLIP_ENABLE_TORCH=ON -DTorch_DIR="$torch_dir"
     step "build the trainer-cuda targets in build-wheel-cuda" \
-      "cmake --build build-wheel-cuda --target train-potential fastmlip_trainer_tests ..." \
-      cmake --build "$repo/build-wheel-cuda" -j "${FASTMLIP_JOBS:-$(nproc)}" \
-      --target train-potential fastmlip_trainer_tests fastmlip_trainer_model_tests fastmlip_trainer_chgnet_tests \
-      fastmlip_train_potential_tests
+      "cmake --build build-wheel-cuda --target fastmlip_trainer_gpu_check" \
+      cmake --build "$repo/build-wheel-cuda" -j "${FASTMLIP_JOBS:-$(nproc)}" --target fastmlip_trainer_gpu_check
     FASTMLIP_TORCH_DIR=$torch_dir FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1) \
       step "configure preset 'trainer-cuda'" "cmake --preset trainer-cuda" cmake --preset trainer-cuda > /dev/null
   else

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/random_graph.hpp"
 #include "../common/random_mlp.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
@@ -77,33 +78,7 @@ TEST(ChannelwiseTP, DescriptorAndOutputMatchE3nn) {
   }
 }
 
-struct RandomGraph {
-  std::vector<int> sender, receiver;
-};
-
-// Random edges sorted by receiver, with isolated nodes and self-loops (periodic images).
-RandomGraph random_graph(int nodes, int edges, std::uint64_t seed) {
-  test::Uniform u(seed);
-  RandomGraph g;
-  if (nodes == 0) {
-    return g;
-  }
-  for (int e = 0; e < edges; ++e) {
-    g.receiver.push_back(static_cast<int>(u(0, nodes)));
-    g.sender.push_back(static_cast<int>(u(0, nodes)));
-  }
-  std::vector<int> order(edges);
-  for (int e = 0; e < edges; ++e) {
-    order[e] = e;
-  }
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return g.receiver[a] < g.receiver[b]; });
-  RandomGraph sorted;
-  for (int e : order) {
-    sorted.sender.push_back(g.sender[e]);
-    sorted.receiver.push_back(g.receiver[e]);
-  }
-  return sorted;
-}
+using test::random_graph;
 
 template <class T>
 class ChannelwiseTPTyped : public ::testing::Test {};

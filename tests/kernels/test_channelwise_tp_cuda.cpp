@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/random_graph.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/channelwise_tp_cuda.hpp"
@@ -55,30 +56,8 @@ Irreps mace_target(int lmax, int channels) {
   return Irreps(e);
 }
 
-struct Graph {
-  std::vector<int> sender, receiver;
-};
-
-// Random edges sorted by receiver, with isolated nodes, repeated pairs and self-loops
-// (periodic images), as the Kokkos test builds them.
-Graph random_graph(int nodes, int edges, std::uint64_t seed) {
-  test::Uniform u(seed);
-  Graph g;
-  if (nodes == 0) {
-    return g;
-  }
-  std::vector<std::pair<int, int>> rs;
-  for (int e = 0; e < edges; ++e) {
-    const int r = static_cast<int>(u(0, nodes)), s = static_cast<int>(u(0, nodes));
-    rs.emplace_back(r, s);
-  }
-  std::stable_sort(rs.begin(), rs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [r, s] : rs) {
-    g.receiver.push_back(r);
-    g.sender.push_back(s);
-  }
-  return g;
-}
+using Graph = test::RandomGraph;
+using test::random_graph;
 
 template <class T>
 std::vector<T> random_values(std::size_t n, std::uint64_t seed) {

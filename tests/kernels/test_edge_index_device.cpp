@@ -12,9 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "../common/random_graph.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/edge_index.hpp"
+#include "kernels/impl/upload.hpp"
 
 namespace fastmlip::kernels {
 namespace {
@@ -22,32 +24,9 @@ namespace {
 using Device = Kokkos::DefaultExecutionSpace;
 using Host = Kokkos::DefaultHostExecutionSpace;
 
-/// Edges sorted by receiver, with isolated nodes, repeated pairs and self-loops.
-void random_edges(int nodes, int edges, std::uint64_t seed, std::vector<int>& sender,
-                  std::vector<int>& receiver) {
-  std::uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  const auto next = [&state](int n) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<int>((state >> 33) % static_cast<std::uint64_t>(n));
-  };
-  std::vector<std::pair<int, int>> e;
-  for (int k = 0; nodes > 0 && k < edges; ++k) {
-    e.emplace_back(next(nodes), next(nodes));  // (receiver, sender)
-  }
-  std::stable_sort(e.begin(), e.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  sender.clear();
-  receiver.clear();
-  for (const auto& [r, s] : e) {
-    receiver.push_back(r);
-    sender.push_back(s);
-  }
-}
-
-Kokkos::View<int*, Device> on_device(const std::vector<int>& v) {
-  Kokkos::View<int*, Device> d("test::labels", v.size());
-  Kokkos::deep_copy(d,
-                    Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
-  return d;
+/// Labels in the default execution space's memory.
+Kokkos::View<const int*, Device> on_device(const std::vector<int>& v) {
+  return impl::upload<Device>(v, "test::labels");
 }
 
 template <class Space>
@@ -59,8 +38,8 @@ std::vector<int> to_host(const Kokkos::View<const int*, Space>& v) {
 TEST(EdgeIndexOnTheDevice, FromEdgesThereEqualsTheHostIndex) {
   for (int N : test::test_sizes()) {
     const int nodes = std::min(N, 500), edges = 6 * nodes + N % 3;
-    std::vector<int> s, r;
-    random_edges(nodes, edges, 31 + N, s, r);
+    const auto g = test::random_graph(nodes, edges, 31 + N);
+    const std::vector<int>&s = g.sender, &r = g.receiver;
     const auto host = EdgeIndex<Host>::build(nodes, s, r);
     const auto snd = on_device(s), rcv = on_device(r);
     EdgeIndexStorage<Device> storage;
@@ -78,8 +57,8 @@ TEST(EdgeIndexOnTheDevice, FromEdgesThereEqualsTheHostIndex) {
 }
 
 TEST(EdgeIndexOnTheDevice, ABadEdgeIsNamed) {
-  std::vector<int> s, r;
-  random_edges(40, 300, 5, s, r);
+  const auto g = test::random_graph(40, 300, 5);
+  const std::vector<int>&s = g.sender, &r = g.receiver;
   std::vector<int> unsorted = r;
   ASSERT_LT(r[100], r[250]);
   std::swap(unsorted[100], unsorted[250]);
