@@ -54,9 +54,9 @@ constexpr torch::Dtype torch_dtype() {
 /// read and write the tensors' own storage through unmanaged views, allocate their outputs
 /// where the inputs live, and pass dual numbers as tensors of shape [..., 2] (value, tangent),
 /// so the same source runs on the host, where CI tests it, and on the GPU. What stays on the
-/// host is small and per call: the bases' frequencies and the joint embedding of a batch's
-/// charges and spins. The radial MLP and the symmetric contraction take their weights as flat
-/// arrays on the device and scale or fold them there.
+/// host is small and per call: CHGNet's learnable basis frequencies (chgnet_ops.hpp) and the
+/// joint embedding of a batch's charges and spins. The radial MLP and the symmetric contraction take their
+/// weights as flat arrays on the device and scale or fold them there.
 ///
 /// Streams: the kernels launch on Exec's default instance. On a GPU that is Kokkos' own stream,
 /// created blocking, and LibTorch's ops run on the legacy default stream, which orders itself
@@ -155,24 +155,12 @@ torch::Tensor tangent_of(const torch::Tensor& d) {
   return out;
 }
 
-/// A tensor's values on the host, as double (weights a kernel folds on the host).
+/// A tensor's values on the host, as double (CHGNet's learnable basis frequencies, chgnet_ops.hpp).
 template <class T>
 std::vector<double> to_double(const torch::Tensor& t) {
   const auto c = t.to(torch::kCPU).contiguous();
   const T* p = c.data_ptr<T>();
   return std::vector<double>(p, p + c.numel());
-}
-
-/// Values (plain or the values of duals) as a tensor of `shape` on like's device.
-template <class T, class S>
-torch::Tensor from_values(const std::vector<S>& values, std::vector<std::int64_t> shape,
-                          const torch::Tensor& like) {
-  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(torch_dtype<T>()));
-  T* p = out.data_ptr<T>();
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    p[i] = static_cast<T>(value_of(values[i]));
-  }
-  return out.to(like.device());
 }
 
 // Host-memory helpers: dual numbers in host arrays (the CHGNet dense family, chgnet_ops.hpp, whose
