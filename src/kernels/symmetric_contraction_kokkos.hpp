@@ -215,7 +215,6 @@ class SymmetricContractionKokkos {
 
   /// The fold's tables (impl::SymmetricContractionFoldFunctor) from the descriptor.
   void build_fold_tables() {
-    using Real = typename Fold::Real;
     const int corr = m_sc.correlation, G = static_cast<int>(m_sc.entries.size());
     const int blocks = static_cast<int>(m_sc.num_params.size()) * corr;
     std::vector<int> k_start(blocks + 1, 0), ptr(blocks + 1, 0), entry_block(G), entry_usym(G), members(G);
@@ -235,8 +234,7 @@ class SymmetricContractionKokkos {
     for (int g = 0; g < G; ++g) {  // ascending within a block: unfold_gradient's order
       members[fill[entry_block[g]]++] = g;
     }
-    m_fold.m_usym = impl::upload<ExecSpace>(std::vector<Real>(m_sc.usym.begin(), m_sc.usym.end()),
-                                            "fastmlip::symmetric_contraction::usym");
+    m_fold.m_usym = impl::upload<ExecSpace>(m_sc.usym, "fastmlip::symmetric_contraction::usym");
     m_fold.m_entry_block =
         impl::upload<ExecSpace>(entry_block, "fastmlip::symmetric_contraction::entry_block");
     m_fold.m_entry_usym = impl::upload<ExecSpace>(entry_usym, "fastmlip::symmetric_contraction::entry_usym");

@@ -252,7 +252,9 @@ struct SymmetricContractionRowsFunctor {
 /// The weights' fold into per-element coefficients and its adjoint, on the execution space
 /// (SymmetricContraction::fold and unfold_gradient, from the same tables): the trainer's weights
 /// change every step and live on its device, so they are folded there rather than copied to
-/// the host and back. Each output is one thread's sum in a fixed order, with no atomics.
+/// the host and back. Each output is one thread's sum in a fixed order, with no atomics, in
+/// double (Dual<double> for dual numbers) as the host's fold sums, so that float weights fold
+/// to the coefficients the host gave them.
 ///
 /// The weights are flat (SymmetricContraction::weight_offset): block b = o * correlation + nu - 1
 /// is W[o][nu-1], [E, K_b, C], starting at E * C * m_block_k_start(b).
@@ -260,9 +262,9 @@ template <class ExecSpace, class T>
 struct SymmetricContractionFoldFunctor {
   struct TagFold {};
   struct TagUnfold {};
-  using Real = std::remove_cv_t<decltype(value_of(T()))>;
+  using Acc = host_scalar_t<T>;  ///< double, or Dual<double>
 
-  Kokkos::View<const Real*, ExecSpace> m_usym;            // SymmetricContraction::usym
+  Kokkos::View<const double*, ExecSpace> m_usym;          // SymmetricContraction::usym
   Kokkos::View<const int*, ExecSpace> m_entry_block;      // per entry: its block
   Kokkos::View<const int*, ExecSpace> m_entry_usym;       // per entry: its K values in m_usym
   Kokkos::View<const int*, ExecSpace> m_block_k_start;    // per block, and one past: sum of K before it
@@ -275,13 +277,29 @@ struct SymmetricContractionFoldFunctor {
   Kokkos::View<const T***, Kokkos::LayoutRight, ExecSpace> m_grad_coef;  // [E, entry, channel]
   Kokkos::View<T*, ExecSpace> m_grad_w;                                  // flat weight gradient
 
+  KOKKOS_INLINE_FUNCTION static Acc widen(const T& x) {
+    if constexpr (is_dual_v<T>) {
+      return Acc(static_cast<double>(x.v), static_cast<double>(x.d));
+    } else {
+      return static_cast<double>(x);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION static T narrow(const Acc& x) {
+    if constexpr (is_dual_v<T>) {
+      using V = typename T::value_type;
+      return T(static_cast<V>(x.v), static_cast<V>(x.d));
+    } else {
+      return static_cast<T>(x);
+    }
+  }
+
   /// coef(e, g, c) = sum_k usym[g, k] W_b[e, k, c] for g's block b; zero in the padding.
   KOKKOS_INLINE_FUNCTION void operator()(TagFold, const std::int64_t i) const {
     const int padded = static_cast<int>(m_coef.extent(2));
     const int c = static_cast<int>(i % padded);
     const int g = static_cast<int>((i / padded) % m_num_entries);
     const int e = static_cast<int>(i / (static_cast<std::int64_t>(padded) * m_num_entries));
-    T s = T(0);
+    Acc s = Acc(0);
     if (c < m_channels) {
       const int b = m_entry_block(g), k0 = m_block_k_start(b), K = m_block_k_start(b + 1) - k0;
       const std::int64_t base =
@@ -289,10 +307,10 @@ struct SymmetricContractionFoldFunctor {
           c;
       const int u = m_entry_usym(g);
       for (int k = 0; k < K; ++k) {
-        s += m_usym(u + k) * m_w(base + static_cast<std::int64_t>(k) * m_channels);
+        s += m_usym(u + k) * widen(m_w(base + static_cast<std::int64_t>(k) * m_channels));
       }
     }
-    m_coef(e, g, c) = s;
+    m_coef(e, g, c) = narrow(s);
   }
 
   /// grad_W_b[e, k, c] = sum over the entries g of block b of usym[g, k] grad_coef(e, g, c).
@@ -307,12 +325,12 @@ struct SymmetricContractionFoldFunctor {
     const int c = static_cast<int>(local % m_channels);
     const int k = static_cast<int>((local / m_channels) % K);
     const int e = static_cast<int>(local / (static_cast<std::int64_t>(m_channels) * K));
-    T s = T(0);
+    Acc s = Acc(0);
     for (int j = m_block_entry_ptr(b); j < m_block_entry_ptr(b + 1); ++j) {
       const int g = m_block_entries(j);
-      s += m_usym(m_entry_usym(g) + k) * m_grad_coef(e, g, c);
+      s += m_usym(m_entry_usym(g) + k) * widen(m_grad_coef(e, g, c));
     }
-    m_grad_w(i) = s;
+    m_grad_w(i) = narrow(s);
   }
 };
 
