@@ -80,11 +80,10 @@ class LinearKokkos {
     check_call("reverse_weights", W, set, x);
     impl::check_shape("LinearKokkos", "reverse_weights", "grad_out", grad_out, x.extent(0), m_lin.irreps_out.dim());
     impl::check_shape("LinearKokkos", "reverse_weights", "grad_W", grad_W, m_lin.num_sets, m_lin.weight_numel);
-    Kokkos::View<int*, ExecSpace> labels("fastmlip::linear::labels", x.extent(0));
-    if (set.extent(0)) {
-      Kokkos::deep_copy(labels, set);
-    }
-    const auto groups = NodeGroups<ExecSpace>::build(labels, m_lin.num_sets, "LinearKokkos::reverse_weights");
+    // No sets given: every node is in set 0.
+    const Sets labels = set.extent(0) ? set : Sets(m_zero_labels.zeros(x.extent(0)));
+    const auto groups =
+        NodeGroups<ExecSpace>::build(labels, m_lin.num_sets, "LinearKokkos::reverse_weights", m_groups);
     if constexpr (kHost) {
       impl::LinearWeightsGemmFunctor<ExecSpace, T> g;
       g.m_ins = m_f.m_ins;
@@ -198,6 +197,8 @@ class LinearKokkos {
   }
   EquivariantLinear m_lin;
   Functor m_f;
+  mutable NodeGroupsStorage<ExecSpace> m_groups;  ///< reverse_weights' nodes by set (shared by copies)
+  mutable impl::GrowBuffer<int, ExecSpace> m_zero_labels{"fastmlip::linear::labels"};
   // The grouping of nodes by weight set, per call; one object's calls must not overlap.
   mutable impl::GrowBuffer<int, ExecSpace> m_count{"fastmlip::linear::set_count"},
       m_group_ptr{"fastmlip::linear::set_ptr"}, m_tile_ptr{"fastmlip::linear::tile_ptr"},

@@ -316,7 +316,8 @@ class SymmetricContractionKokkos {
                        std::to_string(m_num_elements) + " elements are " +
                        std::to_string(m_sc.num_weights(m_num_elements)));
     }
-    const auto groups = NodeGroups<ExecSpace>::build(species, m_num_elements, "SymmetricContractionKokkos::reverse_weights");
+    const auto groups = NodeGroups<ExecSpace>::build(species, m_num_elements,
+                                                     "SymmetricContractionKokkos::reverse_weights", m_groups);
     const int G = static_cast<int>(m_sc.entries.size());
     // Working storage, reused while the shape holds and no copy of this kernel shares it.
     if (m_grad_coef.use_count() != 1 || static_cast<int>(m_grad_coef.extent(0)) != m_num_elements ||
@@ -407,6 +408,7 @@ class SymmetricContractionKokkos {
   Fold m_fold;
   Coef m_coef_store;         ///< the folded coefficients m_f reads
   mutable Coef m_grad_coef;  ///< reverse_weights' per-element gradient, before the unfold
+  mutable NodeGroupsStorage<ExecSpace> m_groups;  ///< reverse_weights' nodes by element (shared by copies)
   int m_num_elements = 0;
   // The hand-written kernels behind Backend::cuda (kernels/cuda/symmetric_contraction_cuda.hpp),
   // where this build has them for ExecSpace and T; shared, as the class is copied by value.
