@@ -365,6 +365,15 @@ void PairFastmlipBase::exchange_nodes(T* rows, int width, bool reverse) {
 template void PairFastmlipBase::exchange_nodes<double>(double*, int, bool);
 template void PairFastmlipBase::exchange_nodes<float>(float*, int, bool);
 
+void PairFastmlipBase::exchange_slot_rows(double*, int, bool) {
+  error->one(FLERR, "pair_style {}: internal error: a slot-row exchange, but this style has no slot rows",
+             m_style);
+}
+void PairFastmlipBase::exchange_slot_rows(float*, int, bool) {
+  error->one(FLERR, "pair_style {}: internal error: a slot-row exchange, but this style has no slot rows",
+             m_style);
+}
+
 int PairFastmlipBase::pack_atom(int j, double* buf) const {
   const int w = m_comm.width;
   const std::size_t row = static_cast<std::size_t>(j) * w;

@@ -112,6 +112,38 @@ class PairFastmlipBase : public Pair {
   /// communication. Every rank calls it the same number of times with the same width.
   template <class T>
   void exchange_nodes(T* rows, int width, bool reverse);
+  /// Whether a model evaluated in place (evaluate_in_place) hands its node exchanges the rows
+  /// where it keeps them, in DeviceMemory (exchange_in_model_memory), instead of host rows: the
+  /// /kk styles, which move them there.
+  virtual bool exchanges_in_model_memory() const { return false; }
+  /// exchange_nodes for rows in DeviceMemory (where exchanges_in_model_memory()). The default is
+  /// exchange_nodes itself, for a DeviceMemory the host can read.
+  virtual void exchange_in_model_memory(double* rows, int width, bool reverse) {
+    exchange_nodes(rows, width, reverse);
+  }
+  virtual void exchange_in_model_memory(float* rows, int width, bool reverse) {
+    exchange_nodes(rows, width, reverse);
+  }
+  /// A style's exchange of slot rows (CHGNet's bond slots, CommRows::slots) in host memory; the
+  /// base has no slot rows, and says so.
+  virtual void exchange_slot_rows(double* rows, int width, bool reverse);
+  virtual void exchange_slot_rows(float* rows, int width, bool reverse);
+  /// exchange_slot_rows for rows in DeviceMemory, as exchange_in_model_memory for node rows.
+  virtual void exchange_slots_in_model_memory(double* rows, int width, bool reverse) {
+    exchange_slot_rows(rows, width, reverse);
+  }
+  virtual void exchange_slots_in_model_memory(float* rows, int width, bool reverse) {
+    exchange_slot_rows(rows, width, reverse);
+  }
+  /// The slot rows' layout during an in-place evaluation, for exchanges in DeviceMemory: each
+  /// atom j's rows start(j)..start(j + 1) (local atoms' first), moved `per_pass` rows per atom
+  /// in `passes` communications (the same on every rank).
+  struct SlotLayout {
+    Kokkos::View<const int*, DeviceMemory> start;  // [nall + 1]
+    int passes = 0, per_pass = 1;
+    int n_local_slots = 0, n_slots = 0;
+  };
+  virtual SlotLayout slot_layout_in_model_memory() const { return {}; }
 
   /// On one MPI rank, where every ghost atom is a periodic image of a local atom: the local index
   /// of each ghost's atom, [nghost], found by one forward communication per compute() (the first
@@ -205,17 +237,39 @@ class PairFastmlipBase : public Pair {
   fastmlip::graph::GraphBuilder<Kokkos::DefaultHostExecutionSpace, float> m_builder_f;
 };
 
-/// The models' node-row exchange (fastmlip::models::FeatureExchange) through a pair style.
+/// The models' node-row exchange (fastmlip::models::FeatureExchange) through a pair style: host
+/// rows, or with `in_model_memory` (a model evaluated in place, when the pair style
+/// exchanges_in_model_memory()) the rows where the model keeps them.
 template <class T, class Base = fastmlip::models::FeatureExchange<T>>
 class PairNodeExchange : public Base {
  public:
-  explicit PairNodeExchange(PairFastmlipBase* pair) : m_pair(pair) {}
-  void forward(T* rows, int width) override { m_pair->exchange_nodes(rows, width, false); }
-  void reverse(T* rows, int width) override { m_pair->exchange_nodes(rows, width, true); }
+  explicit PairNodeExchange(PairFastmlipBase* pair, bool in_model_memory = false)
+      : m_pair(pair), m_in_model_memory(in_model_memory) {}
+  void forward(T* rows, int width) override { exchange(rows, width, false); }
+  void reverse(T* rows, int width) override { exchange(rows, width, true); }
   const int* ghost_owners() override { return m_pair->ghost_owners(); }
+  bool rows_in_model_memory() const override { return m_in_model_memory; }
 
  protected:
+  /// A slot exchange (CHGNet's) through the pair style, where the rows are.
+  void exchange_slots(T* rows, int width, bool reverse) {
+    if (m_in_model_memory) {
+      m_pair->exchange_slots_in_model_memory(rows, width, reverse);
+    } else {
+      m_pair->exchange_slot_rows(rows, width, reverse);
+    }
+  }
   PairFastmlipBase* m_pair;
+
+ private:
+  void exchange(T* rows, int width, bool reverse) {
+    if (m_in_model_memory) {
+      m_pair->exchange_in_model_memory(rows, width, reverse);
+    } else {
+      m_pair->exchange_nodes(rows, width, reverse);
+    }
+  }
+  bool m_in_model_memory;
 };
 
 }  // namespace LAMMPS_NS

@@ -38,12 +38,10 @@ namespace {
 template <class T>
 class ChgnetLammpsExchange final : public PairNodeExchange<T, ChgnetExchange<T>> {
  public:
-  explicit ChgnetLammpsExchange(PairFastmlipChgnet* pair) : PairNodeExchange<T, ChgnetExchange<T>>(pair), m_chgnet(pair) {}
-  void forward_slots(T* rows, int width) override { m_chgnet->exchange_slots(rows, width, false); }
-  void reverse_slots(T* rows, int width) override { m_chgnet->exchange_slots(rows, width, true); }
-
- private:
-  PairFastmlipChgnet* m_chgnet;
+  ChgnetLammpsExchange(PairFastmlipChgnet* pair, bool in_model_memory)
+      : PairNodeExchange<T, ChgnetExchange<T>>(pair, in_model_memory) {}
+  void forward_slots(T* rows, int width) override { this->exchange_slots(rows, width, false); }
+  void reverse_slots(T* rows, int width) override { this->exchange_slots(rows, width, true); }
 };
 
 /// The slot builder's exchanges (counts and slot records, in double whatever the model's
@@ -52,8 +50,8 @@ class ChgnetLammpsSlotExchange final : public PairNodeExchange<double, ChgnetSlo
  public:
   explicit ChgnetLammpsSlotExchange(PairFastmlipChgnet* pair)
       : PairNodeExchange<double, ChgnetSlotExchange>(pair), m_chgnet(pair) {}
-  void forward_slots(double* rows, int width) override { m_chgnet->exchange_slots(rows, width, false); }
-  void reverse_slots(double* rows, int width) override { m_chgnet->exchange_slots(rows, width, true); }
+  void forward_slots(double* rows, int width) override { this->exchange_slots(rows, width, false); }
+  void reverse_slots(double* rows, int width) override { this->exchange_slots(rows, width, true); }
   void slot_layout(const int* slot_start, int n_total, int local_max) override {
     m_chgnet->set_slot_layout(slot_start, n_total, local_max);
   }
@@ -203,7 +201,7 @@ PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Graph<T>& edges
   ChgnetGraph<T> graph;
   static_cast<Graph<T>&>(graph) = edges;
   ChgnetLammpsSlotExchange slot_exchange(this);
-  ChgnetLammpsExchange<T> exchange(this);
+  ChgnetLammpsExchange<T> exchange(this, false);
   auto& result = m_backend->result;
   try {
     const auto slots = m_backend->host_slots.build(edges, x, tag, m_bond_cutoff, &slot_exchange);
@@ -246,14 +244,16 @@ PairFastmlipBase::DeviceOutput PairFastmlipChgnet::evaluate_in_place_with(const 
   ChgnetGraph<T, DeviceMemory> graph;
   static_cast<DeviceGraph<T>&>(graph) = edges;
   ChgnetLammpsSlotExchange slot_exchange(this);
-  ChgnetLammpsExchange<T> exchange(this);
+  ChgnetLammpsExchange<T> exchange(this, exchanges_in_model_memory());
   const auto& result = m_backend->device_result;
   try {
     const auto slots =
         m_backend->device_slots.build(edges, atoms.x, atoms.tag, m_bond_cutoff, &slot_exchange);
     graph.slot_start = slots.slot_start;
     graph.reverse_slot = slots.reverse_slot;
+    m_device_slot_start = slots.slot_start;
     m_backend->compute_in_place(graph, &exchange);
+    m_device_slot_start = {};
   } catch (const fastmlip::models::UnpairedBondError& e) {
     error_unpaired(e);
   } catch (const fastmlip::Error& e) {
@@ -277,6 +277,26 @@ void PairFastmlipChgnet::set_slot_layout(const int* slot_start, int nall, int lo
   int global_max = 0;
   MPI_Allreduce(&local_max, &global_max, 1, MPI_INT, MPI_MAX, world);
   m_passes = (global_max + kSlotsPerPass - 1) / kSlotsPerPass;
+}
+
+void PairFastmlipChgnet::exchange_slot_rows(double* rows, int width, bool reverse) {
+  exchange_slots(rows, width, reverse);
+}
+void PairFastmlipChgnet::exchange_slot_rows(float* rows, int width, bool reverse) {
+  exchange_slots(rows, width, reverse);
+}
+
+PairFastmlipBase::SlotLayout PairFastmlipChgnet::slot_layout_in_model_memory() const {
+  SlotLayout layout;
+  layout.start = m_device_slot_start;
+  layout.passes = m_passes;
+  layout.per_pass = kSlotsPerPass;
+  const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
+  if (static_cast<int>(m_slot_start.size()) == nall + 1) {
+    layout.n_local_slots = m_slot_start[nlocal];
+    layout.n_slots = m_slot_start[nall];
+  }
+  return layout;
 }
 
 void PairFastmlipChgnet::error_unpaired(const fastmlip::models::UnpairedBondError& e) {

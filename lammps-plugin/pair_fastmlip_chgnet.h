@@ -60,6 +60,9 @@ class PairFastmlipChgnet : public PairFastmlipBase {
   int pack_atom(int j, double* buf) const override;
   int unpack_atom(int j, const double* buf, bool add) override;
   bool evaluates_in_place() const override;
+  void exchange_slot_rows(double* rows, int width, bool reverse) override;
+  void exchange_slot_rows(float* rows, int width, bool reverse) override;
+  SlotLayout slot_layout_in_model_memory() const override;
   DeviceOutput evaluate_in_place(const DeviceGraph<double>& edges, const DeviceAtoms& atoms) override;
   DeviceOutput evaluate_in_place(const DeviceGraph<float>& edges, const DeviceAtoms& atoms) override;
 
@@ -76,6 +79,9 @@ class PairFastmlipChgnet : public PairFastmlipBase {
   double m_bond_cutoff = 0.0;
   std::vector<int> m_slot_start;  // [nall + 1] during a compute: the model's slot layout
   int m_passes = 0;               // slot passes per exchange, the same on every rank
+  /// The same layout in DeviceMemory during an in-place evaluation (the /kk styles' slot
+  /// exchanges on the device), empty otherwise.
+  Kokkos::View<const int*, DeviceMemory> m_device_slot_start;
   std::vector<double> m_magmom;
   bigint m_magmom_step = -1;
 };

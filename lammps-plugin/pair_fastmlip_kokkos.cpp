@@ -12,11 +12,14 @@
 #include "atom_kokkos.h"
 #include "atom_masks.h"
 #include "comm.h"
+#include "comm_kokkos.h"
 #include "error.h"
 #include "force.h"
 #include "graph/edge_tally.hpp"
 #include "lammps.h"
+#include "lammps_compat.h"
 #include "memory_kokkos.h"
+#include "models/exchange_on_host.hpp"
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
 #include "neighbor.h"
@@ -142,10 +145,10 @@ const G* host_rows(const Kokkos::View<const G* [3], Kokkos::LayoutRight, Memory>
   return out.data();
 }
 
-/// The model's ghost-row exchange runs on host rows (PairFastmlipMace::pack_forward_comm and
-/// friends). CommKokkos picks the host path for a pair whose execution_space is Host, and
-/// otherwise (a GPU build) its device path, which needs KOKKOS pack functions this style does
-/// not have; so for the duration of the model the pair presents itself as a host pair.
+/// During the model's evaluation the pair presents itself to CommKokkos as a host pair, so that
+/// the exchanges of host rows (CHGNet's bond slots, the ghost-owner lookup, and node rows where
+/// LAMMPS packs on the host) take LAMMPS' host path through pack_forward_comm and friends. A
+/// node-row exchange that LAMMPS packs on the device switches back for its call (AsDevicePair).
 class ExchangeOnHost {
  public:
   explicit ExchangeOnHost(Pair* pair) : m_pair(pair), m_saved(pair->execution_space) {
@@ -158,6 +161,164 @@ class ExchangeOnHost {
  private:
   Pair* m_pair;
   ExecutionSpace m_saved;
+};
+
+/// An exchange's rows and CommKokkos's buffer on DeviceType: the work of kokkos_pair_comm.h's four
+/// hooks. Each atom of the call contributes `per_pass` rows of `width` values: its node row
+/// (per_pass 1, no `start`), or its slot rows pass * per_pass.. (`start`: each atom's first slot
+/// row; slots beyond its count travel as zeros, as the host pack_atom does). One thread per
+/// buffer value. A swap's send list names each atom once, so the reverse sum has no two threads
+/// on one value.
+struct TagPackRows {};       // buf <- rows of atom list(i)
+struct TagUnpackRows {};     // rows of atom first + i <- buf
+struct TagPackGhostRows {};  // buf <- rows of atom first + i
+struct TagAddRows {};        // rows of atom list(i) += buf
+
+template <class DeviceType, class T>
+struct RowsComm {
+  using Memory = typename DeviceType::memory_space;
+  Kokkos::View<T**, Kokkos::LayoutRight, Memory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> m_rows;
+  fastmlip::plugin::kokkos_comm_detail::SendList<DeviceType> m_list;
+  Kokkos::View<const int*, Memory> m_start;
+  double* m_buf = nullptr;
+  int m_first = 0, m_width = 1, m_per_pass = 1, m_pass = 0;
+
+  /// Buffer value v: atom index i of the call, and the row (or -1: a slot the atom lacks) and
+  /// value k of that atom's part.
+  KOKKOS_INLINE_FUNCTION void locate(int v, int atom_of_call, int& row, int& k) const {
+    const int q = v / m_width;  // the atom's q-th row in the buffer, counted over the call
+    k = v - q * m_width;
+    const int slot = q % m_per_pass;
+    if (m_start.data() == nullptr) {
+      row = atom_of_call;
+      return;
+    }
+    const int first = m_start(atom_of_call), count = m_start(atom_of_call + 1) - first;
+    const int s = m_pass * m_per_pass + slot;
+    row = s < count ? first + s : -1;
+  }
+  KOKKOS_INLINE_FUNCTION int call_index(int v) const { return v / (m_width * m_per_pass); }
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagPackRows, int v) const {
+    int row, k;
+    locate(v, m_list(call_index(v)), row, k);
+    m_buf[v] = row >= 0 ? static_cast<double>(m_rows(row, k)) : 0.0;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagUnpackRows, int v) const {
+    int row, k;
+    locate(v, m_first + call_index(v), row, k);
+    if (row >= 0) {
+      m_rows(row, k) = static_cast<T>(m_buf[v]);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagPackGhostRows, int v) const {
+    int row, k;
+    locate(v, m_first + call_index(v), row, k);
+    m_buf[v] = row >= 0 ? static_cast<double>(m_rows(row, k)) : 0.0;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagAddRows, int v) const {
+    int row, k;
+    locate(v, m_list(call_index(v)), row, k);
+    if (row >= 0) {
+      m_rows(row, k) += static_cast<T>(m_buf[v]);
+    }
+  }
+};
+
+/// What one hook call moves: the bound rows (d in double, else f in float) of `rows` x `width`,
+/// laid out as RowsComm says.
+template <class DeviceType>
+struct RowsCall {
+  double* d = nullptr;
+  float* f = nullptr;
+  int rows = 0, width = 1, per_pass = 1, pass = 0;
+  Kokkos::View<const int*, typename DeviceType::memory_space> start;
+};
+
+/// The call the hooks make on the rows an exchange bound (the pair's CommRows and BoundLayout).
+template <class DeviceType, class Comm, class Bound>
+RowsCall<DeviceType> rows_call(const Comm& comm, const Bound& bound) {
+  RowsCall<DeviceType> call;
+  call.d = comm.d;
+  call.f = comm.f;
+  call.width = comm.width;
+  call.pass = comm.pass;
+  call.rows = bound.rows;
+  call.per_pass = bound.per_pass;
+  call.start = bound.start;
+  return call;
+}
+
+/// One hook's launch over n atoms; the number of buffer values.
+template <class DeviceType, class Tag>
+int launch_rows_comm(const char* label, const RowsCall<DeviceType>& call, int n, int first,
+                     const fastmlip::plugin::kokkos_comm_detail::SendList<DeviceType>& list, double* buf) {
+  const int values = n * call.per_pass * call.width;
+  const auto run = [&](auto* rows) {
+    using T = std::remove_pointer_t<decltype(rows)>;
+    RowsComm<DeviceType, T> c;
+    c.m_rows = decltype(c.m_rows)(rows, call.rows, call.width);
+    c.m_list = list;
+    c.m_start = call.start;
+    c.m_buf = buf;
+    c.m_first = first;
+    c.m_width = call.width;
+    c.m_per_pass = call.per_pass;
+    c.m_pass = call.pass;
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<typename DeviceType::execution_space, Tag>(0, values), c);
+  };
+  if (call.d != nullptr) {
+    run(call.d);
+  } else {
+    run(call.f);
+  }
+  return values;
+}
+
+/// CommKokkos's settings for reverse pair communication where this LAMMPS has one (releases
+/// after 29 Sep 2021); without it the reverse is classic, on the host.
+template <class C>
+auto reverse_pair_comm_classic(const C& comm, int)
+    -> decltype(static_cast<bool>(comm.reverse_pair_comm_classic)) {
+  return static_cast<bool>(comm.reverse_pair_comm_classic);
+}
+template <class C>
+bool reverse_pair_comm_classic(const C&, long) {
+  return true;
+}
+
+/// For one exchange the pair presents itself to CommKokkos as a device pair (execution_space
+/// Device; and, where LAMMPS has the flag, reverse_comm_device), so that it calls the KOKKOS
+/// hooks; the model's evaluation otherwise runs as a host pair (ExchangeOnHost).
+class AsDevicePair {
+ public:
+  explicit AsDevicePair(Pair* pair) : m_pair(pair), m_saved(pair->execution_space) {
+    pair->execution_space = Device;
+    m_saved_reverse = set_reverse_comm_device(*pair, 1, 0);
+  }
+  ~AsDevicePair() {
+    m_pair->execution_space = m_saved;
+    set_reverse_comm_device(*m_pair, m_saved_reverse, 0);
+  }
+  AsDevicePair(const AsDevicePair&) = delete;
+  AsDevicePair& operator=(const AsDevicePair&) = delete;
+
+ private:
+  /// Sets P::reverse_comm_device where LAMMPS has it; returns the value it had.
+  template <class P>
+  static auto set_reverse_comm_device(P& pair, int value, int)
+      -> decltype(static_cast<int>(pair.reverse_comm_device)) {
+    const int old = static_cast<int>(pair.reverse_comm_device);
+    pair.reverse_comm_device = value;
+    return old;
+  }
+  template <class P>
+  static int set_reverse_comm_device(P&, int, long) {
+    return 0;
+  }
+  Pair* m_pair;
+  ExecutionSpace m_saved;
+  int m_saved_reverse = 0;
 };
 
 }  // namespace
@@ -190,6 +351,128 @@ PairFastmlipKokkos<DeviceType, Style>::~PairFastmlipKokkos() {
   this->memoryKK->destroy_kokkos(k_vatom, this->vatom);
   this->eatom = nullptr;
   this->vatom = nullptr;
+}
+
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::exchange_in_model_memory(double* rows, int width, bool reverse) {
+  exchange_rows(rows, width, reverse, false);
+}
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::exchange_in_model_memory(float* rows, int width, bool reverse) {
+  exchange_rows(rows, width, reverse, false);
+}
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::exchange_slots_in_model_memory(double* rows, int width,
+                                                                           bool reverse) {
+  exchange_rows(rows, width, reverse, true);
+}
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::exchange_slots_in_model_memory(float* rows, int width,
+                                                                           bool reverse) {
+  exchange_rows(rows, width, reverse, true);
+}
+
+template <class DeviceType, class Style>
+bool PairFastmlipKokkos<DeviceType, Style>::packs_on_device(bool reverse) const {
+  // CommKokkos calls the hooks on LMPDeviceType only; a tiled decomposition (CommTiledKokkos)
+  // packs pair rows on the host.
+  if constexpr (!std::is_same_v<DeviceType, LMPDeviceType>) {
+    (void)reverse;
+    return false;
+  } else {
+    const auto* kk = dynamic_cast<const CommKokkos*>(this->comm);
+    if (kk == nullptr) {
+      return false;
+    }
+    return reverse ? fastmlip::plugin::kDeviceReverse && !reverse_pair_comm_classic(*kk, 0)
+                   : !kk->forward_pair_comm_classic;
+  }
+}
+
+template <class DeviceType, class Style>
+template <class T>
+void PairFastmlipKokkos<DeviceType, Style>::exchange_rows(T* rows, int width, bool reverse, bool slots) {
+  const auto host_exchange = [this, width, reverse, slots](T* host) {
+    if (slots) {
+      this->exchange_slot_rows(host, width, reverse);
+    } else {
+      this->exchange_nodes(host, width, reverse);
+    }
+  };
+  if constexpr (!std::is_same_v<Memory, typename Style::DeviceMemory>) {
+    // Only a model in DeviceType's memory is evaluated in place; its rows are where ours are.
+    host_exchange(rows);
+  } else {
+    const int nlocal = this->atom->nlocal, nall = nlocal + this->atom->nghost;
+    if (!m_exchange_logged && this->comm->me == 0) {
+      const auto where = [&](bool r) {
+        return packs_on_device(r)
+                   ? fmt::format("in {} memory (the KOKKOS package's pair communication)", Memory::name())
+                   : std::string("on the host (LAMMPS' classic pair communication)");
+      };
+      utils::logmesg(this->lmp,
+                     "pair_style {}/kk: the model's ghost rows are packed {} forward, {} in reverse\n",
+                     this->m_style, where(false), where(true));
+    }
+    m_exchange_logged = true;
+    const auto layout = slots ? this->slot_layout_in_model_memory() : typename Style::SlotLayout{};
+    const int n_rows = slots ? layout.n_slots : nall, n_local_rows = slots ? layout.n_local_slots : nlocal;
+    const Kokkos::View<T**, Kokkos::LayoutRight, Memory> view(rows, n_rows, width);
+    if (!packs_on_device(reverse)) {
+      using fastmlip::models::ExchangeRows;
+      // Slot rows are read and written wherever they are (the host exchange's layout is per atom).
+      const ExchangeRows what = slots     ? ExchangeRows::any
+                                : reverse ? ExchangeRows::reverse
+                                          : ExchangeRows::forward;
+      fastmlip::models::exchange_on_host(view, n_local_rows, what, staging<T>(), host_exchange);
+      return;
+    }
+    m_bound.start = slots ? layout.start : Kokkos::View<const int*, Memory>();
+    m_bound.per_pass = slots ? layout.per_pass : 1;
+    m_bound.rows = n_rows;
+    for (int pass = 0; pass < (slots ? layout.passes : 1); ++pass) {
+      this->bind_rows(rows, width);
+      this->m_comm.slots = slots;
+      this->m_comm.pass = pass;
+      AsDevicePair device(this);
+      if (reverse) {
+        this->comm_reverse = m_bound.per_pass * width;
+        fastmlip::plugin::reverse_comm(this->comm, this);
+      } else {
+        this->comm_forward = m_bound.per_pass * width;
+        fastmlip::plugin::forward_comm(this->comm, this);
+      }
+    }
+    this->m_comm = typename Style::CommRows{};
+    m_bound = BoundLayout{};
+    if (reverse) {
+      Kokkos::deep_copy(Kokkos::subview(view, std::make_pair(n_local_rows, n_rows), Kokkos::ALL()), T(0));
+    }
+  }
+}
+
+template <class DeviceType, class Style>
+int PairFastmlipKokkos<DeviceType, Style>::pack_rows(int n, const SendList& list, double* buf) {
+  return launch_rows_comm<DeviceType, TagPackRows>(
+      "fastmlip::pair_kk::pack_forward", rows_call<DeviceType>(this->m_comm, m_bound), n, 0, list, buf);
+}
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::unpack_rows(int n, int first, const double* buf) {
+  launch_rows_comm<DeviceType, TagUnpackRows>("fastmlip::pair_kk::unpack_forward",
+                                              rows_call<DeviceType>(this->m_comm, m_bound), n, first,
+                                              SendList(), const_cast<double*>(buf));
+}
+template <class DeviceType, class Style>
+int PairFastmlipKokkos<DeviceType, Style>::pack_ghost_rows(int n, int first, double* buf) {
+  return launch_rows_comm<DeviceType, TagPackGhostRows>("fastmlip::pair_kk::pack_reverse",
+                                                        rows_call<DeviceType>(this->m_comm, m_bound), n,
+                                                        first, SendList(), buf);
+}
+template <class DeviceType, class Style>
+void PairFastmlipKokkos<DeviceType, Style>::add_rows(int n, const SendList& list, const double* buf) {
+  launch_rows_comm<DeviceType, TagAddRows>("fastmlip::pair_kk::unpack_reverse",
+                                           rows_call<DeviceType>(this->m_comm, m_bound), n, 0, list,
+                                           const_cast<double*>(buf));
 }
 
 template <class DeviceType, class Style>

@@ -222,7 +222,7 @@ PairFastmlipBase::DeviceOutput PairFastmlipMace::evaluate_in_place(const DeviceG
 
 template <class T>
 PairFastmlipBase::DeviceOutput PairFastmlipMace::evaluate_in_place_with(const DeviceGraph<T>& edges) {
-  PairNodeExchange<T> exchange(this);
+  PairNodeExchange<T> exchange(this, exchanges_in_model_memory());
   DeviceOutput out;
   try {
     const auto result = m_backend->compute_in_place(edges, &exchange);

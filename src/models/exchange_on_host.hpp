@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/impl/grow_buffer.hpp"
+#include "models/feature_exchange.hpp"
 
 namespace fastmlip::models {
 
@@ -59,6 +60,28 @@ void exchange_on_host(const Kokkos::View<T**, Kokkos::LayoutRight, Space>& rows,
     exchange(rows.data());
   } else {
     exchange_through_host_copy(rows, n_local, what, staging, std::forward<F>(exchange));
+  }
+}
+
+/// A node-row exchange (FeatureExchange::forward, or reverse) of `rows` [n][width]: the rows as
+/// they are where the exchange takes the model's memory (rows_in_model_memory), else as
+/// exchange_on_host gives them.
+template <class T, class Space>
+void exchange_node_rows(FeatureExchange<T>& exchange,
+                        const Kokkos::View<T**, Kokkos::LayoutRight, Space>& rows, int n_local, bool forward,
+                        kernels::impl::GrowBuffer<T, Kokkos::HostSpace>& staging) {
+  const int width = static_cast<int>(rows.extent(1));
+  const auto run = [&](T* data) {
+    if (forward) {
+      exchange.forward(data, width);
+    } else {
+      exchange.reverse(data, width);
+    }
+  };
+  if (exchange.rows_in_model_memory()) {
+    run(rows.data());
+  } else {
+    exchange_on_host(rows, n_local, forward ? ExchangeRows::forward : ExchangeRows::reverse, staging, run);
   }
 }
 

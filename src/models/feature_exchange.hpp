@@ -8,7 +8,8 @@ namespace fastmlip::models {
 
 /// The caller's communication between layers (MACE's use is described here; CHGNet's in
 /// chgnet_model.hpp). Rows are nodes, `width` values per row,
-/// row-major, in the model's compute precision; `rows` holds n_total rows (host memory).
+/// row-major, in the model's compute precision; `rows` holds n_total rows (host memory, or the
+/// model's own where rows_in_model_memory()).
 ///
 /// What is exchanged: the sender features of layer t >= 1, h^t = linear_up(x^t), which the
 /// model computes for the local rows only (mace-torch's LAMMPS path exchanges the same
@@ -32,6 +33,12 @@ class FeatureExchange {
   /// does every exchange itself where the rows are (image_exchange.hpp), with the same result,
   /// and calls none of this class's exchanges. nullptr (the default): the exchanges above.
   virtual const int* ghost_owners() { return nullptr; }
+  /// Whether forward() and reverse() take the rows where the model keeps them, in the memory of
+  /// the execution space it runs on, rather than in host memory: a caller that moves them there
+  /// (a /kk pair style, whose LAMMPS packs pair communication on the KOKKOS device). The model
+  /// then hands its rows over as they are (exchange_on_host.hpp, exchange_node_rows); otherwise
+  /// through a host copy where its memory is not the host's.
+  virtual bool rows_in_model_memory() const { return false; }
 };
 
 }  // namespace fastmlip::models

@@ -23,6 +23,7 @@
 
 #include "../common/json_fixtures.hpp"
 #include "core/error.hpp"
+#include "device_rows_exchange.hpp"
 #include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
 #include "kernels/backend.hpp"
@@ -346,6 +347,29 @@ TEST(MaceDevice, ASecondStepOfTheSameSizeAllocatesNothing) {
     }
     Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
   }
+}
+
+// The /kk styles' exchange of the model's rows where they are (no host copy): the model hands
+// an exchange that takes them (rows_in_model_memory) its rows in device memory, and the results
+// are those of the host-staged exchange. On the host (CI) the same code runs on host rows.
+TYPED_TEST(MaceDevice, AnExchangeOfTheRowsWhereTheyAreMatchesTheHostStagedOne) {
+  using T = TypeParam;
+  const auto pot = io::read_potential_file(fixture_dir() + "/mp_small.safetensors");
+  models::MaceModel<Device, T> dev(pot, {});
+  const Structure s = random_structure(23, 8.0, 1.8, static_cast<int>(dev.species().size()), 29, true);
+  const auto g = ghost_graph<T>(s, dev.cutoff());
+  ASSERT_GT(g.n_total, g.n_local) << "the structure has no ghosts";
+  graph::GraphMirror<T, typename Device::memory_space> mirror;
+  CopyExchange<T> staged(g.n_local, g.owner);
+  DeviceRowsExchange<Device, T> in_place(g.n_local, g.owner);
+  models::MaceResult<T> a, b;
+  dev.compute(mirror.of(g.view()), &staged, true, a);
+  dev.compute(mirror.of(g.view()), &in_place, true, b);
+  EXPECT_EQ(in_place.widths, staged.widths);
+  EXPECT_FALSE(in_place.widths.empty());
+  EXPECT_LE(std::abs(b.energy - a.energy) / std::max(1.0, std::abs(a.energy)), kTolDevice<T>);
+  EXPECT_LE(rel_diff(b.node_energy, a.node_energy, 1.0), kTolDevice<T>);
+  EXPECT_LE(rel_diff(b.edge_gradient, a.edge_gradient), kTolDevice<T>);
 }
 
 // The graph check runs where the graph lives: a bad species on the device is the same clear

@@ -112,6 +112,38 @@ TEST_P(PairKokkos, ExplicitKkStyleWithoutSuffix) {
   expect_atom_sums(init, c.tolerance, c.name + " pair_style " + kk + ", run 0");
 }
 
+// LAMMPS' KOKKOS pair communication (`package kokkos comm device`; with `gpu/aware on`, since
+// this LAMMPS otherwise keeps classic communication on several ranks, and its device memory is
+// the host's anyway): the model's ghost rows are then packed and unpacked by the /kk style's
+// KOKKOS hooks (kokkos_pair_comm.h), the kernels a GPU LAMMPS runs, with the references' results.
+// The log says where each direction packs. One rank has no pair communication (the ghosts are
+// images, exchanged by the model itself).
+TEST_P(PairKokkos, DevicePairCommunicationMatchesHostReferences) {
+  const Case c = load_case(GetParam());
+  ASSERT_TRUE(c.yaml["init_energy"]) << c.name << " has no reference";
+  const std::string log = scratch("device-comm-" + c.name + ".log");
+  {
+    Lammps lmp({"-k", "on", "t", "1", "-sf", "kk", "-pk", "kokkos", "comm", "device", "gpu/aware", "on"});
+    lmp.command("log " + log);
+    setup(lmp, c);
+    lmp.command("run 0 post no");
+    expect_snapshot(snapshot(lmp), c.yaml, "init", c.tolerance, c.name + " kk, comm device, run 0");
+    lmp.commands("velocity all create 600 4928459 dist gaussian\nfix nve all nve\ntimestep 0.001\n");
+    lmp.command("run " + std::to_string(c.run_steps) + " post no");
+    expect_snapshot(snapshot(lmp), c.yaml, "run", c.tolerance, c.name + " kk, comm device, run");
+    lmp.command("log none");
+  }
+  if (rank() != 0 || nprocs() == 1) {
+    return;
+  }
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string said = "pair_style " + kk_style(c) + ": the model's ghost rows are packed in " +
+                           Kokkos::HostSpace::name() +
+                           " memory (the KOKKOS package's pair communication) forward";
+  EXPECT_NE(text.find(said), std::string::npos) << c.name << ": the log says\n" << text;
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, PairKokkos, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<fs::path>& info) {
                            std::string n = info.param.parent_path().filename().string() + "_" +

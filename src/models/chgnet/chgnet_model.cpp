@@ -40,8 +40,8 @@
 // (chgnet_atom_conv.hpp), BondConv and AngleUpdate (chgnet_angle_blocks.hpp) and the Magmom and
 // Readout heads (chgnet_heads.hpp). This driver holds their storage, in ExecSpace's memory, and
 // runs them forward, then backwards. Host memory is touched only at the edges of a call: the
-// caller's exchange gets host rows (exchange_on_host.hpp) and the results are copied to the
-// caller's host vectors.
+// caller's exchange gets host rows (exchange_on_host.hpp), or the node rows where they are if it
+// takes them there (a /kk style), and the results are copied to the caller's host vectors.
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -447,6 +447,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     angle_blocks->compute_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, H);
     if (images.slots_active()) {
       images.forward_slots(H);
+    } else if (exchange && exchange->rows_in_model_memory()) {
+      exchange->forward_slots(H.data(), Fb);
     } else if (exchange) {
       exchange_on_host(H, NL, ExchangeRows::any, exchange_host,
                        [&](T* rows) { exchange->forward_slots(rows, Fb); });
@@ -502,6 +504,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     angle_blocks->start_bond_reverse(k, an, gbs[k + 1], gbs[k], gH);
     if (images.slots_active()) {
       images.reverse_slots(gH);
+    } else if (exchange && exchange->rows_in_model_memory()) {
+      exchange->reverse_slots(gH.data(), Fb);
     } else if (exchange) {
       exchange_on_host(gH, NL, ExchangeRows::any, exchange_host,
                        [&](T* rows) { exchange->reverse_slots(rows, Fb); });
@@ -550,8 +554,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
         if (images.active()) {
           images.forward(x[s.layer]);
         } else if (exchange) {
-          exchange_on_host(x[s.layer], NL, ExchangeRows::forward, exchange_host,
-                           [&](T* rows) { exchange->forward(rows, Fa); });
+          exchange_node_rows<T>(*exchange, x[s.layer], NL, true, exchange_host);
         }
         return;
       case K::BondConv:
@@ -581,8 +584,7 @@ struct ChgnetModel<ExecSpace, T>::Impl {
         if (images.active()) {
           images.reverse(gxs[s.layer]);
         } else if (exchange) {
-          exchange_on_host(gxs[s.layer], NL, ExchangeRows::reverse, exchange_host,
-                           [&](T* rows) { exchange->reverse(rows, Fa); });
+          exchange_node_rows<T>(*exchange, gxs[s.layer], NL, false, exchange_host);
         }
         return;
       case K::BondConv:

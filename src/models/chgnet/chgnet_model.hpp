@@ -40,7 +40,8 @@
 namespace fastmlip::models {
 
 /// The caller's communication for CHGNet: node rows (atom features, as FeatureExchange) and
-/// slot rows (the half bond updates H of short edges); host memory, as FeatureExchange. Call order of one
+/// slot rows (the half bond updates H of short edges); host memory, or with rows_in_model_memory()
+/// both kinds of rows where the model keeps them, as FeatureExchange. Call order of one
 /// compute() with n_conv = 4 (the stage list, chgnet_stages.hpp): after each of AtomConvs 0..2, forward(x^k)
 /// and then forward_slots in the following BondConv; with gradients, afterwards the mirror
 /// image with reverse / reverse_slots. The sequence depends only on the model and `gradients`,

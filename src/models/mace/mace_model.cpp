@@ -644,7 +644,8 @@ struct MaceModel<ExecSpace, T>::Impl {
     }
   }
 
-  /// The caller's communication (LAMMPS' comm) on node rows: host memory (exchange_on_host);
+  /// The caller's communication (LAMMPS' comm) on node rows: host memory, or this model's where
+  /// the caller takes them there (exchange_node_rows);
   /// or, where the caller names every ghost's owner (a rank holding the whole periodic system),
   /// the same copies and sums on ExecSpace (image_exchange.hpp).
   void exchange_rows(FeatureExchange<T>& exchange, const Matrix& rows, bool forward) {
@@ -656,15 +657,7 @@ struct MaceModel<ExecSpace, T>::Impl {
       forward ? images.forward(rows) : images.reverse(rows);
       return;
     }
-    const int width = static_cast<int>(rows.extent(1));
-    exchange_on_host(rows, n_local, forward ? ExchangeRows::forward : ExchangeRows::reverse,
-                     exchange_rows_host, [&](T* data) {
-                       if (forward) {
-                         exchange.forward(data, width);
-                       } else {
-                         exchange.reverse(data, width);
-                       }
-                     });
+    exchange_node_rows(exchange, rows, n_local, forward, exchange_rows_host);
   }
 
   // ---- forward stages ------------------------------------------------------------------------
