@@ -122,12 +122,13 @@ struct Select<Owner, Base, true> {
 /// KokkosBase with the pair communication hooks of this LAMMPS, which hand Owner (CRTP; its
 /// `device_type` is the KOKKOS device the views are read on) the device views as these calls,
 /// whatever the version:
-///   int  pack_rows(n, list, buf)        buf[i * w + k] = row list(i), value k   (forward pack)
-///   void unpack_rows(n, first, buf)     row first + i = buf[i * w ..]           (forward unpack)
-///   int  pack_ghost_rows(n, first, buf) buf[i * w + k] = row first + i          (reverse pack)
-///   void add_rows(n, list, buf)         row list(i) += buf[i * w ..]            (reverse unpack)
-/// with `list` a SendList<device_type> and `buf` the buffer's double*; the last two only where
-/// kDeviceReverse. The pbc arguments are ignored: the rows are not positions.
+///   int  pack_rows(n, list, buf)        atoms list(0..n-1)'s values into buf     (forward pack)
+///   void unpack_rows(n, first, buf)     buf into atoms first..first+n-1's        (forward unpack)
+///   int  pack_ghost_rows(n, first, buf) atoms first..first+n-1's values into buf (reverse pack)
+///   void add_rows(n, list, buf)         buf added into atoms list(0..n-1)'s      (reverse unpack)
+/// with `list` a SendList<device_type> and `buf` the buffer's double*, the packs returning the
+/// number of values; the last two only where kDeviceReverse. The pbc arguments are ignored: the
+/// rows are not positions.
 template <class Owner>
 using KokkosPairComm = typename kokkos_comm_detail::Select<Owner>::type;
 

@@ -112,9 +112,9 @@ class PairFastmlipBase : public Pair {
   /// communication. Every rank calls it the same number of times with the same width.
   template <class T>
   void exchange_nodes(T* rows, int width, bool reverse);
-  /// Whether a model evaluated in place (evaluate_in_place) hands its node exchanges the rows
-  /// where it keeps them, in DeviceMemory (exchange_in_model_memory), instead of host rows: the
-  /// /kk styles, which move them there.
+  /// Whether a model evaluated in place (evaluate_in_place) hands its exchanges the rows where it
+  /// keeps them, in DeviceMemory (exchange_in_model_memory, exchange_slots_in_model_memory),
+  /// instead of host rows: the /kk styles, which move them there.
   virtual bool exchanges_in_model_memory() const { return false; }
   /// exchange_nodes for rows in DeviceMemory (where exchanges_in_model_memory()). The default is
   /// exchange_nodes itself, for a DeviceMemory the host can read.
@@ -237,9 +237,10 @@ class PairFastmlipBase : public Pair {
   fastmlip::graph::GraphBuilder<Kokkos::DefaultHostExecutionSpace, float> m_builder_f;
 };
 
-/// The models' node-row exchange (fastmlip::models::FeatureExchange) through a pair style: host
-/// rows, or with `in_model_memory` (a model evaluated in place, when the pair style
-/// exchanges_in_model_memory()) the rows where the model keeps them.
+/// The models' node-row exchange (fastmlip::models::FeatureExchange) through a pair style, and
+/// the slot-row one for CHGNet's exchanges derived from it: host rows, or with `in_model_memory`
+/// (a model evaluated in place, when the pair style exchanges_in_model_memory()) the rows where
+/// the model keeps them.
 template <class T, class Base = fastmlip::models::FeatureExchange<T>>
 class PairNodeExchange : public Base {
  public:

@@ -8,8 +8,9 @@
 // without the suffix (with `atom_style atomic/kk` and `run_style verlet/kk`, as KOKKOS then
 // requires). CHGNet/kk is also checked against chgnet itself on every 0.3.0 fixture (energies,
 // forces, stresses, site energies, magnetic moments through compute fastmlip/magmom). The same
-// binary runs on 1, 2 and 4 MPI ranks. Bad input: atoms too close (an error naming both atom
-// ids, serially) and the kk styles in a LAMMPS without KOKKOS active.
+// binary runs on 1, 2 and 4 MPI ranks; each case also runs with LAMMPS' KOKKOS pair
+// communication, whose hooks then pack the model's ghost rows (kokkos_pair_comm.h). Bad input: atoms too
+// close (an error naming both atom ids, serially) and the kk styles in a LAMMPS without KOKKOS active.
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>

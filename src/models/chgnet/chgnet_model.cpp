@@ -40,8 +40,9 @@
 // (chgnet_atom_conv.hpp), BondConv and AngleUpdate (chgnet_angle_blocks.hpp) and the Magmom and
 // Readout heads (chgnet_heads.hpp). This driver holds their storage, in ExecSpace's memory, and
 // runs them forward, then backwards. Host memory is touched only at the edges of a call: the
-// caller's exchange gets host rows (exchange_on_host.hpp), or the node rows where they are if it
-// takes them there (a /kk style), and the results are copied to the caller's host vectors.
+// caller's exchange gets host rows (exchange_on_host.hpp), or the node and slot rows where they
+// are if it takes them there (a /kk style), and the results are copied to the caller's host
+// vectors.
 #include "models/chgnet/chgnet_model.hpp"
 
 #include <Kokkos_Core.hpp>
