@@ -400,7 +400,8 @@ void PairFastmlipKokkos<DeviceType, Style>::exchange_rows(T* rows, int width, bo
     }
   };
   if constexpr (!std::is_same_v<Memory, typename Style::DeviceMemory>) {
-    // Only a model in DeviceType's memory is evaluated in place; its rows are where ours are.
+    // Not reached: only a model in DeviceType's memory is evaluated in place (compute_kk), and
+    // only such a model is handed an exchange in its memory. Its rows would be host rows here.
     host_exchange(rows);
   } else {
     const int nlocal = this->atom->nlocal, nall = nlocal + this->atom->nghost;
