@@ -225,52 +225,31 @@ struct RowsComm {
   }
 };
 
-/// What one hook call moves: the bound rows (d in double, else f in float) of `rows` x `width`,
-/// laid out as RowsComm says.
-template <class DeviceType>
-struct RowsCall {
-  double* d = nullptr;
-  float* f = nullptr;
-  int rows = 0, width = 1, per_pass = 1, pass = 0;
-  Kokkos::View<const int*, typename DeviceType::memory_space> start;
-};
-
-/// The call the hooks make on the rows an exchange bound (the pair's CommRows and BoundLayout).
-template <class DeviceType, class Comm, class Bound>
-RowsCall<DeviceType> rows_call(const Comm& comm, const Bound& bound) {
-  RowsCall<DeviceType> call;
-  call.d = comm.d;
-  call.f = comm.f;
-  call.width = comm.width;
-  call.pass = comm.pass;
-  call.rows = bound.rows;
-  call.per_pass = bound.per_pass;
-  call.start = bound.start;
-  return call;
-}
-
-/// One hook's launch over n atoms; the number of buffer values.
-template <class DeviceType, class Tag>
-int launch_rows_comm(const char* label, const RowsCall<DeviceType>& call, int n, int first,
+/// One hook's launch over n atoms on the rows an exchange bound: the pair's CommRows `comm` (the
+/// rows, d in double or else f in float, their width and the pass) and BoundLayout `bound` (how
+/// many rows, and for slot rows each atom's first and the slots per pass). Returns the number of
+/// buffer values.
+template <class DeviceType, class Tag, class Comm, class Bound>
+int launch_rows_comm(const char* label, const Comm& comm, const Bound& bound, int n, int first,
                      const fastmlip::plugin::kokkos_comm_detail::SendList<DeviceType>& list, double* buf) {
-  const int values = n * call.per_pass * call.width;
+  const int values = n * bound.per_pass * comm.width;
   const auto run = [&](auto* rows) {
     using T = std::remove_pointer_t<decltype(rows)>;
     RowsComm<DeviceType, T> c;
-    c.m_rows = decltype(c.m_rows)(rows, call.rows, call.width);
+    c.m_rows = decltype(c.m_rows)(rows, bound.rows, comm.width);
     c.m_list = list;
-    c.m_start = call.start;
+    c.m_start = bound.start;
     c.m_buf = buf;
     c.m_first = first;
-    c.m_width = call.width;
-    c.m_per_pass = call.per_pass;
-    c.m_pass = call.pass;
+    c.m_width = comm.width;
+    c.m_per_pass = bound.per_pass;
+    c.m_pass = comm.pass;
     Kokkos::parallel_for(label, Kokkos::RangePolicy<typename DeviceType::execution_space, Tag>(0, values), c);
   };
-  if (call.d != nullptr) {
-    run(call.d);
+  if (comm.d != nullptr) {
+    run(comm.d);
   } else {
-    run(call.f);
+    run(comm.f);
   }
   return values;
 }
@@ -454,26 +433,23 @@ void PairFastmlipKokkos<DeviceType, Style>::exchange_rows(T* rows, int width, bo
 
 template <class DeviceType, class Style>
 int PairFastmlipKokkos<DeviceType, Style>::pack_rows(int n, const SendList& list, double* buf) {
-  return launch_rows_comm<DeviceType, TagPackRows>(
-      "fastmlip::pair_kk::pack_forward", rows_call<DeviceType>(this->m_comm, m_bound), n, 0, list, buf);
+  return launch_rows_comm<DeviceType, TagPackRows>("fastmlip::pair_kk::pack_forward", this->m_comm, m_bound,
+                                                   n, 0, list, buf);
 }
 template <class DeviceType, class Style>
 void PairFastmlipKokkos<DeviceType, Style>::unpack_rows(int n, int first, const double* buf) {
-  launch_rows_comm<DeviceType, TagUnpackRows>("fastmlip::pair_kk::unpack_forward",
-                                              rows_call<DeviceType>(this->m_comm, m_bound), n, first,
-                                              SendList(), const_cast<double*>(buf));
+  launch_rows_comm<DeviceType, TagUnpackRows>("fastmlip::pair_kk::unpack_forward", this->m_comm, m_bound, n,
+                                              first, SendList(), const_cast<double*>(buf));
 }
 template <class DeviceType, class Style>
 int PairFastmlipKokkos<DeviceType, Style>::pack_ghost_rows(int n, int first, double* buf) {
-  return launch_rows_comm<DeviceType, TagPackGhostRows>("fastmlip::pair_kk::pack_reverse",
-                                                        rows_call<DeviceType>(this->m_comm, m_bound), n,
-                                                        first, SendList(), buf);
+  return launch_rows_comm<DeviceType, TagPackGhostRows>("fastmlip::pair_kk::pack_reverse", this->m_comm,
+                                                        m_bound, n, first, SendList(), buf);
 }
 template <class DeviceType, class Style>
 void PairFastmlipKokkos<DeviceType, Style>::add_rows(int n, const SendList& list, const double* buf) {
-  launch_rows_comm<DeviceType, TagAddRows>("fastmlip::pair_kk::unpack_reverse",
-                                           rows_call<DeviceType>(this->m_comm, m_bound), n, 0, list,
-                                           const_cast<double*>(buf));
+  launch_rows_comm<DeviceType, TagAddRows>("fastmlip::pair_kk::unpack_reverse", this->m_comm, m_bound, n, 0,
+                                           list, const_cast<double*>(buf));
 }
 
 template <class DeviceType, class Style>
