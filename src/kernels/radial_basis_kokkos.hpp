@@ -26,17 +26,32 @@ class RadialBasisKokkos {
 
   explicit RadialBasisKokkos(const RadialBasisParams& params) : m_params(params) {
     params.validate();
+    set_fixed(params);
     m_f.m_w = impl::upload<ExecSpace>(std::vector<T>(params.frequencies.begin(), params.frequencies.end()),
                                       "fastmlip::radial_basis::frequencies");
-    m_f.m_num_basis = params.num_basis();
-    m_f.m_p = params.envelope_p;
-    m_f.m_inv_rmax = static_cast<T>(1.0 / params.r_max);
-    m_f.m_c = static_cast<T>(params.c());
-    m_f.m_gamma = params.gaussian_coeff;
-    m_f.m_inv_rmax_wide = 1.0 / params.r_max;
-    m_f.m_kind = params.kind;
     m_f.m_harmonic = params.harmonic();
-    m_f.m_apply_cutoff = params.apply_cutoff;
+  }
+
+  /// A Bessel basis with learnable frequencies w (1/A) that live on ExecSpace, as the trainer
+  /// holds CHGNet's: the kernel reads `w` in place at every call (no copy to or from the host;
+  /// the caller keeps it alive while the kernel is in use). `fixed` gives the cutoff, envelope
+  /// and prefactor; its frequencies are not read. The sines are taken one by one, since a
+  /// trained w need not be harmonic. With T a Dual, w's tangents are derivatives like any
+  /// other input's: compute and reverse carry d/dw.
+  RadialBasisKokkos(const RadialBasisParams& fixed, ConstVector w) : m_params(fixed) {
+    if (fixed.kind != RadialBasisKind::Bessel || !fixed.apply_cutoff) {
+      throw UnsupportedError(
+          std::string("RadialBasisKokkos: learnable frequencies are for the Bessel basis with "
+                      "its envelope; this one is ") +
+          fixed.name() + (fixed.apply_cutoff ? "" : " without its envelope"));
+    }
+    // Check the fixed parts, and the count, with stand-in values: the frequencies' own values
+    // are on ExecSpace and are not read here.
+    m_params.frequencies.assign(w.extent(0), 1.0);
+    m_params.validate();
+    set_fixed(m_params);
+    m_f.m_w = w;
+    m_f.m_harmonic = false;
   }
 
   int num_basis() const noexcept { return m_params.num_basis(); }
@@ -119,6 +134,16 @@ class RadialBasisKokkos {
 
  private:
   using Functor = impl::RadialBasisFunctor<ExecSpace, T>;
+  void set_fixed(const RadialBasisParams& params) {
+    m_f.m_num_basis = params.num_basis();
+    m_f.m_p = params.envelope_p;
+    m_f.m_inv_rmax = static_cast<T>(1.0 / params.r_max);
+    m_f.m_c = static_cast<T>(params.c());
+    m_f.m_gamma = params.gaussian_coeff;
+    m_f.m_inv_rmax_wide = 1.0 / params.r_max;
+    m_f.m_kind = params.kind;
+    m_f.m_apply_cutoff = params.apply_cutoff;
+  }
   void check_rows(const char* what, const ConstVector& r, std::size_t rows, std::size_t cols) const {
     if (rows != r.extent(0) || static_cast<int>(cols) != num_basis()) {
       throw InputError(std::string("RadialBasisKokkos::") + what + ": array is " + std::to_string(rows) +
@@ -126,7 +151,7 @@ class RadialBasisKokkos {
                        std::to_string(num_basis()) + " (edges x basis functions)");
     }
   }
-  RadialBasisParams m_params;
+  RadialBasisParams m_params;  // learnable: the frequencies are stand-ins, for their count
   Functor m_f;
 };
 
@@ -147,6 +172,18 @@ class FourierKokkos {
     m_f.m_order = params.order();
     m_f.m_norm = static_cast<T>(0.56418958354775628695);  // 1/sqrt(pi)
     m_f.m_harmonic = params.harmonic();
+  }
+
+  /// Learnable frequencies k that live on ExecSpace, read in place at every call (as
+  /// RadialBasisKokkos' learnable constructor): CHGNet's angle basis as the trainer holds it.
+  /// The sines and cosines are taken one by one; with T a Dual, k's tangents carry d/dk.
+  explicit FourierKokkos(ConstVector k) {
+    m_params.frequencies.assign(k.extent(0), 1.0);  // the count, checked; the values stay on ExecSpace
+    m_params.validate();
+    m_f.m_k = k;
+    m_f.m_order = m_params.order();
+    m_f.m_norm = static_cast<T>(0.56418958354775628695);
+    m_f.m_harmonic = false;
   }
 
   int width() const noexcept { return m_params.width(); }
@@ -196,7 +233,7 @@ class FourierKokkos {
                        std::to_string(width()) + " (angles x 1+2K)");
     }
   }
-  FourierParams m_params;
+  FourierParams m_params;  // learnable: the frequencies are stand-ins, for their count
   Functor m_f;
 };
 

@@ -565,6 +565,159 @@ TYPED_TEST(RadialBasis, FourierKokkosMatchesReferenceAndFiniteDifferences) {
   }
 }
 
+// The learnable constructors (the trainer's CHGNet): frequencies read in place from a view, at
+// every call, equal to a kernel built from the same values on the host; Dual frequencies carry
+// d/dw into compute, reverse and reverse_frequencies (against central differences of the
+// host-built kernel in double).
+TYPED_TEST(RadialBasis, LearnableFrequenciesAreReadWhereTheyAre) {
+  using T = TypeParam;
+  using D = Dual<T>;
+  using Mat = Kokkos::View<T**, Kokkos::LayoutRight, Exec>;
+  using DMat = Kokkos::View<D**, Kokkos::LayoutRight, Exec>;
+  const int E = 37;  // odd, and with edges beyond the cutoff
+  // Each case: the basis's outputs, reverse and reverse_frequencies at frequencies f, by a kernel
+  // built from f on the host (Host), and by the learnable kernel reading f from a view (the
+  // same outputs, as D when the view holds duals).
+  struct Outputs {
+    std::vector<double> out, grad_x, grad_f;
+  };
+  const auto check = [&](const char* what, int K, int width, const std::vector<double>& f0,
+                         const std::vector<double>& x, const std::vector<double>& g, auto host,
+                         auto learnable) {
+    const double scale = 40.0;  // |outputs| are O(1..10); sums over 37 edges
+    // 1. Equal to the host-built kernel at f0, and at f0 changed in the view after construction.
+    Kokkos::View<T*, Exec> f("f", K);
+    for (int j = 0; j < K; ++j) {
+      f(j) = static_cast<T>(f0[j]);
+    }
+    const auto k = learnable(f);
+    for (const double bump : {0.0, 0.07}) {
+      std::vector<double> fb = f0;
+      for (int j = 0; j < K; ++j) {
+        fb[j] *= 1.0 + bump * (j + 1) / K;
+        f(j) = static_cast<T>(fb[j]);
+      }
+      const Outputs ref = host(fb);
+      Mat out("out", E, width), gv("g", E, width);
+      Kokkos::View<T*, Exec> xv("x", E), gx("gx", E), gf("gf", K);
+      for (int e = 0; e < E; ++e) {
+        xv(e) = static_cast<T>(x[e]);
+        for (int n = 0; n < width; ++n) {
+          gv(e, n) = static_cast<T>(g[e * width + n]);
+        }
+      }
+      k.compute(xv, out);
+      k.reverse(xv, gv, gx);
+      k.reverse_frequencies(xv, gv, gf);
+      for (int i = 0; i < E * width; ++i) {
+        ASSERT_NEAR(out.data()[i], ref.out[i], Tolerance<T>::kernel * scale)
+            << what << " value " << i << " bump " << bump;
+      }
+      for (int e = 0; e < E; ++e) {
+        ASSERT_NEAR(gx(e), ref.grad_x[e], Tolerance<T>::kernel * scale) << what << " grad x " << e;
+      }
+      for (int j = 0; j < K; ++j) {
+        ASSERT_NEAR(gf(j), ref.grad_f[j], Tolerance<T>::kernel * scale * E) << what << " grad f " << j;
+      }
+    }
+    // 2. Tangents along a direction df of the frequencies against central differences.
+    test::Uniform u(3 + K);
+    std::vector<double> df(K);
+    for (double& d : df) {
+      d = u(-1.0, 1.0);
+    }
+    Kokkos::View<D*, Exec> fd_view("f", K);
+    for (int j = 0; j < K; ++j) {
+      fd_view(j) = D(static_cast<T>(f0[j]), static_cast<T>(df[j]));
+    }
+    const auto kd = learnable(fd_view);
+    DMat out("out", E, width), gv("g", E, width);
+    Kokkos::View<D*, Exec> xv("x", E), gx("gx", E), gf("gf", K);
+    for (int e = 0; e < E; ++e) {
+      xv(e) = D(static_cast<T>(x[e]));
+      for (int n = 0; n < width; ++n) {
+        gv(e, n) = D(static_cast<T>(g[e * width + n]));
+      }
+    }
+    kd.compute(xv, out);
+    kd.reverse(xv, gv, gx);
+    kd.reverse_frequencies(xv, gv, gf);
+    const double h = 1e-6;
+    std::vector<double> fp = f0, fm = f0;
+    for (int j = 0; j < K; ++j) {
+      fp[j] += h * df[j];
+      fm[j] -= h * df[j];
+    }
+    const Outputs p = host(fp), m = host(fm);
+    const double tol = std::is_same_v<T, double> ? 1e-6 : 2e-3;
+    for (int i = 0; i < E * width; ++i) {
+      const double expect = (p.out[i] - m.out[i]) / (2 * h);
+      ASSERT_NEAR(out.data()[i].d, expect, tol * std::max(1.0, std::abs(expect))) << what << " value " << i;
+    }
+    for (int e = 0; e < E; ++e) {
+      const double expect = (p.grad_x[e] - m.grad_x[e]) / (2 * h);
+      ASSERT_NEAR(gx(e).d, expect, tol * std::max(1.0, std::abs(expect))) << what << " grad x " << e;
+    }
+    for (int j = 0; j < K; ++j) {
+      const double expect = (p.grad_f[j] - m.grad_f[j]) / (2 * h);
+      ASSERT_NEAR(gf(j).d, expect, tol * std::max(1.0, std::abs(expect))) << what << " grad f " << j;
+    }
+  };
+
+  // Bessel, CHGNet's shape, at trained (non-harmonic) and at harmonic frequencies.
+  for (const auto& p0 : {radial_cases()[2], radial_cases()[3]}) {
+    const int K = p0.num_basis();
+    RadialBasisParams fixed = p0;
+    fixed.frequencies.clear();
+    test::Uniform u(11 + K);
+    std::vector<double> r(E), g(static_cast<std::size_t>(E) * K);
+    for (double& x : r) {
+      x = u(0.3, 1.1 * p0.r_max);
+    }
+    for (double& x : g) {
+      x = u(-1.0, 1.0);
+    }
+    const auto host = [&](const std::vector<double>& w) {
+      RadialBasisParams p = p0;
+      p.frequencies = w;
+      Outputs o{std::vector<double>(g.size()), std::vector<double>(E), std::vector<double>(K)};
+      reference::compute_radial_basis(p, E, r.data(), o.out.data());
+      reference::reverse_radial_basis(p, E, r.data(), g.data(), o.grad_x.data(), o.grad_f.data());
+      return o;
+    };
+    const auto learnable = [&](auto w) {
+      return RadialBasisKokkos<Exec, typename decltype(w)::non_const_value_type>(fixed, w);
+    };
+    check(p0.harmonic() ? "bessel (harmonic)" : "bessel", K, K, p0.frequencies, r, g, host, learnable);
+  }
+  // Fourier, CHGNet's order with one frequency moved.
+  {
+    FourierParams p0 = FourierParams::chgnet(7);
+    p0.frequencies[3] += 0.05;
+    const int K = p0.order(), W = p0.width();
+    test::Uniform u(5);
+    std::vector<double> th(E), g(static_cast<std::size_t>(E) * W);
+    for (double& t : th) {
+      t = u(0.0, M_PI);
+    }
+    for (double& x : g) {
+      x = u(-1.0, 1.0);
+    }
+    const auto host = [&](const std::vector<double>& k) {
+      FourierParams p = p0;
+      p.frequencies = k;
+      Outputs o{std::vector<double>(g.size()), std::vector<double>(E), std::vector<double>(K)};
+      reference::compute_fourier(p, E, th.data(), o.out.data());
+      reference::reverse_fourier(p, E, th.data(), g.data(), o.grad_x.data(), o.grad_f.data());
+      return o;
+    };
+    const auto learnable = [](auto k) {
+      return FourierKokkos<Exec, typename decltype(k)::non_const_value_type>(k);
+    };
+    check("fourier", K, W, p0.frequencies, th, g, host, learnable);
+  }
+}
+
 // Parity with mace-torch (BesselBasis x PolynomialCutoff) and chgnet (RadialBessel with a
 // smooth cutoff and trained frequencies, Fourier with trained frequencies).
 TEST(RadialBasisParity, MatchesMaceTorchAndChgnet) {
@@ -631,6 +784,14 @@ TEST(RadialBasisErrors, UnsupportedSizesAndShapesAreClearErrors) {
   Kokkos::View<double*, Exec> r("r", 3);
   Kokkos::View<double**, Kokkos::LayoutRight, Exec> wrong("out", 3, 7);
   EXPECT_THROW(k.compute(r, wrong), InputError);
+  // Learnable frequencies: a count the kernels do not take, or a basis that has none.
+  Kokkos::View<double*, Exec> none("w", 0), too_many("w", kMaxRadialBasis + 1);
+  RadialBasisParams fixed = RadialBasisParams::chgnet({1.0, 2.0}, 5.0);
+  EXPECT_THROW((RadialBasisKokkos<Exec, double>(fixed, none)), InputError);
+  EXPECT_THROW((RadialBasisKokkos<Exec, double>(fixed, too_many)), InputError);
+  EXPECT_THROW((FourierKokkos<Exec, double>(Kokkos::View<const double*, Exec>(none))), InputError);
+  EXPECT_THROW((RadialBasisKokkos<Exec, double>(RadialBasisParams::gaussian(4, 5.0, 5), too_many)),
+               UnsupportedError);
 }
 
 }  // namespace

@@ -782,7 +782,7 @@ TEST(MaceTorchEdgeIndex, AGraphKeptAcrossTheNextForwardKeepsItsIndex) {
 
 /// The potentials the device tests run: every fresh variant, and the fixtures of the blocks only
 /// fine-tuning brings (MACE-MH-1's non-linear block, whose LayerNorm MLPs run as LibTorch ops on
-/// a GPU; OMOL's charge and spin embeddings, run on the host and copied).
+/// a GPU; OMOL's charge and spin embeddings, LibTorch ops there too).
 std::vector<std::pair<std::string, io::PotentialFile>> device_test_potentials() {
   std::vector<std::pair<std::string, io::PotentialFile>> out;
   for (int variant = 0; variant <= 3; ++variant) {
@@ -801,11 +801,18 @@ std::vector<std::pair<std::string, io::PotentialFile>> device_test_potentials() 
 
 /// One batch's energies, forces, virials and the force loss's weight gradients (the double
 /// backward) of `other` against `cpu`, a model of the same file on the CPU: within `tol` relative.
+/// With `charged`, the batch's two structures have charges and spins other than mace-torch's
+/// defaults, and other than each other's (for a model with charge and spin embeddings: two rows of
+/// its charge table, two points of its spin MLP).
 template <class T>
 void expect_same_model(MaceTorchModel<T>& cpu, MaceTorchModel<T>& other, int num_species, double tol,
-                       const std::string& what) {
+                       const std::string& what, bool charged = false) {
   const torch::Device device = other.device();
-  const auto batch = small_batch(cpu.cutoff(), 21, num_species);
+  auto batch = small_batch(cpu.cutoff(), 21, num_species);
+  if (charged) {
+    batch.total_charge = torch::tensor({-2.0, 1.0}, torch::kFloat64);
+    batch.total_spin = torch::tensor({0.5, 3.0}, torch::kFloat64);
+  }
   MaceForwardOptions train;
   train.virials = true;
   train.create_graph = true;
@@ -832,23 +839,34 @@ void expect_same_model(MaceTorchModel<T>& cpu, MaceTorchModel<T>& other, int num
 
 template <class T>
 void check_device_against_cpu(const io::PotentialFile& pot, const torch::Device& device, double tol,
-                              const std::string& what) {
+                              const std::string& what, bool charged = false) {
   MaceTorchModel<T> cpu(pot), gpu(pot, "", device);
   EXPECT_EQ(gpu.device(), device);
-  expect_same_model(cpu, gpu, static_cast<int>(pot.species().size()), tol, what);
+  expect_same_model(cpu, gpu, static_cast<int>(pot.species().size()), tol, what, charged);
 }
 
-// MACE-MH-1's LayerNorm MLPs as LibTorch's ops (the GPU's arithmetic) against the core's dense
-// kernels, on the CPU where CI runs it.
+// MACE-MH-1's LayerNorm MLPs and MACE-OMOL's joint embedding of charges and spins as LibTorch's
+// ops (the GPU's arithmetic) against the core's kernels, on the CPU where CI runs it.
+//
+// With charges and spins away from the defaults, the float32 force-loss gradient of
+// interactions.1.skip_tp.weight of the charge/spin fixture is itself 1.1e-4 (relative) off the
+// float64 model's, and the two float32 paths' roundings differ there by 1.5e-5: that case is held
+// to 5e-5, the rest of float32 to 1e-5 and float64 to 1e-11.
 TEST(MaceTorch, TorchDenseOpsGiveTheKernelsModel) {
-  const std::string path = kFixtures + "/ssmace_2int_L1_corr2_ell2_mh1.safetensors";
-  const auto pot = io::read_potential_file(path);
-  trainer::MaceTorchOptions torch_ops;
-  torch_ops.torch_dense_ops = true;
-  MaceTorchModel<double> kernels(pot), ops(pot, torch_ops);
-  expect_same_model(kernels, ops, static_cast<int>(pot.species().size()), 1e-11, path);
-  MaceTorchModel<float> kernels32(pot), ops32(pot, torch_ops);
-  expect_same_model(kernels32, ops32, static_cast<int>(pot.species().size()), 1e-5, path + " (float32)");
+  for (const char* name :
+       {"ssmace_2int_L1_corr2_ell2_mh1.safetensors", "ssmace_2int_L1_corr2_ell2_charge_spin.safetensors"}) {
+    const std::string path = kFixtures + "/" + name;
+    const auto pot = io::read_potential_file(path);
+    const int species = static_cast<int>(pot.species().size());
+    trainer::MaceTorchOptions torch_ops;
+    torch_ops.torch_dense_ops = true;
+    MaceTorchModel<double> kernels(pot), ops(pot, torch_ops);
+    expect_same_model(kernels, ops, species, 1e-11, path);
+    expect_same_model(kernels, ops, species, 1e-11, path + " (charged)", true);
+    MaceTorchModel<float> kernels32(pot), ops32(pot, torch_ops);
+    expect_same_model(kernels32, ops32, species, 1e-5, path + " (float32)");
+    expect_same_model(kernels32, ops32, species, 5e-5, path + " (float32, charged)", true);
+  }
 }
 
 TEST(MaceTorchDevice, OnTheGpuEveryModelGivesTheCpusLossAndGradients) {
@@ -859,6 +877,10 @@ TEST(MaceTorchDevice, OnTheGpuEveryModelGivesTheCpusLossAndGradients) {
   for (const auto& [what, pot] : device_test_potentials()) {
     check_device_against_cpu<double>(pot, gpu, 1e-10, what + " (float64)");
     check_device_against_cpu<float>(pot, gpu, 1e-5, what + " (float32)");
+    if (pot.has_meta("/hyperparameters/embeddings")) {
+      // Charges and spins away from the defaults (the joint embedding's LibTorch ops on the GPU).
+      check_device_against_cpu<double>(pot, gpu, 1e-10, what + " (float64, charged)", true);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
+// clang-format off
 /// \file CHGNet's core kernels as KernelOps (kernel_function.hpp): its two bases (kernels/
 /// radial_basis_kokkos.hpp) with learnable frequencies, as chgnet trains them (learnable_rbf =
 /// true), and its dense layers, LayerNorm and gated MLPs (kernels/dense.hpp, layer_norm.hpp,
@@ -14,22 +15,22 @@
 ///                                                              GatedMlpWeights::parts() order
 ///
 /// The basis ops' frequencies are inputs, so their gradient comes from the kernels'
-/// reverse_frequencies stage. Their double backward runs the kernels on Dual numbers of r (or
-/// theta); the kernels take their frequencies as plain numbers, so a tangent on the
-/// frequencies is not representable. Training never needs one: the force loss differentiates
-/// dE/dr (whose cotangent is the tangent of r here), not dE/dw. The op refuses a non-zero
-/// frequency tangent rather than drop it (UnsupportedError).
+/// reverse_frequencies stage. The kernels read them where the tensors keep them (the kernels'
+/// learnable constructors): no copy to the host, no upload, per call. Their double backward
+/// runs the kernels on Dual numbers of r (or theta) and of the frequencies, so a tangent on
+/// either is carried: the force loss's (a tangent on r) and that of a loss on dE/dfrequency.
 ///
 /// The dense ops take every input as differentiable, weights included: their double backward
 /// runs the kernels' compute and reverse stages on Dual<T> (whose products are three SIMD
 /// GEMMs, kernels/impl/rows_impl.hpp).
+// clang-format on
 #include <torch/torch.h>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "core/error.hpp"
 #include "kernels/dense.hpp"
 #include "kernels/gated_mlp.hpp"
 #include "kernels/layer_norm.hpp"
@@ -37,28 +38,10 @@
 
 namespace fastmlip::trainer {
 
-namespace chgnet_ops_detail {
-
-template <class T>
-std::vector<double> frequencies_of(const torch::Tensor& w) {
-  return ops_detail::to_double<T>(w);
-}
-
-/// Throws when a frequency tangent is non-zero (see the file comment).
-inline void refuse_frequency_tangent(const torch::Tensor& tangent, const std::string& op) {
-  if (tangent.defined() && tangent.numel() > 0 && tangent.abs().max().item<double>() != 0.0) {
-    throw UnsupportedError(op +
-                           ": second derivatives through the basis frequencies are not available (the "
-                           "kernels take no frequency tangent); differentiate forces, not dE/dfrequency");
-  }
-}
-
-}  // namespace chgnet_ops_detail
-
 /// A basis kernel with learnable frequencies as an op: inputs x [n] (r or theta) and the
-/// frequencies [K]; output [n, width]. `Params` holds what is fixed (cutoff, envelope); its
-/// frequencies are replaced by the input's at each call (an upload of K numbers). Device-generic
-/// as kernel_ops.hpp's ops are.
+/// frequencies [K]; output [n, width]. `Params` holds what is fixed (cutoff, envelope); the
+/// kernel reads the frequencies from the input tensor itself. Device-generic as kernel_ops.hpp's
+/// ops are.
 template <class T, template <class, class> class Kernel, class Params, class Exec = KernelExec>
 class BasisWithFrequenciesOp final : public KernelOp {
  public:
@@ -67,14 +50,14 @@ class BasisWithFrequenciesOp final : public KernelOp {
   std::string name() const override { return m_name; }
 
   torch::Tensor compute(const std::vector<torch::Tensor>& in) const override {
-    const auto k = kernel<T>(in[1]);
+    const auto k = kernel<T>(ops_detail::vec<T, Exec>(in[1]));
     torch::Tensor out = ops_detail::zeros<T>({in[0].size(0), width(k)}, in[0]);
     k.compute(ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(out));
     return out;
   }
   std::vector<torch::Tensor> reverse(const std::vector<torch::Tensor>& in,
                                      const torch::Tensor& g) const override {
-    const auto k = kernel<T>(in[1]);
+    const auto k = kernel<T>(ops_detail::vec<T, Exec>(in[1]));
     torch::Tensor gx = ops_detail::zeros<T>({in[0].size(0)}, in[0]),
                   gw = ops_detail::zeros<T>({in[1].size(0)}, in[0]);
     k.reverse(ops_detail::vec<T, Exec>(in[0]), ops_detail::mat<T, Exec>(g), ops_detail::vec<T, Exec>(gx));
@@ -85,8 +68,8 @@ class BasisWithFrequenciesOp final : public KernelOp {
   std::pair<torch::Tensor, std::vector<torch::Tensor>> reverse_tangent(
       const std::vector<torch::Tensor>& in, const std::vector<torch::Tensor>& tangent,
       const torch::Tensor& g) const override {
-    chgnet_ops_detail::refuse_frequency_tangent(tangent[1], m_name);
-    const auto k = kernel<Dual<T>>(in[1]);
+    const auto w = ops_detail::duals<T>(in[1], tangent[1]);
+    const auto k = kernel<Dual<T>>(ops_detail::dvec<T, Exec>(w));
     const auto n = in[0].size(0), K = in[1].size(0), W = width(k);
     const auto x = ops_detail::duals<T>(in[0], tangent[0]);
     const auto gd = ops_detail::duals<T>(g, torch::Tensor());
@@ -102,10 +85,12 @@ class BasisWithFrequenciesOp final : public KernelOp {
 
  private:
   template <class S>
-  Kernel<Exec, S> kernel(const torch::Tensor& frequencies) const {
-    Params p = m_fixed;
-    p.frequencies = chgnet_ops_detail::frequencies_of<T>(frequencies);
-    return Kernel<Exec, S>(p);
+  Kernel<Exec, S> kernel(Kokkos::View<S*, Exec> frequencies) const {
+    if constexpr (std::is_same_v<Params, kernels::FourierParams>) {
+      return Kernel<Exec, S>(frequencies);
+    } else {
+      return Kernel<Exec, S>(m_fixed, frequencies);
+    }
   }
   template <class S>
   static std::int64_t width(const kernels::RadialBasisKokkos<Exec, S>& k) {

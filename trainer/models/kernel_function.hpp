@@ -35,8 +35,8 @@
 namespace fastmlip::trainer {
 
 /// One core kernel bound to what does not change inside a batch (its tables, species, edge
-/// index): the three things KernelFunction needs from it. Inputs are dense, contiguous CPU
-/// tensors of the kernel's precision; every stage returns new tensors.
+/// index): the three things KernelFunction needs from it. Inputs are dense, contiguous
+/// tensors of the kernel's precision on one device; every stage returns new tensors.
 class KernelOp : public torch::CustomClassHolder {
  public:
   ~KernelOp() override = default;

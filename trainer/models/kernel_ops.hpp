@@ -53,10 +53,11 @@ constexpr torch::Dtype torch_dtype() {
 /// in a build with a Kokkos-CUDA (models/device.hpp picks one from a torch::Device). The ops
 /// read and write the tensors' own storage through unmanaged views, allocate their outputs
 /// where the inputs live, and pass dual numbers as tensors of shape [..., 2] (value, tangent),
-/// so the same source runs on the host, where CI tests it, and on the GPU. What stays on the
-/// host is small and per call: CHGNet's learnable basis frequencies (chgnet_ops.hpp) and the
-/// joint embedding of a batch's charges and spins. The radial MLP and the symmetric contraction take their
-/// weights as flat arrays on the device and scale or fold them there.
+/// so the same source runs on the host, where CI tests it, and on the GPU. Nothing goes to the
+/// host per call: the radial MLP and the symmetric contraction take their weights as flat arrays
+/// on the device and scale or fold them there, CHGNet's bases read their frequencies in place
+/// (chgnet_ops.hpp). The joint embedding's op (below) works on host copies; on a GPU the models
+/// run its arithmetic as LibTorch ops instead, as they do the dense family's.
 ///
 /// Streams: the kernels launch on Exec's default instance. On a GPU that is Kokkos' own stream,
 /// created blocking, and LibTorch's ops run on the legacy default stream, which orders itself
@@ -153,14 +154,6 @@ torch::Tensor tangent_of(const torch::Tensor& d) {
     po[i] = pd[2 * i + 1];
   }
   return out;
-}
-
-/// A tensor's values on the host, as double (CHGNet's learnable basis frequencies, chgnet_ops.hpp).
-template <class T>
-std::vector<double> to_double(const torch::Tensor& t) {
-  const auto c = t.to(torch::kCPU).contiguous();
-  const T* p = c.data_ptr<T>();
-  return std::vector<double>(p, p + c.numel());
 }
 
 // Host-memory helpers: dual numbers in host arrays (the CHGNet dense family, chgnet_ops.hpp, whose
@@ -666,7 +659,8 @@ class SymmetricContractionOp final : public KernelOp {
 /// s [G, C]: each structure's joint embedding of its total charge and spin (MACE-OMOL). The
 /// values are the batch's data, bound to the op; the inputs are the weights alone, in
 /// GraphEmbedding::tensors() order. A few small MLPs per structure: they run on the host, on
-/// copies of the weights, and the results go to the weights' device.
+/// copies of the weights, and the results go to the weights' device (on a GPU, MaceTorchModel
+/// runs LibTorch ops instead: mace.cpp's graph_embedding_ops).
 template <class T>
 class GraphEmbeddingOp final : public KernelOp {
  public:

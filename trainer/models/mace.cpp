@@ -298,20 +298,53 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
     }
   }
 
-  /// [G, C]: each structure's joint embedding of its charge and spin, the core's kernel. The
-  /// values were checked where the frames were read (MaceFamily::structures, naming the frame).
+  /// A batch's total charges or spins [G], or mace-torch's defaults (charge 0, spin 1) where the
+  /// batch was made without them.
+  static torch::Tensor graph_values(const MaceBatch& b, const torch::Tensor& t, double fallback) {
+    return t.defined() ? t : torch::full({b.num_graphs}, fallback, torch::dtype(torch::kFloat64));
+  }
+
+  /// [G, C]: each structure's joint embedding of its charge and spin. The core's kernel
+  /// (models/mace/graph_embedding.hpp), per structure on the host; or, with torch_dense (always
+  /// on a GPU, where that kernel would copy the weights to the host and back at every call),
+  /// the same arithmetic as LibTorch ops where the weights are, which
+  /// MaceTorch.TorchDenseOpsGiveTheKernelsModel compares on the CPU. The values were checked by
+  /// validate() (and where the frames were read, naming the frame).
   torch::Tensor graph_embedding(const MaceBatch& b) const {
-    // A batch made without them has mace-torch's defaults, charge 0 and spin 1.
+    if (torch_dense) {
+      return graph_embedding_ops(b);
+    }
     const auto values = [&](const torch::Tensor& t, double fallback) {
-      if (!t.defined()) {
-        return std::vector<double>(static_cast<std::size_t>(b.num_graphs), fallback);
-      }
-      const auto c = t.to(torch::kCPU, torch::kFloat64).contiguous();
+      const auto c = graph_values(b, t, fallback).to(torch::kCPU, torch::kFloat64).contiguous();
       return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
     };
     auto op = c10::make_intrusive<GraphEmbeddingOp<T>>(spec.graph_embedding, values(b.total_charge, 0.0),
                                                        values(b.total_spin, 1.0));
     return apply_kernel(op, W_graph);
+  }
+
+  /// graph_embedding as LibTorch ops: e_f = T_f[v_f + offset_f] (a row per structure) or
+  /// W2_f silu(W0_f v_f + b0_f) + b2_f; s = silu(P [e_1, e_2, ...]).
+  torch::Tensor graph_embedding_ops(const MaceBatch& b) const {
+    const auto charge = graph_values(b, b.total_charge, 0.0).to(dev, torch::kFloat64);
+    const auto spin = graph_values(b, b.total_spin, 1.0).to(dev, torch::kFloat64);
+    std::vector<torch::Tensor> parts;
+    std::size_t k = 0;  // the next weight, in GraphEmbedding::tensors() order
+    for (const auto& f : spec.graph_embedding.features) {
+      const auto& v = f.name == "total_charge" ? charge : spin;
+      if (f.type == "categorical") {
+        // mace-torch's (v + offset).long(): validate() checked that these are the table's rows.
+        parts.push_back(W_graph[k++].index_select(0, (v + f.offset).to(torch::kInt64)));
+        continue;
+      }
+      const auto& w0 = W_graph[k++];
+      const torch::Tensor b0 = f.use_bias ? W_graph[k++] : torch::Tensor();
+      const auto& w2 = W_graph[k++];
+      const torch::Tensor b2 = f.use_bias ? W_graph[k++] : torch::Tensor();
+      const auto hidden = torch::silu(torch::linear(v.to(torch_dtype<T>()).unsqueeze(1), w0, b0));
+      parts.push_back(torch::linear(hidden, w2, b2));
+    }
+    return torch::silu(torch::linear(torch::cat(parts, 1), W_graph[k]));
   }
 
   MaceOn(const io::PotentialFile& f, const MaceTorchOptions& o)
@@ -465,6 +498,23 @@ struct MaceOn final : MaceTorchModel<T>::Impl {
       if (gmin < 0 || gmax >= b.num_graphs) {
         throw InputError(fn + "graph index " + std::to_string(gmin < 0 ? gmin : gmax) + " outside 0.." +
                          std::to_string(b.num_graphs - 1));
+      }
+    }
+    if (!W_graph.empty()) {
+      // The joint embedding's values, before any kernel reads a table row they select. A batch
+      // built on the host (the trainer's) is checked there, with no copy.
+      const auto charge = graph_values(b, b.total_charge, 0.0).to(torch::kCPU, torch::kFloat64).contiguous();
+      const auto spin = graph_values(b, b.total_spin, 1.0).to(torch::kCPU, torch::kFloat64).contiguous();
+      if (charge.numel() != b.num_graphs || spin.numel() != b.num_graphs) {
+        throw InputError(fn + "total_charge and total_spin must have one value per structure (" +
+                         std::to_string(b.num_graphs) + ")");
+      }
+      for (std::int64_t g = 0; g < b.num_graphs; ++g) {
+        const std::string problem =
+            spec.graph_embedding.value_problem(charge.data_ptr<double>()[g], spin.data_ptr<double>()[g]);
+        if (!problem.empty()) {
+          throw InputError(fn + "structure " + std::to_string(g) + " of the batch: " + problem);
+        }
       }
     }
   }
