@@ -36,3 +36,13 @@ function(fastmlip_host_only_sources)
     set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS --host-only)
   endif()
 endfunction()
+
+# fastmlip_reuse_torch_pch(TARGET...): executables that include LibTorch reuse train-potential's
+# precompiled <torch/torch.h> (trainer/CMakeLists.txt says why and where it is made).
+function(fastmlip_reuse_torch_pch)
+  if(TARGET train-potential AND NOT CMAKE_CXX_COMPILER MATCHES "nvcc_wrapper$")
+    foreach(target IN LISTS ARGN)
+      target_precompile_headers(${target} REUSE_FROM train-potential)
+    endforeach()
+  endif()
+endfunction()
