@@ -30,7 +30,9 @@ endif()
 # lammps-wheel-cuda and trainer-cuda presets), it compiles every .cpp as CUDA; these are handed to
 # the host compiler alone (nvcc_wrapper --host-only), in about a third of the time nvcc takes
 # over LibTorch's headers. Should one of them come to include Kokkos, it stops compiling
-# (Kokkos' CUDA headers need nvcc), so the list cannot go stale unnoticed.
+# (Kokkos' CUDA headers need nvcc), so the list cannot go stale unnoticed. nvcc_wrapper hands
+# them a quoted definition (-DX="a b") with its escapes and split at the spaces: put such
+# definitions on the sources that read them, not on a target with host-only sources.
 function(fastmlip_host_only_sources)
   if(CMAKE_CXX_COMPILER MATCHES "nvcc_wrapper$")
     set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS --host-only)

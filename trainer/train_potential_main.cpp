@@ -6,7 +6,6 @@
 // options table (eval --help the eval options) and exits 0.
 #include <mpi.h>
 
-#include <Kokkos_Core.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <exception>
@@ -52,8 +51,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (argc > 1 && std::string(argv[1]) == "eval") {
-    Kokkos::initialize();
-    std::atexit([] { Kokkos::finalize(); });
+    fastmlip::trainer::start_kokkos();
     int rc = 0;
     try {
       rc = fastmlip::trainer::train::run_eval_command(std::vector<std::string>(argv + 2, argv + argc),
@@ -90,33 +88,29 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
-  // Kokkos is finalised at exit, after the model's Views are gone (see
-  // tests/kernels/kokkos_gtest_main.cpp for why the order matters).
   // With CUDA kernels, Kokkos runs on the GPU this rank trains on (training_device: node-local
   // rank mod the GPUs), where LibTorch puts the model.
-#if defined(KOKKOS_ENABLE_CUDA)
-  Kokkos::InitializationSettings kokkos_settings;
-  try {
-    // Kokkos-CUDA stops the process where it finds no GPU: say why first (run_training checks
-    // the options again, which in a CPU build is the only check).
-    fastmlip::trainer::train::check_implemented(cl.options);
-    const torch::Device device = fastmlip::trainer::train::training_device(cl.options, MPI_COMM_WORLD);
-    if (!device.is_cuda() && torch::cuda::device_count() == 0) {
-      return fail(
-          "this train-potential was built with CUDA kernels (the trainer-cuda preset), whose Kokkos needs a "
-          "GPU to "
-          "start, and LibTorch sees none; run it on a GPU node, or use a CPU build (the default preset)",
-          world);
+  int kokkos_device = 0;
+  if (fastmlip::trainer::device_kernels_cuda()) {
+    try {
+      // Kokkos-CUDA stops the process where it finds no GPU: say why first (run_training checks
+      // the options again, which in a CPU build is the only check).
+      fastmlip::trainer::train::check_implemented(cl.options);
+      const torch::Device device = fastmlip::trainer::train::training_device(cl.options, MPI_COMM_WORLD);
+      if (!device.is_cuda() && torch::cuda::device_count() == 0) {
+        return fail(
+            "this train-potential was built with CUDA kernels (the trainer-cuda preset), whose Kokkos needs "
+            "a "
+            "GPU to start, and LibTorch sees none; run it on a GPU node, or use a CPU build (the default "
+            "preset)",
+            world);
+      }
+      kokkos_device = device.is_cuda() ? device.index() : 0;
+    } catch (const std::exception& e) {
+      return fail(e.what(), world);
     }
-    kokkos_settings.set_device_id(device.is_cuda() ? device.index() : 0);
-  } catch (const std::exception& e) {
-    return fail(e.what(), world);
   }
-  Kokkos::initialize(kokkos_settings);
-#else
-  Kokkos::initialize();
-#endif
-  std::atexit([] { Kokkos::finalize(); });
+  fastmlip::trainer::start_kokkos(kokkos_device);
   try {
     fastmlip::trainer::train::run_training(cl.options, MPI_COMM_WORLD, std::cout);
   } catch (const std::exception& e) {

@@ -258,7 +258,7 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
                 std::string::npos)
           << r.err;
     }
-    if (!trainer::kDeviceKernelsCuda) {
+    if (!trainer::device_kernels_cuda()) {
       EXPECT_NE(r.err.find("build the trainer-cuda preset"), std::string::npos) << r.err;
     }
   }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// \file Where a trainer model runs: a torch::Device, and the Kokkos execution space whose
-/// memory is that device's, for the kernel ops (kernel_ops.hpp).
+/// memory is that device's, for the kernel ops (kernel_ops.hpp: with_exec).
 ///
 ///   torch::Device   execution space                     built when
 ///   cpu             Kokkos::DefaultHostExecutionSpace   always
@@ -11,9 +11,12 @@
 /// Kokkos::Cuda runs on the GPU Kokkos was initialised on, so a model on cuda:k needs Kokkos
 /// initialised on device k (train-potential does both from its rank; docs/train-potential.md,
 /// "GPUs").
+///
+/// No Kokkos header here: the sources that only place tensors (the training loop, the
+/// distributed layer, the executable's main) then compile without nvcc in a CUDA build
+/// (cmake/FastmlipOptions.cmake, fastmlip_host_only_sources); device.cpp asks Kokkos for them.
 #include <torch/torch.h>
 
-#include <Kokkos_Core.hpp>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -22,19 +25,13 @@
 
 namespace fastmlip::trainer {
 
-/// A type standing for an execution space, for a generic lambda's argument.
-template <class Exec>
-struct ExecTag {
-  using type = Exec;
-};
+/// Whether this build's kernels can run on CUDA tensors: its Kokkos has the CUDA backend.
+bool device_kernels_cuda();
 
-/// Whether this build's kernels can run on CUDA tensors.
-inline constexpr bool kDeviceKernelsCuda =
-#if defined(KOKKOS_ENABLE_CUDA)
-    true;
-#else
-    false;
-#endif
+/// Kokkos started for this process, on GPU `device_id` where it has the CUDA backend (the GPU
+/// this rank's model is on; ignored otherwise), and finalised at exit, after the models' Views
+/// are gone (tests/kernels/kokkos_gtest_main.cpp says why the order matters).
+void start_kokkos(int device_id = 0);
 
 /// Why a model cannot run on `device` in this build and process, or "" when it can. Names what
 /// to do: build the trainer-cuda preset, use a LibTorch with CUDA, or run where a GPU is.
@@ -45,7 +42,7 @@ inline std::string device_problem(const torch::Device& device) {
   if (!device.is_cuda()) {
     return "device '" + device.str() + "' is not supported; use cpu or cuda";
   }
-  if (!kDeviceKernelsCuda) {
+  if (!device_kernels_cuda()) {
     return "this train-potential was built without CUDA kernels (its Kokkos has no CUDA backend); build the "
            "trainer-cuda preset (docs/building.md, \"The GPU trainer\") or use --device cpu";
   }
@@ -58,22 +55,6 @@ inline std::string device_problem(const torch::Device& device) {
     return "device '" + device.str() + "' does not exist: LibTorch sees " + std::to_string(count) + " GPU(s)";
   }
   return "";
-}
-
-/// f(ExecTag<Exec>{}) for the execution space of `device`; UnsupportedError naming `who` and
-/// device_problem() where this build or process cannot run there.
-template <class F>
-decltype(auto) with_exec(const torch::Device& device, const std::string& who, F&& f) {
-  const std::string problem = device_problem(device);
-  if (!problem.empty()) {
-    throw UnsupportedError(who + ": " + problem);
-  }
-#if defined(KOKKOS_ENABLE_CUDA)
-  if (device.is_cuda()) {
-    return std::forward<F>(f)(ExecTag<Kokkos::Cuda>{});
-  }
-#endif
-  return std::forward<F>(f)(ExecTag<Kokkos::DefaultHostExecutionSpace>{});
 }
 
 /// A CPU copy of t (t itself where it is on the CPU; undefined stays undefined): for what reads

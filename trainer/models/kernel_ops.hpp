@@ -41,6 +41,29 @@ namespace fastmlip::trainer {
 /// The host execution space: the kernels of a model whose tensors are in CPU memory.
 using KernelExec = Kokkos::DefaultHostExecutionSpace;
 
+/// A type standing for an execution space, for a generic lambda's argument.
+template <class Exec>
+struct ExecTag {
+  using type = Exec;
+};
+
+/// f(ExecTag<Exec>{}) for the execution space whose memory is `device`'s (models/device.hpp);
+/// UnsupportedError naming `who` and device_problem() where this build or process cannot run
+/// there.
+template <class F>
+decltype(auto) with_exec(const torch::Device& device, const std::string& who, F&& f) {
+  const std::string problem = device_problem(device);
+  if (!problem.empty()) {
+    throw UnsupportedError(who + ": " + problem);
+  }
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (device.is_cuda()) {
+    return std::forward<F>(f)(ExecTag<Kokkos::Cuda>{});
+  }
+#endif
+  return std::forward<F>(f)(ExecTag<KernelExec>{});
+}
+
 template <class T>
 constexpr torch::Dtype torch_dtype() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
