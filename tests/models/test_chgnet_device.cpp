@@ -144,8 +144,14 @@ void check_ghosts_against_folded(kernels::DensePath path) {
   const bool dbl = std::is_same_v<T, double>;
   const double tol = dbl ? 1e-11 : 2e-4;
   // A cell smaller than the cutoff (atoms are their own neighbours' images), a triclinic v0.2.0
-  // cell (no LayerNorms) and a rattled one.
-  for (const std::string name : {"small_cell", "licoo2_triclinic_v020", "limno2_rattled"}) {
+  // cell (no LayerNorms) and a rattled one. Under the sanitizers the teams path skips the
+  // triclinic cell (91 s of the asan run with it, 23 s without); the rows path and the teams
+  // path's fixture test (limno2_rattled_v020) still reach v0.2.0's branches there.
+  std::vector<std::string> names{"small_cell", "licoo2_triclinic_v020", "limno2_rattled"};
+  if (kSanitized && path == kernels::DensePath::teams) {
+    names.erase(names.begin() + 1);
+  }
+  for (const std::string& name : names) {
     const json j = read_json(fixture_dir() + "/" + name + ".json");
     const auto file = io::read_potential_file(potential_path(version_of(j)));
     const auto s = structure_of(j);
