@@ -19,9 +19,6 @@
 
 #include <initializer_list>
 #include <string>
-#include <utility>
-
-#include "core/error.hpp"
 
 namespace fastmlip::trainer {
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernel_function.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/distance_transform.hpp"
