@@ -99,10 +99,9 @@ int main(int argc, char** argv) {
       const torch::Device device = fastmlip::trainer::train::training_device(cl.options, MPI_COMM_WORLD);
       if (!device.is_cuda() && torch::cuda::device_count() == 0) {
         return fail(
-            "this train-potential was built with CUDA kernels (the trainer-cuda preset), whose Kokkos needs "
-            "a "
-            "GPU to start, and LibTorch sees none; run it on a GPU node, or use a CPU build (the default "
-            "preset)",
+            "this train-potential was built with CUDA kernels (the trainer-cuda preset), whose Kokkos "
+            "needs a GPU to start, and LibTorch sees none; run it on a GPU node, or use a CPU build (the "
+            "default preset)",
             world);
       }
       kokkos_device = device.is_cuda() ? device.index() : 0;
