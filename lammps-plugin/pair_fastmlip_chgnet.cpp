@@ -45,15 +45,20 @@ class ChgnetLammpsExchange final : public PairNodeExchange<T, ChgnetExchange<T>>
 };
 
 /// The slot builder's exchanges (counts and slot records, in double whatever the model's
-/// precision), and the layout they follow.
+/// precision), and the layout they follow; with `in_model_memory` (the builder of a graph
+/// evaluated in place, where the pair style exchanges_in_model_memory()) where the builder keeps
+/// them, as the model's own exchanges.
 class ChgnetLammpsSlotExchange final : public PairNodeExchange<double, ChgnetSlotExchange> {
  public:
-  explicit ChgnetLammpsSlotExchange(PairFastmlipChgnet* pair)
-      : PairNodeExchange<double, ChgnetSlotExchange>(pair), m_chgnet(pair) {}
+  ChgnetLammpsSlotExchange(PairFastmlipChgnet* pair, bool in_model_memory)
+      : PairNodeExchange<double, ChgnetSlotExchange>(pair, in_model_memory), m_chgnet(pair) {}
   void forward_slots(double* rows, int width) override { this->exchange_slots(rows, width, false); }
   void reverse_slots(double* rows, int width) override { this->exchange_slots(rows, width, true); }
-  void slot_layout(const int* slot_start, int n_total, int local_max) override {
+  void slot_layout(const int* slot_start, const int* model_slot_start, int n_total, int local_max) override {
     m_chgnet->set_slot_layout(slot_start, n_total, local_max);
+    if (this->rows_in_model_memory()) {
+      m_chgnet->set_device_slot_start(model_slot_start, n_total);
+    }
   }
 
  private:
@@ -200,7 +205,7 @@ PairFastmlipBase::Output PairFastmlipChgnet::evaluate_with(const Graph<T>& edges
   const Kokkos::View<const tagint*, Kokkos::HostSpace, Unmanaged> tag(atom->tag, nall);
   ChgnetGraph<T> graph;
   static_cast<Graph<T>&>(graph) = edges;
-  ChgnetLammpsSlotExchange slot_exchange(this);
+  ChgnetLammpsSlotExchange slot_exchange(this, false);
   ChgnetLammpsExchange<T> exchange(this, false);
   auto& result = m_backend->result;
   try {
@@ -243,7 +248,7 @@ PairFastmlipBase::DeviceOutput PairFastmlipChgnet::evaluate_in_place_with(const 
                                                                           const DeviceAtoms& atoms) {
   ChgnetGraph<T, DeviceMemory> graph;
   static_cast<DeviceGraph<T>&>(graph) = edges;
-  ChgnetLammpsSlotExchange slot_exchange(this);
+  ChgnetLammpsSlotExchange slot_exchange(this, exchanges_in_model_memory());
   ChgnetLammpsExchange<T> exchange(this, exchanges_in_model_memory());
   const auto& result = m_backend->device_result;
   try {
@@ -255,8 +260,10 @@ PairFastmlipBase::DeviceOutput PairFastmlipChgnet::evaluate_in_place_with(const 
     m_backend->compute_in_place(graph, &exchange);
     m_device_slot_start = {};
   } catch (const fastmlip::models::UnpairedBondError& e) {
+    m_device_slot_start = {};
     error_unpaired(e);
   } catch (const fastmlip::Error& e) {
+    m_device_slot_start = {};
     m_comm = CommRows{};
     error_one(FLERR, e.what());
   }
@@ -277,6 +284,12 @@ void PairFastmlipChgnet::set_slot_layout(const int* slot_start, int nall, int lo
   int global_max = 0;
   MPI_Allreduce(&local_max, &global_max, 1, MPI_INT, MPI_MAX, world);
   m_passes = (global_max + kSlotsPerPass - 1) / kSlotsPerPass;
+}
+
+void PairFastmlipChgnet::set_device_slot_start(const int* slot_start, int nall) {
+  // Unmanaged: the builder owns the memory, and keeps it until its next build.
+  m_device_slot_start =
+      Kokkos::View<const int*, DeviceMemory>(slot_start, static_cast<std::size_t>(nall) + 1);
 }
 
 void PairFastmlipChgnet::exchange_slot_rows(double* rows, int width, bool reverse) {

@@ -40,6 +40,10 @@ class PairFastmlipChgnet : public PairFastmlipBase {
   /// The slot layout the model's slots follow during a compute (ChgnetSlotBuilder tells it):
   /// kept on the host for the slot exchanges, with the passes every rank makes.
   void set_slot_layout(const int* slot_start, int nall, int local_max);
+  /// The same layout where an in-place evaluation's builder keeps it, in DeviceMemory
+  /// (`slot_start` [nall + 1]), for its slot exchanges there: from when the builder reports it
+  /// until the evaluation ends.
+  void set_device_slot_start(const int* slot_start, int nall);
 
   struct Backend;
 

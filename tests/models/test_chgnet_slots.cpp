@@ -47,7 +47,7 @@ class CopySlotExchange : public models::ChgnetSlotExchange {
     }
   }
   void reverse(double*, int) override { FAIL() << "the slot builder only copies forward"; }
-  void slot_layout(const int* slot_start, int n_total, int local_max) override {
+  void slot_layout(const int* slot_start, const int*, int n_total, int local_max) override {
     layout.assign(slot_start, slot_start + n_total + 1);
     most = local_max;
   }
@@ -78,6 +78,86 @@ class CopySlotExchange : public models::ChgnetSlotExchange {
   std::vector<int> m_owner;
   int m_forget;
   bool m_offer;
+};
+
+/// Copies ghost rows from their owners' where the rows are, on Space: node rows (TagNodes, one
+/// thread per ghost) or slot rows through the layout in Space's memory (TagSlots).
+template <class Space>
+struct CopyGhostRows {
+  struct TagNodes {};
+  struct TagSlots {};
+  using Memory = typename Space::memory_space;
+  Kokkos::View<double**, Kokkos::LayoutRight, Memory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> rows;
+  Kokkos::View<const int*, Memory> owner;  // [n_ghost]
+  Kokkos::View<const int*, Memory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> start;
+  int n_local = 0;
+
+  KOKKOS_INLINE_FUNCTION void operator()(TagNodes, int g) const {
+    for (int k = 0; k < static_cast<int>(rows.extent(1)); ++k) {
+      rows(n_local + g, k) = rows(owner(g), k);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagSlots, int g) const {
+    const int ghost = n_local + g, from = start(owner(g));
+    for (int s = start(ghost); s < start(ghost + 1); ++s) {
+      for (int k = 0; k < static_cast<int>(rows.extent(1)); ++k) {
+        rows(s, k) = rows(from + s - start(ghost), k);
+      }
+    }
+  }
+};
+
+/// CopySlotExchange's copies where the rows are, as a /kk pair style takes them
+/// (rows_in_model_memory): the builder must hand it rows in Space's memory, and the slot layout
+/// there, which its slot copy reads.
+template <class Space>
+class ModelMemorySlotExchange : public models::ChgnetSlotExchange {
+ public:
+  using Memory = typename Space::memory_space;
+  ModelMemorySlotExchange(int n_local, const std::vector<int>& owner) : m_n_local(n_local) {
+    m_owner = Kokkos::View<int*, Memory>("owner", owner.size());
+    Kokkos::deep_copy(m_owner, Kokkos::View<const int*, Kokkos::HostSpace>(owner.data(), owner.size()));
+  }
+  bool rows_in_model_memory() const override { return true; }
+  void forward(double* rows, int width) override {
+    ++calls;
+    copy<typename Copy::TagNodes>(rows, m_n_local + static_cast<int>(m_owner.extent(0)), width);
+  }
+  void reverse(double*, int) override { FAIL() << "the slot builder only copies forward"; }
+  void slot_layout(const int* slot_start, const int* model_slot_start, int n_total, int) override {
+    layout.assign(slot_start, slot_start + n_total + 1);
+    m_start = Kokkos::View<const int*, Memory, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(model_slot_start,
+                                                                                        n_total + 1);
+    model_layout.resize(n_total + 1);
+    Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(model_layout.data(), model_layout.size()),
+                      m_start);
+  }
+  void forward_slots(double* rows, int width) override {
+    ++calls;
+    ASSERT_FALSE(layout.empty()) << "forward_slots before slot_layout";
+    copy<typename Copy::TagSlots>(rows, layout.back(), width);
+  }
+  void reverse_slots(double*, int) override { FAIL() << "the slot builder only copies forward"; }
+
+  std::vector<int> layout, model_layout;
+  int calls = 0;
+
+ private:
+  using Copy = CopyGhostRows<Space>;
+  template <class Tag>
+  void copy(double* rows, int n_rows, int width) {
+    Copy f;
+    f.rows = decltype(f.rows)(rows, n_rows, width);
+    f.owner = m_owner;
+    f.start = m_start;
+    f.n_local = m_n_local;
+    Kokkos::parallel_for("fastmlip::test::copy_ghost_rows",
+                         Kokkos::RangePolicy<Space, Tag>(0, static_cast<int>(m_owner.extent(0))), f);
+    Space().fence();
+  }
+  int m_n_local;
+  Kokkos::View<int*, Memory> m_owner;
+  Kokkos::View<const int*, Memory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> m_start;
 };
 
 /// The ghost graph's positions (an image's: its owner's plus the shift, from an edge reaching it)
@@ -170,6 +250,15 @@ void check_layouts() {
       }
       EXPECT_GT(short_edges, 0) << at << ": the test needs short edges";
     }
+    // As a /kk pair style takes them: the same layout. On a device this exchange's kernels could
+    // not read rows (or a layout) staged on the host.
+    ModelMemorySlotExchange<Space> in_place(g.n_local, g.owner);
+    const auto got = build_on<Space>(g, a, model.bond_cutoff(), in_place);
+    const std::string at = name + " on " + Space::name() + ", exchanged in the model's memory";
+    EXPECT_EQ(in_place.calls, 2) << at;
+    EXPECT_EQ(got.slot_start, g.arrays.slot_start) << at;
+    EXPECT_EQ(got.reverse_slot, g.arrays.reverse_slot) << at;
+    EXPECT_EQ(in_place.model_layout, g.arrays.slot_start) << at << ": the layout in the model's memory";
   }
 }
 

@@ -14,10 +14,12 @@
 /// the slot of node j whose record has i's ID and the opposite vector: several images of one
 /// atom can be in reach of a small cell, and the vector tells them apart.
 ///
-/// The exchanges read and write host rows (ChgnetExchange's contract); rows in a device's memory
-/// are staged through host copies (exchange_on_host.hpp): a count per node and four values per
-/// slot, once per step. Where the caller names every ghost's owner (ghost_owners(): one rank
-/// holding the whole system) both are done here instead (image_exchange.hpp).
+/// The exchanges go where the caller's take them (FeatureExchange::rows_in_model_memory): rows
+/// as they are where it takes the builder's memory (a /kk style, whose KOKKOS package packs pair
+/// communication on its device), else host rows, which rows in a device's memory are staged
+/// through (exchange_on_host.hpp): a count per node and four values per slot, once per step.
+/// Where the caller names every ghost's owner (ghost_owners(): one rank holding the whole system)
+/// both are done here instead (image_exchange.hpp).
 #include <Kokkos_Core.hpp>
 #include <climits>
 #include <cmath>
@@ -36,12 +38,16 @@ namespace fastmlip::models {
 
 /// The caller's communication while slots are built: ChgnetExchange<double>'s forward (one count
 /// per node) and forward_slots (four values per slot), and in between the layout those slots
-/// follow, which the caller's forward_slots needs.
+/// follow, which the caller's forward_slots needs. Where rows_in_model_memory(), both take rows
+/// in the builder's memory.
 class ChgnetSlotExchange : public ChgnetExchange<double> {
  public:
-  /// The slot layout, before the first forward_slots: `slot_start` [n_total + 1] in host memory
-  /// (valid until the next build), and the most slots any local node has.
-  virtual void slot_layout(const int* slot_start, int n_total, int local_max) = 0;
+  /// The slot layout, before the first forward_slots: `slot_start` [n_total + 1] in host memory,
+  /// the same in the builder's memory as `model_slot_start` (what an exchange of rows there packs
+  /// from; the same pointer where the host can read that memory), both valid until the next
+  /// build, and the most slots any local node has.
+  virtual void slot_layout(const int* slot_start, const int* model_slot_start, int n_total,
+                           int local_max) = 0;
 };
 
 /// A short edge whose reverse is in none of its neighbor's slots: the neighbor is a ghost whose
@@ -208,8 +214,7 @@ class ChgnetSlotBuilder {
     if (m_images.active()) {
       m_images.forward(f.count);
     } else if (exchange) {
-      exchange_on_host(f.count, NL, ExchangeRows::forward, m_staging,
-                       [&](double* rows) { exchange->forward(rows, 1); });
+      exchange_node_rows<double>(*exchange, f.count, NL, true, m_staging);
     }
     grow_rows(m_slot_start, static_cast<std::size_t>(N) + 1, "fastmlip::chgnet::slot_start");
     f.slot_start = m_slot_start;
@@ -218,7 +223,7 @@ class ChgnetSlotBuilder {
     const auto start_host = host_slot_start(N);
     const int n_slots = start_host(N);
     if (exchange) {
-      exchange->slot_layout(start_host.data(), N, local_max);
+      exchange->slot_layout(start_host.data(), m_slot_start.data(), N, local_max);
     }
 
     // (2) each slot's record; ghosts' from their owners.
@@ -228,6 +233,8 @@ class ChgnetSlotBuilder {
     m_images.set_slots(f.slot_start, n_slots, start_host(NL));
     if (m_images.slots_active()) {
       m_images.forward_slots(f.records);
+    } else if (exchange && exchange->rows_in_model_memory()) {
+      exchange->forward_slots(f.records.data(), 4);
     } else if (exchange) {
       exchange_on_host(f.records, n_slots, ExchangeRows::any, m_staging,
                        [&](double* rows) { exchange->forward_slots(rows, 4); });
