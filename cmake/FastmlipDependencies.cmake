@@ -56,6 +56,26 @@ if(FASTMLIP_ENABLE_CUDA)
 endif()
 
 if(FASTMLIP_ENABLE_TORCH)
+  get_filename_component(_fastmlip_torch_prefix "${Torch_DIR}/../../.." ABSOLUTE)
+  if(Torch_DIR AND EXISTS "${_fastmlip_torch_prefix}/share/cmake/Torch/TorchConfig.cmake")
+    # TorchConfig.cmake finds its Caffe2 config and its libraries with PATHS, which CMake searches
+    # after the system's: with a second LibTorch installed (Debian's libtorch-dev beside a pip
+    # PyTorch) the given Torch_DIR would be mixed with the system's libtorch.so. Its own install
+    # prefix (a pip torch package or a LibTorch archive: lib/, share/cmake/) is searched first.
+    list(PREPEND CMAKE_PREFIX_PATH "${_fastmlip_torch_prefix}")
+  endif()
+  if(FASTMLIP_ENABLE_CUDA AND NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    # A LibTorch with CUDA ignores CMAKE_CUDA_ARCHITECTURES (it turns it off) and adds its own
+    # -gencode flags to every CUDA source: those of TORCH_CUDA_ARCH_LIST, else of the GPU it
+    # detects, else of its list of common GPUs, whose compute_50 nvcc 13 refuses (a build node
+    # without a GPU). So it is given the same architectures: "90" is "9.0", "90a" "9.0a".
+    set(TORCH_CUDA_ARCH_LIST)
+    foreach(_fastmlip_arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+      if(_fastmlip_arch MATCHES "^([0-9]+)([0-9])([af]?)(-real|-virtual)?$")
+        list(APPEND TORCH_CUDA_ARCH_LIST "${CMAKE_MATCH_1}.${CMAKE_MATCH_2}${CMAKE_MATCH_3}")
+      endif()
+    endforeach()
+  endif()
   find_package(Torch REQUIRED)
 endif()
 # NCCL, for train-potential's gradient all-reduce with one GPU per rank (trainer/nccl.hpp), in a
@@ -66,8 +86,10 @@ if(FASTMLIP_ENABLE_TORCH AND FASTMLIP_ENABLE_CUDA)
   get_filename_component(_fastmlip_site "${Torch_DIR}/../../../.." ABSOLUTE)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS "${_fastmlip_site}/nvidia/nccl/include" "$ENV{NCCL_HOME}/include"
                                          ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS "${_fastmlip_site}/nvidia/nccl/lib" "$ENV{NCCL_HOME}/lib"
-                                                          ${CUDAToolkit_LIBRARY_DIR})
+  # NAMES_PER_DIR: the wheel has only libnccl.so.2, and a libnccl.so elsewhere (beside the CUDA
+  # toolkit) must not win over it by name; the header and the library come from one place.
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+               HINTS "${_fastmlip_site}/nvidia/nccl/lib" "$ENV{NCCL_HOME}/lib" ${CUDAToolkit_LIBRARY_DIR})
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     add_library(fastmlip_nccl INTERFACE)
     target_include_directories(fastmlip_nccl INTERFACE "${NCCL_INCLUDE_DIR}")

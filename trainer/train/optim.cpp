@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "train/optim.hpp"
 
-#include <c10/util/string_utils.h>
-
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "core/error.hpp"
 #include "options.hpp"
@@ -13,9 +15,20 @@
 namespace fastmlip::trainer::train {
 namespace {
 
-/// LibTorch keys an optimiser's per-parameter state by the address of the TensorImpl (as
-/// torch/csrc/api/src/optim/adam.cpp does in 1.13).
-std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+/// LibTorch keys an optimiser's per-parameter state by the address of the parameter's
+/// TensorImpl: printed as a string in older releases (Debian's 1.13), the pointer itself in newer
+/// ones (PyTorch 2.11, the GPU machines'). The key type is read off the state map, so both build.
+using StateKey = typename std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+template <class Key = StateKey>  // a template, so that the other branch is discarded
+Key state_key(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream address;  // as c10::guts::to_string printed it
+    address << p.unsafeGetTensorImpl();
+    return address.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
 
 }  // namespace
 
