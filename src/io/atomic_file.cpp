@@ -2,6 +2,8 @@
 #include "io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,6 +50,40 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   ::close(fd);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     fail(std::string("rename failed: ") + std::strerror(errno));
+  }
+}
+
+namespace {
+
+// nftw's callback: entries come children first (FTW_DEPTH), so each directory is empty by the
+// time it is removed. A non-zero return stops the walk and is nftw's result.
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  return std::remove(path) == 0 ? 0 : errno;
+}
+
+}  // namespace
+
+void remove_tree(const std::string& path, std::error_code& ec) {
+  ec.clear();
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      ec = std::error_code(errno, std::generic_category());
+    }
+    return;
+  }
+  // FTW_PHYS: a symbolic link is removed, never followed. 16: the directories held open at once.
+  const int rc = ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (rc != 0) {
+    ec = std::error_code(rc > 0 ? rc : errno, std::generic_category());
+  }
+}
+
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  remove_tree(path, ec);
+  if (ec) {
+    throw FileError(path, 0, "cannot remove it: " + ec.message());
   }
 }
 

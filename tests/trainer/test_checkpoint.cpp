@@ -22,6 +22,7 @@
 
 #include "../common/error_text.hpp"
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
 #include "models/mace.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loss.hpp"
@@ -80,7 +81,7 @@ TEST(TrainerCheckpoint, RoundTripAndReproducibleBytes) {
   const std::string missing = error_of([&] { r.integer("nope"); });
   EXPECT_NE(missing.find(path), std::string::npos) << missing;
   EXPECT_NE(missing.find("'nope'"), std::string::npos) << missing;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(TrainerCheckpoint, CorruptOrTruncatedFilesNameTheFileAndTheFault) {
@@ -119,7 +120,7 @@ TEST(TrainerCheckpoint, CorruptOrTruncatedFilesNameTheFileAndTheFault) {
   }
   rebuilt.append(reinterpret_cast<const char*>(&h), 8);
   check(rebuilt + cut, "runs past the end");
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(TrainerCheckpoint, FailedWriteLeavesThePreviousCheckpointIntact) {
@@ -153,7 +154,7 @@ TEST(TrainerCheckpoint, FailedWriteLeavesThePreviousCheckpointIntact) {
     ++files;
   }
   EXPECT_EQ(files, 1u);
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,7 +323,7 @@ TEST(TrainerCheckpoint, RestartContinuesBitwise) {
   // And the weights did move.
   const trainer::MaceTorchModel<double> initial(pot);
   EXPECT_FALSE(torch::equal(initial.named_parameters()[0].second, a[0].second));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(TrainerCheckpoint, LoadingAnotherModelOrOptimiserIsAnError) {

@@ -13,16 +13,16 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.hpp"
 #include "io/potential_file.hpp"
 #include "models/mace.hpp"
 
@@ -159,7 +159,7 @@ TEST(TrainerLammpsParityFixture, TrainExportAndEvaluate) {
   const char* env = std::getenv("FASTMLIP_TRAINER_PARITY_DIR");
   ASSERT_NE(env, nullptr) << "set FASTMLIP_TRAINER_PARITY_DIR to the directory to write";
   const fs::path dir(env);
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
   fs::create_directories(dir);
   write_dataset((dir / "data.xyz").string(), 12);
 

@@ -27,6 +27,7 @@
 
 #include "../common/json_fixtures.hpp"
 #include "../models/mace_test_graph.hpp"
+#include "io/atomic_file.hpp"
 #include "io/potential_file.hpp"
 #include "models/device.hpp"
 #include "models/mace.hpp"
@@ -513,7 +514,7 @@ TEST(MaceTorchExport, FreshModelRoundTripsThroughMaceModelAndIsByteReproducible)
     again.save((dir / "c").string());
     EXPECT_TRUE(read_bytes((dir / "c").string()) == a) << "load + save is not the identity";
   }
-  std::filesystem::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(MaceTorchExport, FineTunedFixtureRoundTrips) {
@@ -532,7 +533,7 @@ TEST(MaceTorchExport, FineTunedFixtureRoundTrips) {
   // Every tensor of the source file is saved, those of the other heads included.
   const auto saved = io::read_potential_file((dir / "ft").string());
   EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
-  std::filesystem::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 /// Fine-tunes (perturbs) the Default head of `pot`, saves it, checks the pair styles' model
@@ -547,7 +548,7 @@ io::PotentialFile fine_tune_round_trip(const io::PotentialFile& pot, const std::
   check_round_trip(model, (dir / "ft").string(), "Default", seed);
   auto saved = io::read_potential_file((dir / "ft").string());
   EXPECT_EQ(saved.tensors().size(), pot.tensors().size());
-  std::filesystem::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
   return saved;
 }
 

@@ -19,6 +19,7 @@
 #include "data/graph_set.hpp"
 #include "data/statistics.hpp"
 #include "data/store.hpp"
+#include "io/atomic_file.hpp"
 
 namespace fastmlip::trainer::data {
 namespace {
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 
 std::string temp_dir(const std::string& tag) {
   const fs::path p = fs::temp_directory_path() / ("fastmlip_store_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
+  fastmlip::io::remove_tree(p);
   fs::create_directories(p);
   return p.string();
 }
@@ -186,7 +187,7 @@ TEST(DatasetStore, EveryFieldComesBackBitForBitFromTwoShards) {
   EXPECT_EQ(whole.isolated_atom_energies, (std::map<int, double>{{28, -1.5}, {29, -2.0 / 3.0}}));
   EXPECT_EQ(whole.skipped, 2u);
   EXPECT_EQ(whole.skip_warning, "data/set.xyz: skipped 2 of 19 frames");
-  fs::remove_all(fs::path(dir).parent_path());
+  fastmlip::io::remove_tree(fs::path(dir).parent_path());
 }
 
 TEST(DatasetStore, AGraphSetReadsOnlyTheGraphsItLoads) {
@@ -215,7 +216,7 @@ TEST(DatasetStore, AGraphSetReadsOnlyTheGraphsItLoads) {
   part.for_each([&](const Config& c) { expect_same(c, cs[picks[i]], picks[i]), ++i; });
   EXPECT_EQ(store->records_read(), 2u + picks.size());
   EXPECT_THROW(part.load(picks.size()), Error);
-  fs::remove_all(fs::path(dir).parent_path());
+  fastmlip::io::remove_tree(fs::path(dir).parent_path());
 }
 
 TEST(DatasetStore, StatisticsFromTheIndexAreTheFramesOwnBitForBit) {
@@ -247,7 +248,7 @@ TEST(DatasetStore, StatisticsFromTheIndexAreTheFramesOwnBitForBit) {
   // At another r_max than the dataset's, the neighbours are counted from the frames: the same.
   EXPECT_EQ(avg_num_neighbors(stored, 4.0), avg_num_neighbors(memory, 4.0));
   EXPECT_EQ(store->records_read(), cs.size());
-  fs::remove_all(fs::path(dir).parent_path());
+  fastmlip::io::remove_tree(fs::path(dir).parent_path());
 }
 
 TEST(DatasetStore, AFullDiskIsAClearErrorNamingTheShard) {
@@ -272,7 +273,7 @@ TEST(DatasetStore, AFullDiskIsAClearErrorNamingTheShard) {
   std::signal(SIGXFSZ, previous);
   EXPECT_NE(msg.find(dir + "/shard-00000.mdb"), std::string::npos) << msg;
   EXPECT_NE(msg.find("the disk is full"), std::string::npos) << msg;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(DatasetStore, OtherReadingOptionsAreRefusedNamingTheOption) {
@@ -288,7 +289,7 @@ TEST(DatasetStore, OtherReadingOptionsAreRefusedNamingTheOption) {
   other.config_type_weights = {{"Default", 1.0}, {"bulk", 2.0}};
   EXPECT_NE(test::error_of([&] { read_preprocessed(dir, other); }).find("config_type_weights"),
             std::string::npos);
-  fs::remove_all(fs::path(dir).parent_path());
+  fastmlip::io::remove_tree(fs::path(dir).parent_path());
 }
 
 TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
@@ -386,7 +387,7 @@ TEST(DatasetStore, DamagedDatasetsAreClearErrorsNamingTheFileAndGraph) {
     EXPECT_NE(test::error_of([&] { PreprocessedDataset ds(root + "/nowhere"); }).find("no such directory"),
               std::string::npos);
   }
-  fs::remove_all(root);
+  fastmlip::io::remove_tree(root);
 }
 
 }  // namespace

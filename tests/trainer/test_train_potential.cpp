@@ -44,6 +44,7 @@
 
 #include "../models/chgnet_test_util.hpp"
 #include "../models/mace_test_graph.hpp"
+#include "io/atomic_file.hpp"
 #include "io/extxyz.hpp"
 #include "io/potential_file.hpp"
 #include "models/chgnet.hpp"
@@ -89,7 +90,7 @@ Result run(const std::string& dir, const std::string& args, const std::string& l
 std::string temp_dir(const std::string& tag) {
   const fs::path p = fs::temp_directory_path() / ("fastmlip_train_potential_" + tag + "_" +
                                                   std::to_string(static_cast<long>(::getpid())));
-  fs::remove_all(p);
+  fastmlip::io::remove_tree(p);
   fs::create_directories(p);
   return p.string();
 }
@@ -212,7 +213,7 @@ TEST(TrainPotential, HelpPrintsTheOptionsTable) {
   EXPECT_NE(r.out.find("--batch_capacity"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--foundation_model"), std::string::npos);
   EXPECT_NE(r.out.find("train-potential eval --help"), std::string::npos);
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(TrainPotential, BadInputExitsWithTheMessage) {
@@ -275,7 +276,7 @@ TEST(TrainPotential, BadInputExitsWithTheMessage) {
                        "--foundation_model"),
             std::string::npos)
       << r.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
@@ -350,7 +351,7 @@ TEST(TrainPotential, TrainsExportsAndRestartsBitwise) {
   ASSERT_EQ(ft.status, 0) << ft.out << ft.err;
   EXPECT_NE(ft.out.find("model: fine-tuning straight/tiny.safetensors"), std::string::npos) << ft.out;
   EXPECT_NO_THROW((models::MaceModel<Exec, double>(io::read_potential_file(dir + "/ft/ft.safetensors"))));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // Fine-tuning MACE-MPA-0 / OMAT-0's architecture (Density blocks, Agnesi transform, ZBL; the
@@ -366,7 +367,7 @@ TEST(TrainPotential, FineTunesTheDensityAgnesiArchitecture) {
   const auto pot = io::read_potential_file(dir + "/ft/mpa.safetensors");
   EXPECT_EQ(pot.meta<std::string>("/hyperparameters/distance_transform"), "Agnesi");
   EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // MACE-MPA-0 / OMAT-0's architecture trained from scratch from the command line, with mace_run_train's
@@ -395,7 +396,7 @@ TEST(TrainPotential, TrainsAFreshDensityAgnesiModel) {
                          "--distance_transform Agnesi --work_dir ft");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("option 'distance_transform'"), std::string::npos) << bad.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // mace_run_train's --radial_type and the Soft transform, from the command line: the export has
@@ -420,7 +421,7 @@ TEST(TrainPotential, TrainsAFreshGaussianSoftModel) {
   const Result bad = run(dir, "--config tiny.yaml --work_dir bad --max_num_epochs 1 --radial_type fourier");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("chebyshev"), std::string::npos) << bad.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // mace_run_train's --use_last_readout_only and --apply_cutoff (mace-torch >= 0.3.14), from the
@@ -442,7 +443,7 @@ TEST(TrainPotential, TrainsAFreshLastReadoutOnlyModelWithTheCutoffOnTheMessages)
   EXPECT_FALSE(pot.contains("readouts.1.linear_2.weight"));
   models::MaceModel<Exec, double> m(pot);
   EXPECT_EQ(m.num_layers(), 2);
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // MACE-MH-1's product and readout from the command line (--use_agnostic_product, --readout_bias):
@@ -464,7 +465,7 @@ TEST(TrainPotential, TrainsAFreshAgnosticProductBiasReadoutModel) {
   ASSERT_EQ(bias.size(), 1u);
   EXPECT_NE(bias[0], 0.0) << "the output bias is trained";
   EXPECT_NO_THROW((models::MaceModel<Exec, double>(pot)));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // mace_run_train's --edge_irreps and --use_edge_irreps_first from the command line: each
@@ -487,7 +488,7 @@ TEST(TrainPotential, TrainsAFreshEdgeIrrepsModel) {
       run(dir, "--config tiny.yaml --work_dir bad --max_num_epochs 1 --use_edge_irreps_first true");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("use_edge_irreps_first needs edge_irreps"), std::string::npos) << bad.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // A fresh model of MACE-MH-1's architecture: the non-linear block on every layer, with its
@@ -508,7 +509,7 @@ TEST(TrainPotential, TrainsAFreshNonLinearModel) {
             "RealAgnosticResidualNonLinearInteractionBlock");
   models::MaceModel<Exec, double> m(pot);
   EXPECT_EQ(m.num_layers(), 2);
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // mace_run_train's --embedding_specs and --use_embedding_readout for a fresh model (MACE-OMOL's
@@ -568,7 +569,7 @@ TEST(TrainPotential, TrainsAFreshChargeSpinModel) {
                          "'{temperature: {type: continuous, emb_dim: 2}}'");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("feature 'temperature' is not supported"), std::string::npos) << bad.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // Data parallel on two ranks: the run completes, rank 0 alone writes the log, CSV and export.
@@ -605,7 +606,7 @@ TEST(TrainPotential, TrainsOnTwoRanks) {
       dir, "--config tiny.yaml --work_dir k1 --max_num_epochs 2 --restart k/checkpoints/tiny_step-1.ckpt");
   EXPECT_EQ(k1.status, 1);
   EXPECT_NE(k1.err.find("was written within an epoch by a run on 2 rank(s)"), std::string::npos) << k1.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // The outputs of a run with config_types, kept checkpoints and a test set, then `eval`.
@@ -748,7 +749,7 @@ TEST(TrainPotential, WritesMetricsPlotBestModelTestSetAndEvaluates) {
   EXPECT_NE(iv_rows[4][3], "");
   EXPECT_FALSE(fs::exists(dir + "/iv/results/tiny_learning_curve.svg"));
   EXPECT_FALSE(fs::exists(dir + "/iv/checkpoints/tiny_epoch-1.ckpt"));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // --compute_stress: stress metrics with the weighted loss, in the epoch JSON, the CSV, the test
@@ -776,7 +777,7 @@ TEST(TrainPotential, StressMetricsWithComputeStress) {
   const double want = t["overall"]["rmse_stress"].get<double>();
   EXPECT_NEAR(m["overall"]["rmse_stress"].get<double>(), want, 1e-10 * want);
   EXPECT_EQ(m["overall"]["n_stress_components"].get<int>(), 9 * 12);
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // --checkpoint_interval 2: checkpoints within an epoch (kept as NAME_step-S.ckpt); restarting
@@ -833,7 +834,7 @@ TEST(TrainPotential, CheckpointWithinAnEpochRestartsExactly) {
       run(dir, "--config tiny.yaml --max_num_epochs 2 --work_dir f --restart d/checkpoints/tiny_step-1.ckpt");
   EXPECT_EQ(f.status, 1);
   EXPECT_NE(f.err.find("with --accumulate_bins 2; continue it the same way"), std::string::npos) << f.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // Regression: a rank whose validation bin is empty (one validation configuration, two ranks)
@@ -847,7 +848,7 @@ TEST(TrainPotential, TwoRanksWithAnEmptyValidationBin) {
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("1 validation configurations"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 2/2"), std::string::npos) << r.out;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 /// The largest difference between two checkpoints' tensors relative to the tensor's largest
@@ -919,7 +920,7 @@ TEST(TrainPotential, SameGlobalBatchesOnOneAndTwoRanks) {
   }
   EXPECT_EQ(read_text(dir + "/one_prefetch/results/tiny_train.csv"),
             read_text(dir + "/one/results/tiny_train.csv"));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // `train-potential preprocess` (issue 22): the same run from the extended XYZ files and from the
@@ -1032,7 +1033,7 @@ TEST(TrainPotential, PreprocessedDatasetsTrainBitwiseAsTheFiles) {
   const Result help = run(dir, "preprocess --help");
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.out.find("Usage: train-potential preprocess --output DIR"), std::string::npos) << help.out;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 /// The process id of rank `rank` of a train-potential running in directory `dir` (its
@@ -1121,7 +1122,7 @@ TEST(TrainPotential, KilledRankEndsTheJobAndTheCheckpointRestarts) {
             std::string::npos)
       << r.out;
   EXPECT_TRUE(fs::exists(dir + "/killed/tiny.safetensors"));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 
@@ -1180,7 +1181,7 @@ TEST(TrainPotential, StressVirialsHuberLossesFloat32AndValidFile) {
   const double e64 = o64.energy[0].item<double>();
   EXPECT_NEAR(o32.energy[0].item<double>(), e64, 1e-5 * std::max(1.0, std::abs(e64)));
   EXPECT_TRUE(torch::allclose(o32.forces.to(torch::kFloat64), o64.forces, 1e-4, 1e-4));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // CHGNet fine-tuning from the MPtrj JSON fixture (3 frames of 2-4 atoms; two with magmoms).
@@ -1304,7 +1305,7 @@ TEST(TrainPotential, FineTunesChgnetFromMptrjJson) {
   const trainer::ChgnetTorchModel<double> plain(pot);
   EXPECT_EQ(dmodel.named_parameters().size(), plain.named_parameters().size() + 8);
   EXPECT_NO_THROW((models::ChgnetModel<Kokkos::DefaultHostExecutionSpace, double>(dpot)));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // A fresh CHGNet (no --foundation_model): chgnet 0.3.0's architecture from make_chgnet_potential,
@@ -1329,7 +1330,7 @@ TEST(TrainPotential, TrainsAFreshChgnet) {
   const Result again = run(dir, args + "b");
   ASSERT_EQ(again.status, 0) << again.out << again.err;
   EXPECT_EQ(read_text(dir + "/a/f.safetensors"), read_text(dir + "/b/f.safetensors"));
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 TEST(TrainPotential, ChgnetRefusals) {
@@ -1349,7 +1350,7 @@ TEST(TrainPotential, ChgnetRefusals) {
                                  "--forces_key forces");
   EXPECT_EQ(og.status, 1);
   EXPECT_NE(og.err.find("atom 2 has Z = 118"), std::string::npos) << og.err;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 /// `frames` periodic 400-atom fcc Cu/Ni boxes (a = 3.6 A, jittered) with made-up labels: frames
@@ -1423,7 +1424,7 @@ TEST(TrainPotential, OutOfMemoryInAStepNamesTheBinAndKeepsTheCheckpoint) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1)
       << "one line, without LibTorch's backtrace: " << r.err;
   EXPECT_EQ(read_text(ckpt), before);
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 // On a GPU (issue 23; skipped without one): training lowers the loss, a restart on the GPU is
@@ -1501,7 +1502,7 @@ TEST(TrainPotential, OnAGpuTrainsRestartsAndMovesToTheCpu) {
                               trainer::train::read_checkpoint(dir + "/two/checkpoints/tiny.ckpt"), &worst),
       1e-10)
       << "worst tensor " << worst;
-  fs::remove_all(dir);
+  fastmlip::io::remove_tree(dir);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
@@ -73,6 +74,46 @@ TEST_F(AtomicFile, MissingDirectoryNamesThePath) {
   } catch (const FileError& e) {
     EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
   }
+}
+
+// remove_tree: remove_all's meaning (io/atomic_file.hpp says why the trainer needs its own).
+TEST_F(AtomicFile, RemoveTreeRemovesADirectoryAndEverythingUnderItButNotWhatALinkPointsTo) {
+  const auto keep = dir / "keep";
+  fs::create_directories(keep);
+  write_file_atomically((keep / "target.txt").string(), [](std::ostream& o) { o << "kept"; });
+  const auto tree = dir / "tree";
+  fs::create_directories(tree / "a" / "b" / "c");
+  for (const auto& f : {tree / "top.txt", tree / "a" / "mid.txt", tree / "a" / "b" / "c" / "deep.txt"}) {
+    write_file_atomically(f.string(), [](std::ostream& o) { o << "x"; });
+  }
+  fs::create_directory_symlink(keep, tree / "a" / "link_to_keep");
+  std::error_code ec;
+  remove_tree(tree.string(), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(fs::exists(tree));
+  EXPECT_EQ(slurp(keep / "target.txt"), "kept") << "the link was followed";
+  // A single file, and a path that is not there (not an error, as for remove_all).
+  remove_tree((keep / "target.txt").string());
+  EXPECT_FALSE(fs::exists(keep / "target.txt"));
+  remove_tree((dir / "never_there").string(), ec);
+  EXPECT_FALSE(ec) << ec.message();
+}
+
+TEST_F(AtomicFile, RemoveTreeThatCannotRemoveNamesThePath) {
+  // Under a regular file nothing can be (ENOTDIR), whoever runs the test.
+  const auto file = dir / "plain.txt";
+  write_file_atomically(file.string(), [](std::ostream& o) { o << "x"; });
+  const auto under = (file / "inner").string();
+  std::error_code ec;
+  remove_tree(under, ec);
+  EXPECT_TRUE(ec);
+  try {
+    remove_tree(under);
+    FAIL() << "expected FileError";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find(under), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(file), "x");
 }
 
 }  // namespace

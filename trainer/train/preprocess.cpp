@@ -14,6 +14,7 @@
 #include "data/mptrj.hpp"
 #include "data/store.hpp"
 #include "graph/neighbor_list.hpp"
+#include "io/atomic_file.hpp"
 #include "options.hpp"
 
 namespace fastmlip::trainer::train {
@@ -90,7 +91,7 @@ void preprocess_file(const std::string& file, const std::string& dir, const data
           dir, 0, "already exists: remove it or choose another --output (a dataset is never overwritten)");
     }
     // What an interrupted run left: never a dataset (it has no place under `dir`), so it goes.
-    fs::remove_all(partial, ec);
+    fastmlip::io::remove_tree(partial, ec);
     if (ec || !fs::create_directories(partial, ec) || ec) {
       throw FileError(partial, 0, "cannot create the directory" + (ec ? ": " + ec.message() : std::string()));
     }
