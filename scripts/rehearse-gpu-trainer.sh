@@ -13,7 +13,7 @@
 #   scripts/rehearse-gpu-trainer.sh [BUILD_ROOT]      (default /tmp/fastmlip-rehearse)
 # FASTMLIP_TORCH_VENV (default <cache>/venv-torch-gpu), FASTMLIP_CUDA_ARCH (default 90).
 # Needs nvcc (/usr/local/cuda) and PyPI; the venv takes about 5 GB; on two cores the CPU build
-# and tests take about 20 minutes, the CUDA build about 25.
+# and tests take about 10 minutes, the CUDA build about 25.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
