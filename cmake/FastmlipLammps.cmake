@@ -131,6 +131,49 @@ if(EXISTS "${LAMMPS_LIBRARY}")
 endif()
 message(STATUS "fastmlip: MPI family ${FASTMLIP_MPI_FAMILY} (${MPI_C_INCLUDE_DIRS})")
 
+# A LAMMPS built with KOKKOS may carry its Kokkos inside liblammps.so: LAMMPS' bundled Kokkos
+# (lib/kokkos) is always built static, as is a static external one. A plugin that linked its own
+# copy of that Kokkos would run two Kokkos runtimes in one process, half-merged by the dynamic
+# linker (LAMMPS' copy interposes the symbols it exports, the plugin keeps the rest), and Kokkos
+# aborts at exit ("Execution space instance to be removed couldn't be found!") or worse. Such a
+# plugin must use LAMMPS' copy: lammps-plugin/CMakeLists.txt links the styles module against
+# liblammps.so ahead of the Kokkos libraries, which then add only what LAMMPS left out (stateless
+# helpers). That needs the very Kokkos LAMMPS was built with, which is checked by version here.
+# A Kokkos that is a shared library (Debian's libkokkoscore.so) is one copy anyway.
+set(FASTMLIP_LAMMPS_CARRIES_KOKKOS OFF)
+if(EXISTS "${LAMMPS_LIBRARY}" AND CMAKE_NM)
+  execute_process(COMMAND "${CMAKE_NM}" -D --defined-only "${LAMMPS_LIBRARY}"
+                  OUTPUT_VARIABLE _lammps_symbols ERROR_QUIET RESULT_VARIABLE _nm_status)
+  if(_nm_status EQUAL 0 AND _lammps_symbols MATCHES " T _ZN6Kokkos8finalizeEv")
+    set(FASTMLIP_LAMMPS_CARRIES_KOKKOS ON)
+  endif()
+  unset(_lammps_symbols)
+elseif(FASTMLIP_ENABLE_KOKKOS AND FASTMLIP_BUILD_PLUGIN)
+  message(WARNING "fastmlip: no liblammps.so at LAMMPS_LIBRARY='${LAMMPS_LIBRARY}', so this build cannot tell "
+    "whether LAMMPS carries its own Kokkos (its bundled lib/kokkos always does). If it does, the plugin "
+    "must use that copy: pass -DLAMMPS_LIBRARY=<the liblammps.so of the LAMMPS you run> (docs/building.md).")
+endif()
+if(FASTMLIP_LAMMPS_CARRIES_KOKKOS)
+  set(_lammps_kokkos_version "")
+  if(EXISTS "${LAMMPS_EXECUTABLE}")
+    execute_process(COMMAND "${LAMMPS_EXECUTABLE}" -h OUTPUT_VARIABLE _lmp_help ERROR_QUIET TIMEOUT 60)
+    if(_lmp_help MATCHES "Kokkos library version: ([0-9]+\\.[0-9]+\\.[0-9]+)")
+      set(_lammps_kokkos_version "${CMAKE_MATCH_1}")
+    endif()
+  endif()
+  # LAMMPS prints 4.6.1 where Kokkos' CMake says 4.6.01.
+  string(REGEX REPLACE "\\.0([0-9])$" ".\\1" _our_kokkos_version "${Kokkos_VERSION}")
+  if(_lammps_kokkos_version AND NOT _lammps_kokkos_version STREQUAL _our_kokkos_version)
+    message(FATAL_ERROR "fastmlip: ${LAMMPS_LIBRARY} carries its own Kokkos ${_lammps_kokkos_version} "
+      "(built into liblammps.so), but this build found Kokkos ${Kokkos_VERSION} at ${Kokkos_DIR}. The plugin "
+      "must use the Kokkos LAMMPS was built with: pass -DKokkos_DIR=<that Kokkos' lib/cmake/Kokkos> (for "
+      "LAMMPS' bundled Kokkos: <LAMMPS build folder>/lib/kokkos), or rebuild LAMMPS against this Kokkos "
+      "(-DEXTERNAL_KOKKOS=on).")
+  endif()
+  message(STATUS "fastmlip: ${LAMMPS_LIBRARY} carries Kokkos ${_lammps_kokkos_version}; the plugin uses "
+                 "that copy (linked ahead of ${Kokkos_DIR}'s libraries)")
+endif()
+
 # An interface target carrying what every plugin translation unit needs. The defines must
 # match how LAMMPS itself was built (smallbig ints, exceptions).
 add_library(fastmlip_lammps_headers INTERFACE)

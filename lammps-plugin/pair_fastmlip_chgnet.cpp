@@ -256,7 +256,6 @@ PairFastmlipBase::DeviceOutput PairFastmlipChgnet::evaluate_in_place_with(const 
         m_backend->device_slots.build(edges, atoms.x, atoms.tag, m_bond_cutoff, &slot_exchange);
     graph.slot_start = slots.slot_start;
     graph.reverse_slot = slots.reverse_slot;
-    m_device_slot_start = slots.slot_start;
     m_backend->compute_in_place(graph, &exchange);
     m_device_slot_start = {};
   } catch (const fastmlip::models::UnpairedBondError& e) {

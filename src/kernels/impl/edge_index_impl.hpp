@@ -60,7 +60,7 @@ struct EdgeTransposeFunctor {
     m_receiver_ptr(n) = lo;
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagCount, int e) const {
-    Kokkos::atomic_increment(&m_sender_ptr(m_sender(e) + 1));
+    Kokkos::atomic_add(&m_sender_ptr(m_sender(e) + 1), 1);
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagScan, int n, int& sum, bool final) const {
     sum += m_sender_ptr(n);

@@ -164,9 +164,7 @@ struct LinearGroupFunctor {
   Kokkos::View<int*, ExecSpace> m_count, m_group_ptr, m_tile_ptr, m_nodes;
   int m_sets = 0;
 
-  KOKKOS_INLINE_FUNCTION void operator()(TagCount, int n) const {
-    Kokkos::atomic_increment(&m_count(m_set(n)));
-  }
+  KOKKOS_INLINE_FUNCTION void operator()(TagCount, int n) const { Kokkos::atomic_add(&m_count(m_set(n)), 1); }
   KOKKOS_INLINE_FUNCTION void operator()(TagOffsets, int) const {
     m_group_ptr(0) = 0;
     m_tile_ptr(0) = 0;
