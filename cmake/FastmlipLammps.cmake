@@ -140,14 +140,13 @@ message(STATUS "fastmlip: MPI family ${FASTMLIP_MPI_FAMILY} (${MPI_C_INCLUDE_DIR
 # liblammps.so ahead of the Kokkos libraries, which then add only what LAMMPS left out (stateless
 # helpers). That needs the very Kokkos LAMMPS was built with, which is checked by version here.
 # A Kokkos that is a shared library (Debian's libkokkoscore.so) is one copy anyway.
+include(FastmlipKokkosRuntime)
 set(FASTMLIP_LAMMPS_CARRIES_KOKKOS OFF)
 if(EXISTS "${LAMMPS_LIBRARY}" AND CMAKE_NM)
-  execute_process(COMMAND "${CMAKE_NM}" -D --defined-only "${LAMMPS_LIBRARY}"
-                  OUTPUT_VARIABLE _lammps_symbols ERROR_QUIET RESULT_VARIABLE _nm_status)
-  if(_nm_status EQUAL 0 AND _lammps_symbols MATCHES " T _ZN6Kokkos8finalizeEv")
+  fastmlip_defines_kokkos_runtime("${CMAKE_NM}" "${LAMMPS_LIBRARY}" _carries)
+  if(_carries)
     set(FASTMLIP_LAMMPS_CARRIES_KOKKOS ON)
   endif()
-  unset(_lammps_symbols)
 elseif(FASTMLIP_ENABLE_KOKKOS AND FASTMLIP_BUILD_PLUGIN)
   message(WARNING "fastmlip: no liblammps.so at LAMMPS_LIBRARY='${LAMMPS_LIBRARY}', so this build cannot tell "
     "whether LAMMPS carries its own Kokkos (its bundled lib/kokkos always does). If it does, the plugin "
