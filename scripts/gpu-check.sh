@@ -577,7 +577,7 @@ fi
   echo "Device model tests: $(grep -o 'tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$out/device_tests.xml" 2>/dev/null | head -1)"
   grep -h -A3 "<failure" "$out/device_tests.xml" 2>/dev/null | head -40
   grep -h "device vs host\|spline: refused\|cuda kernels" "$log" 2>/dev/null | cut -c1-240 | head -80
-  grep -h "^----- fastmlip_pair_tests\|^\[  PASSED  \]\|^\[  FAILED  \]\|tests ran\|NVE drift" "$log" 2>/dev/null | cut -c1-240 | head -80
+  grep -h "^----- fastmlip_pair_tests\|^\[  PASSED  \]\|^\[  FAILED  \]\|tests ran\|NVE drift\|tests failed out of" "$log" 2>/dev/null | cut -c1-240 | head -80
   echo "Total $(($(date +%s) - t_start)) s"
 } >> "$summary"
 cat "$summary"
