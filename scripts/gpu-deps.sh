@@ -138,7 +138,7 @@ fi
 
 # What travels with each plan, against the device tool's 64 MiB: the tracked tree plus the
 # carried folders.
-tree=$(git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 du -cb) | tail -1 | cut -f1)
+tree=$(git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 stat -c %s) | awk '{ s += $1 } END { print s }')
 size() { if [ -d "$repo/$1" ]; then du -sb "$repo/$1" | cut -f1; else echo 0; fi; }
 deps_b=$(size .gpu-deps) whl_b=$(size .whl) lmp_b=$(size .gpu-lammps)
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
