@@ -39,7 +39,7 @@
 # FASTMLIP_GPU_CHECK_STEPS="deps configure build bench ..." runs only the steps named (a rerun
 # that completes an earlier one).
 # From the device tool: carry [".gpu-deps", ".whl"] and run `bash scripts/gpu-check.sh`; for the kk_*
-# steps carry [".gpu-deps", ".gpu-lammps"] (all three pass the tool's 64 MiB).
+# steps carry [".gpu-deps", ".gpu-lammps"] (all three together are over the tool's 64 MiB).
 set -uo pipefail
 self=$(realpath "${BASH_SOURCE[0]}")
 repo=$(cd "$(dirname "$self")/.." && pwd)
