@@ -168,12 +168,19 @@ class ChannelwiseTPKokkos {
   /// rows of out of the chunk's receivers [first, last) only. Reverse: begin_reverse_chunks(x,
   /// grad_out), reverse_chunk() for each chunk (its rows of grad_Y and grad_w), then
   /// end_reverse_chunks(grad_x). Each receiver's edges lie in one chunk and each sender's are
-  /// summed chunk after chunk, so with the chunks in edge order the results are compute()'s
-  /// and reverse()'s bit for bit. The Kokkos path only (the CUDA kernels take whole indices).
+  /// summed chunk after chunk, so with the chunks in edge order the Kokkos path's results are
+  /// compute()'s and reverse()'s bit for bit. The CUDA kernels (backend() == cuda) run the
+  /// chunks too: the same forward rows and edge gradients bit for bit, and each sender's
+  /// grad_x summed per chunk, then over the chunks, so to round-off. They take x, grad_out and
+  /// the per-edge arrays as dense row-major arrays (InputError otherwise).
   /// The calls of one pass share this object's buffers: no other call of it in between.
   void begin_chunks(ConstMatrix x) const {
     impl::check_shape("ChannelwiseTPKokkos", "begin_chunks", "x", x, x.extent(0), m_tp.dim1());
     Matrix xT = m_xT.get(static_cast<int>(x.extent(0)), m_tp.dim1());
+    if (m_cuda) {
+      Kokkos::deep_copy(ExecSpace(), xT, x);  // the CUDA kernels read x in e3nn's layout
+      return;
+    }
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
   }
   void compute_chunk(const EdgeIndex<ExecSpace>& chunk, int first, int last, ConstMatrix Y, ConstMatrix w,
@@ -183,6 +190,21 @@ class ChannelwiseTPKokkos {
     impl::check_shape("ChannelwiseTPKokkos", "compute_chunk", "out", out, chunk.num_receivers,
                       m_tp.dim_out());
     check_chunk("compute_chunk", chunk.num_receivers, first, last);
+#if defined(FASTMLIP_HAVE_CUDA)
+    if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+      if (m_cuda) {
+        require_dense("compute_chunk", impl::dense(Y) && impl::dense(w) && impl::dense(out));
+        // A window on the chunk's receivers [first, last): their edges, their rows of out.
+        auto window = device_index(chunk);
+        window.receiver_ptr += first;
+        window.num_nodes = last - first;
+        m_cuda->compute(window, m_xT.get(chunk.num_nodes, m_tp.dim1()).data(), Y.data(), w.data(),
+                        out.data() + static_cast<std::size_t>(first) * m_tp.dim_out(),
+                        ExecSpace().cuda_stream());
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_w = w;
     run_forward(f, chunk, first, last, Y, out);
@@ -194,6 +216,11 @@ class ChannelwiseTPKokkos {
     Matrix xT = m_xT.get(N, m_tp.dim1());
     Matrix gT = m_outT.get(R, m_tp.dim_out());
     Kokkos::deep_copy(m_gxT.get(N, m_tp.dim1()), T(0));
+    if (m_cuda) {  // copies in e3nn's layout, and grad_x's running sum there
+      Kokkos::deep_copy(ExecSpace(), xT, x);
+      Kokkos::deep_copy(ExecSpace(), gT, grad_out);
+      return;
+    }
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::x_to_ir_mul", m_entries1, x, xT);
     transpose<typename Transpose::TagToIrMul>("fastmlip::channelwise_tp::grad_out_to_ir_mul", m_entries_out,
                                               grad_out, gT);
@@ -205,6 +232,20 @@ class ChannelwiseTPKokkos {
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "grad_w", grad_w, E, m_tp.weight_numel);
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "Y", Y, E, m_tp.dim2());
     impl::check_shape("ChannelwiseTPKokkos", "reverse_chunk", "grad_Y", grad_Y, E, m_tp.dim2());
+#if defined(FASTMLIP_HAVE_CUDA)
+    if constexpr (impl::kCudaBackend<ExecSpace, T>) {
+      if (m_cuda) {
+        require_dense("reverse_chunk",
+                      impl::dense(Y) && impl::dense(w) && impl::dense(grad_Y) && impl::dense(grad_w));
+        const int N = chunk.num_nodes;
+        m_cuda->reverse_accumulate(device_index(chunk), m_xT.get(N, m_tp.dim1()).data(), Y.data(), w.data(),
+                                   m_outT.get(chunk.num_receivers, m_tp.dim_out()).data(),
+                                   m_gxT.get(N, m_tp.dim1()).data(), grad_Y.data(), grad_w.data(),
+                                   ExecSpace().cuda_stream());
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_w = w;
     f.m_grad_w = grad_w;
@@ -213,11 +254,21 @@ class ChannelwiseTPKokkos {
   void end_reverse_chunks(Matrix grad_x) const {
     const int N = static_cast<int>(grad_x.extent(0));
     impl::check_shape("ChannelwiseTPKokkos", "end_reverse_chunks", "grad_x", grad_x, N, m_tp.dim1());
+    if (m_cuda) {
+      Kokkos::deep_copy(ExecSpace(), grad_x, m_gxT.get(N, m_tp.dim1()));
+      return;
+    }
     transpose<typename Transpose::TagFromIrMul>("fastmlip::channelwise_tp::grad_x_from_ir_mul", m_entries1,
                                                 m_gxT.get(N, m_tp.dim1()), grad_x);
   }
 
  private:
+  static void require_dense(const char* fn, bool dense) {
+    if (!dense) {
+      throw InputError(std::string("ChannelwiseTPKokkos::") + fn +
+                       ": the CUDA kernels take dense row-major arrays; pass contiguous rows");
+    }
+  }
   void check_chunk(const char* fn, int N, int first, int last) const {
     if (first < 0 || last < first || last > N) {
       throw InputError(std::string("ChannelwiseTPKokkos::") + fn + ": receivers [" + std::to_string(first) +

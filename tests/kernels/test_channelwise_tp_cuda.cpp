@@ -185,6 +185,76 @@ TYPED_TEST(ChannelwiseTPCudaTyped, IsBitwiseReproducible) {
   }
 }
 
+// reverse_accumulate over the edges in two parts (those of the first receivers, then the rest,
+// each an index of its own over every node) adds to grad_x what reverse() over all the edges
+// writes, leaves the rows of senders without an edge in a part as they were, and gives each
+// part's edge gradients bit for bit: the CUDA kernels' share of a model's chunked pass.
+TYPED_TEST(ChannelwiseTPCudaTyped, ReverseAccumulateOverPartsAddsTheWholeGradient) {
+  using T = TypeParam;
+  if (device_count() == 0) {
+    GTEST_SKIP() << "no CUDA device on this machine";
+  }
+  const ChannelwiseTP tp =
+      ChannelwiseTP::mace(Irreps::parse("40x0e+40x1o"), Irreps::spherical_harmonics(3), mace_target(3, 40));
+  const ChannelwiseTPCuda<T> k(tp);
+  for (int nodes : {1, 13, 301}) {
+    const Graph graph = random_graph(nodes, 7 * nodes + 2, 5 + nodes);
+    const std::size_t E = graph.sender.size();
+    const auto x = random_values<T>(static_cast<std::size_t>(nodes) * tp.dim1(), nodes + 1);
+    const auto Y = random_values<T>(E * tp.dim2(), nodes + 2);
+    const auto w = random_values<T>(E * tp.weight_numel, nodes + 3);
+    const auto gout = random_values<T>(static_cast<std::size_t>(nodes) * tp.dim_out(), nodes + 4);
+    const auto start = random_values<T>(x.size(), nodes + 5);  // what grad_x held before
+    const Run<T> whole = run_cuda(k, graph, nodes, x, Y, w, gout);
+    // The parts: edges of receivers [0, nodes / 2), then the rest.
+    const std::size_t split =
+        std::lower_bound(graph.receiver.begin(), graph.receiver.end(), nodes / 2) - graph.receiver.begin();
+    DeviceBuffer<T> d_x(x.size()), d_Y(Y.size()), d_w(w.size()), d_g(gout.size()), d_gx(x.size()),
+        d_gY(Y.size()), d_gw(w.size());
+    d_x.upload(x);
+    d_Y.upload(Y);
+    d_w.upload(w);
+    d_g.upload(gout);
+    d_gx.upload(start);
+    d_gY.poison();
+    d_gw.poison();
+    std::vector<bool> sends(nodes, false);
+    for (const auto& [begin, end] : {std::pair<std::size_t, std::size_t>{0, split}, {split, E}}) {
+      const std::vector<int> s(graph.sender.begin() + begin, graph.sender.begin() + end),
+          r(graph.receiver.begin() + begin, graph.receiver.begin() + end);
+      for (int a : s) {
+        sends[a] = true;
+      }
+      const auto part = EdgeIndexCuda::build(nodes, s, r);
+      k.reverse_accumulate(part.view(), d_x.ptr, d_Y.ptr + begin * tp.dim2(),
+                           d_w.ptr + begin * tp.weight_numel, d_g.ptr, d_gx.ptr, d_gY.ptr + begin * tp.dim2(),
+                           d_gw.ptr + begin * tp.weight_numel);
+    }
+    FASTMLIP_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto gx = d_gx.download(), gY = d_gY.download(), gw = d_gw.download();
+    double scale = 1e-30;
+    for (T v : whole.grad_x) {
+      scale = std::max(scale, std::abs(static_cast<double>(v)));
+    }
+    const double tol = test::Tolerance<T>::kernel;
+    for (std::size_t i = 0; i < gx.size(); ++i) {
+      const int a = static_cast<int>(i / tp.dim1());
+      if (!sends[a]) {
+        ASSERT_EQ(gx[i], start[i]) << "grad_x of node " << a << ", which sends nothing, changed";
+      } else {
+        ASSERT_NEAR(gx[i], start[i] + whole.grad_x[i], tol * (scale + 1))
+            << "grad_x " << i << ", " << nodes << " nodes";
+      }
+    }
+    for (std::size_t i = 0; i < gY.size(); ++i) {
+      ASSERT_EQ(gY[i], whole.grad_Y[i]) << "grad_Y " << i;
+    }
+    for (std::size_t i = 0; i < gw.size(); ++i) {
+      ASSERT_EQ(gw[i], whole.grad_w[i]) << "grad_w " << i;
+    }
+  }
+}
+
 // These checks run before any CUDA call, so they hold on machines without a GPU too.
 TEST(ChannelwiseTPCuda, RejectsWhatTheKernelsCannotRun) {
   auto tp =

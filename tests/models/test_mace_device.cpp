@@ -78,7 +78,7 @@ std::vector<Fixture> committed_fixtures() {
 }
 
 struct Worst {
-  double vs_host = 0, vs_torch = 0;
+  double vs_host = 0, vs_torch = 0, chunks = 0;
 };
 
 template <class T>
@@ -190,7 +190,9 @@ TYPED_TEST(MaceDevice, MatchesTheHostModelAndMaceTorchOnEveryFixture) {
 // The hand-written CUDA kernels behind the channelwise TP and symmetric contraction entry points
 // (MaceOptions::backend = cuda) against the Kokkos path on the same GPU, on every parity
 // fixture and head, folded and with ghosts: the comparison that must pass on a GPU before they
-// become the default there (kernels/backend.hpp).
+// become the default there (kernels/backend.hpp). Both backends also run the exact radial MLP
+// and TP in chunks of a few edges (MaceOptions::edge_chunk, which a large system takes) and
+// must give their unchunked results.
 TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
   using T = TypeParam;
   if constexpr (!kernels::impl::kCudaBackend<Device, T>) {
@@ -214,30 +216,46 @@ TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
         models::MaceModel<Device, T> kokkos(pot, opt);
         opt.backend = kernels::Backend::cuda;
         models::MaceModel<Device, T> cuda(pot, opt);
+        opt.edge_chunk = 7;
+        models::MaceModel<Device, T> cuda_chunks(pot, opt);
+        opt.backend = kernels::Backend::kokkos;
+        models::MaceModel<Device, T> kokkos_chunks(pot, opt);
         EXPECT_EQ(kokkos.kernel_backends(), "channelwise TP: kokkos, symmetric contraction: kokkos");
         EXPECT_EQ(cuda.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda");
+        EXPECT_EQ(cuda_chunks.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda");
         const Structure s = mace_structure_of<Structure>(doc["structures"][ref["structure"]], kokkos);
         const std::string what = name + " / " + ref["structure"].get<std::string>() + " / " + opt.head;
         for (const bool ghosts : {false, true}) {
           const auto g = ghosts ? ghost_graph<T>(s, kokkos.cutoff()) : folded_graph<T>(s, kokkos.cutoff());
-          CopyExchange<T> ex_k(g.n_local, g.owner), ex_c(g.n_local, g.owner);
-          models::MaceResult<T> rk, rc;
+          CopyExchange<T> ex_k(g.n_local, g.owner), ex_c(g.n_local, g.owner), ex_cc(g.n_local, g.owner),
+              ex_kc(g.n_local, g.owner);
+          models::MaceResult<T> rk, rc, rcc, rkc;
           kokkos.compute(mirror.of(g.view()), ghosts ? &ex_k : nullptr, true, rk);
           cuda.compute(mirror.of(g.view()), ghosts ? &ex_c : nullptr, true, rc);
-          const double diff = std::max({std::abs(rc.energy - rk.energy) / std::max(1.0, std::abs(rk.energy)),
-                                        rel_diff(rc.node_energy, rk.node_energy, 1.0),
-                                        rel_diff(rc.edge_gradient, rk.edge_gradient)});
+          cuda_chunks.compute(mirror.of(g.view()), ghosts ? &ex_cc : nullptr, true, rcc);
+          kokkos_chunks.compute(mirror.of(g.view()), ghosts ? &ex_kc : nullptr, true, rkc);
+          const auto differ = [](const models::MaceResult<T>& a, const models::MaceResult<T>& b) {
+            return std::max({std::abs(a.energy - b.energy) / std::max(1.0, std::abs(b.energy)),
+                             rel_diff(a.node_energy, b.node_energy, 1.0),
+                             rel_diff(a.edge_gradient, b.edge_gradient)});
+          };
+          const double diff = differ(rc, rk);
           const double E = ref["energy"].get<double>();
           const double vs_torch = std::abs(rc.energy - E) / std::max(1.0, std::abs(E));
-          EXPECT_LE(diff, tol) << what << (ghosts ? " / ghosts" : " / folded");
+          const std::string where = what + (ghosts ? " / ghosts" : " / folded");
+          EXPECT_LE(diff, tol) << where;
           EXPECT_LE(vs_torch, tol_torch) << what;
+          EXPECT_LE(differ(rcc, rc), tol) << where << ": cuda, chunks of 7 edges";
+          EXPECT_LE(differ(rkc, rk), tol) << where << ": kokkos, chunks of 7 edges";
+          worst.chunks = std::max({worst.chunks, differ(rcc, rc), differ(rkc, rk)});
           worst.vs_host = std::max(worst.vs_host, diff);
           worst.vs_torch = std::max(worst.vs_torch, vs_torch);
           ++checked;
         }
       }
-      std::printf("%-48s cuda kernels %s: vs the Kokkos path %.1e, energy vs mace-torch %.1e\n", name.c_str(),
-                  std::is_same_v<T, double> ? "double" : "float ", worst.vs_host, worst.vs_torch);
+      std::printf("%-48s cuda kernels %s: vs the Kokkos path %.1e, energy vs mace-torch %.1e, chunked %.1e\n",
+                  name.c_str(), std::is_same_v<T, double> ? "double" : "float ", worst.vs_host,
+                  worst.vs_torch, worst.chunks);
     }
     EXPECT_GT(checked, 0);
   }

@@ -370,7 +370,8 @@ template <class T, int D1>
 __device__ __forceinline__ void grad_x_entry(const EntryArgs& P, const TPArgs& args, const Tables<T>& tb,
                                              const EdgeIndexDevice& g, const T* __restrict__ Y,
                                              const T* __restrict__ w, const T* __restrict__ grad_out,
-                                             T* __restrict__ grad_x, int s, int u0, int lane, T* A, T* buf) {
+                                             T* __restrict__ grad_x, bool accumulate, int s, int u0, int lane,
+                                             T* A, T* buf) {
   constexpr int B1 = D1 ? D1 : kMaxDim;
   const int n1 = D1 ? D1 : P.n1;
   const int valid = min(kWarp, P.mul - u0);
@@ -396,7 +397,7 @@ __device__ __forceinline__ void grad_x_entry(const EntryArgs& P, const TPArgs& a
   __syncwarp();
   T* dst = grad_x + static_cast<long long>(s) * args.dim1 + P.offset1 + u0 * n1;
   for (int v = lane; v < valid * n1; v += kWarp) {
-    dst[v] = buf[v];
+    dst[v] = accumulate ? dst[v] + buf[v] : buf[v];
   }
   __syncwarp();
 }
@@ -405,7 +406,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     tp_grad_x_kernel(const __grid_constant__ TPArgs args, const Scratch sc, const uint4* __restrict__ tables,
                      const EdgeIndexDevice g, const T* __restrict__ Y, const T* __restrict__ w,
-                     const T* __restrict__ grad_out, T* __restrict__ grad_x) {
+                     const T* __restrict__ grad_out, T* __restrict__ grad_x, bool accumulate) {
   extern __shared__ uint4 tp_smem[];
   stage_tables(tp_smem, tables, args.sec1_bytes);
   const auto* base = reinterpret_cast<const unsigned char*>(tp_smem);
@@ -420,13 +421,17 @@ __global__ void __launch_bounds__(kThreads)
        item += static_cast<long long>(gridDim.x) * kWarpsPerBlock) {
     const int s = static_cast<int>(item / args.tiles_in);
     const int u0 = static_cast<int>(item % args.tiles_in) * kWarp;
+    if (accumulate && g.sender_ptr[s] == g.sender_ptr[s + 1]) {
+      continue;  // nothing to add: a chunk of edges reaches few of the senders
+    }
     for (int p = 0; p < args.num_entries1; ++p) {
       const EntryArgs P = args.entries[p];
       if (P.mul <= u0) {
         continue;
       }
       dispatch_l<kUnrolledL>(P.l1, [&](auto d1) {
-        grad_x_entry<T, decltype(d1)::value>(P, args, tb, g, Y, w, grad_out, grad_x, s, u0, lane, A, buf);
+        grad_x_entry<T, decltype(d1)::value>(P, args, tb, g, Y, w, grad_out, grad_x, accumulate, s, u0, lane,
+                                             A, buf);
       });
     }
   }
@@ -933,6 +938,20 @@ void ChannelwiseTPCuda<T>::compute(const EdgeIndexDevice& g, const T* x, const T
 template <class T>
 void ChannelwiseTPCuda<T>::reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w,
                                    const T* grad_out, T* grad_x, T* grad_Y, T* grad_w, void* stream) const {
+  run_reverse(g, x, Y, w, grad_out, grad_x, grad_Y, grad_w, false, stream);
+}
+
+template <class T>
+void ChannelwiseTPCuda<T>::reverse_accumulate(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w,
+                                              const T* grad_out, T* grad_x, T* grad_Y, T* grad_w,
+                                              void* stream) const {
+  run_reverse(g, x, Y, w, grad_out, grad_x, grad_Y, grad_w, true, stream);
+}
+
+template <class T>
+void ChannelwiseTPCuda<T>::run_reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w,
+                                       const T* grad_out, T* grad_x, T* grad_Y, T* grad_w, bool accumulate,
+                                       void* stream) const {
   const State& st = *m_state;
   if (g.num_nodes < 0 || g.num_edges < 0) {
     throw InputError("ChannelwiseTPCuda::reverse: graph with " + std::to_string(g.num_nodes) + " nodes and " +
@@ -949,7 +968,7 @@ void ChannelwiseTPCuda<T>::reverse(const EdgeIndexDevice& g, const T* x, const T
     const Scratch& sc = st.gx;
     const std::size_t smem = sc.table_bytes + kWarpsPerBlock * sc.per_warp * sizeof(T);
     tp_grad_x_kernel<T><<<grid_for(node_items, st.cap_gx), kThreads, smem, s>>>(
-        st.args, sc, static_cast<const uint4*>(st.tables.get()), g, Y, w, grad_out, grad_x);
+        st.args, sc, static_cast<const uint4*>(st.tables.get()), g, Y, w, grad_out, grad_x, accumulate);
     FASTMLIP_CUDA_CHECK_LAUNCH();
   }
   if (g.num_edges > 0) {

@@ -79,7 +79,9 @@ class ChannelwiseTPCuda {
   const kernels::ChannelwiseTP& descriptor() const noexcept;
 
   /// out[n, :] = sum over edges e into n of TP(x[sender(e)], Y[e], w[e]); every element of
-  /// out is written (zero for nodes without edges).
+  /// out is written (zero for nodes without edges). The forward reads only g's receiver_ptr and
+  /// sender, so a window on an index's receivers [first, last) (receiver_ptr advanced by first,
+  /// num_nodes = last - first, out advanced by first rows) computes those rows only.
   void compute(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, T* out,
                void* stream = nullptr) const;
 
@@ -88,7 +90,16 @@ class ChannelwiseTPCuda {
   void reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, const T* grad_out, T* grad_x,
                T* grad_Y, T* grad_w, void* stream = nullptr) const;
 
+  /// As reverse(), with grad_x summed into (grad_x += the gradient) rather than overwritten, and
+  /// the rows of senders without an edge in g not touched: the reverse of one chunk of edges
+  /// (kernels::EdgeIndex::chunk), whose senders' sums add up chunk after chunk.
+  void reverse_accumulate(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, const T* grad_out,
+                          T* grad_x, T* grad_Y, T* grad_w, void* stream = nullptr) const;
+
  private:
+  void run_reverse(const EdgeIndexDevice& g, const T* x, const T* Y, const T* w, const T* grad_out, T* grad_x,
+                   T* grad_Y, T* grad_w, bool accumulate, void* stream) const;
+
   struct State;
   std::unique_ptr<State> m_state;
 };

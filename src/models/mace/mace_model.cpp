@@ -768,15 +768,14 @@ struct MaceModel<ExecSpace, T>::Impl {
   }
 
   /// Layer Ly's exact radial MLP and TP in chunks of edges (MaceOptions::edge_chunk): one chunk
-  /// of every edge where they fit in one, or where the TP runs its CUDA kernels.
+  /// of every edge where they fit in one.
   const std::vector<EdgeChunk>& edge_chunks(const Layer& Ly) {
     const int wn = Ly.tp.descriptor().weight_numel;
     const std::size_t per_chunk =
-        edge_chunk > 0
-            ? static_cast<std::size_t>(edge_chunk)
-            : std::max<std::size_t>(1, MaceOptions::kEdgeChunkBytes / (sizeof(T) * std::max(1, wn)));
+        edge_chunk > 0 ? static_cast<std::size_t>(edge_chunk)
+                       : std::max<std::size_t>(1, edge_chunk_bytes() / (sizeof(T) * std::max(1, wn)));
     edge_chunks_of_layer.clear();
-    if (static_cast<std::size_t>(num_edges) <= per_chunk || Ly.tp.backend() != kernels::Backend::kokkos) {
+    if (static_cast<std::size_t>(num_edges) <= per_chunk) {
       edge_chunks_of_layer.push_back({0, n_local, 0, num_edges});
       return edge_chunks_of_layer;
     }
@@ -799,6 +798,18 @@ struct MaceModel<ExecSpace, T>::Impl {
       first = last;
     }
     return edge_chunks_of_layer;
+  }
+  /// Radial weights per chunk by default: MaceOptions::kEdgeChunkBytes on the host; on a GPU a
+  /// sixteenth of its memory, as the chunks must also be large enough to fill it (a chunk's TP
+  /// runs over its receivers, a few thousand warps for tens of thousands of edges).
+  static std::size_t edge_chunk_bytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) {
+      return std::max<std::size_t>(MaceOptions::kEdgeChunkBytes,
+                                   ExecSpace().cuda_device_prop().totalGlobalMem / 16);
+    }
+#endif
+    return MaceOptions::kEdgeChunkBytes;
   }
   /// Rows [c.begin, c.end) of an edge array.
   static Matrix edge_rows(const Matrix& m, const EdgeChunk& c) {

@@ -66,12 +66,13 @@ struct MaceOptions {
   /// structures each have their own charge and spin and which trains the embedding's weights.
   bool graph_embedding = true;
   /// Edges per chunk of the exact radial MLP and its TP; 0 (the default): as many as make
-  /// kEdgeChunkBytes of radial weights. Each layer's weights R, [edges x weight_numel] (~1300
+  /// kEdgeChunkBytes of radial weights on the host, a sixteenth of the GPU's memory on a GPU
+  /// (5 GB on an 80 GB GPU). Each layer's weights R, [edges x weight_numel] (~1300
   /// values an edge at MACE-MP's medium shape), and their adjoint then exist for one chunk of
   /// whole receivers at a time instead of the whole graph, so that memory per atom does not
   /// grow with them. The forces are those of the unchunked model to round-off (the TP's sums
-  /// keep their order; the radial MLP's matrix products may round differently on fewer rows).
-  /// Where the TP runs its CUDA kernels (backend), layers are not chunked.
+  /// keep their order, but for the CUDA kernels' sums over a sender's edges, which add up per
+  /// chunk; the radial MLP's matrix products may round differently on fewer rows).
   int edge_chunk = 0;
   static constexpr std::size_t kEdgeChunkBytes = std::size_t(256) << 20;
 };
