@@ -12,6 +12,7 @@
 #include "../common/random_graph.hpp"
 #include "../common/random_mlp.hpp"
 #include "../common/tolerance.hpp"
+#include "../common/tp_chunks.hpp"
 #include "core/error.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 #include "kernels/reference/channelwise_tp_ref.hpp"
@@ -490,13 +491,7 @@ void check_chunks() {
         gw("gw", E, tp.weight_numel);
     k.compute(g, x, Y, w, out);
     k.reverse(g, x, Y, w, go, gx, gY, gw);
-    std::vector<int> ptr(N + 1, 0);  // receiver offsets, on the host
-    for (int r : rg.receiver) {
-      ++ptr[r + 1];
-    }
-    for (int n = 0; n < N; ++n) {
-      ptr[n + 1] += ptr[n];
-    }
+    const std::vector<int> ptr = test::receiver_offsets(rg.receiver, N);
     for (const int per_chunk : {1, 3, N}) {  // receivers per chunk
       const std::string at = " (" + std::to_string(Lanes) + " lanes, " + std::to_string(N) + " nodes, " +
                              std::to_string(per_chunk) + " receivers a chunk)";
@@ -505,26 +500,7 @@ void check_chunks() {
       Kokkos::deep_copy(cout, T(777));
       Kokkos::deep_copy(cgY, T(777));
       Kokkos::deep_copy(cgw, T(777));
-      EdgeIndexStorage<Exec> storage;
-      k.begin_chunks(x);
-      for (int first = 0; first < N; first += per_chunk) {
-        const int last = std::min(N, first + per_chunk);
-        const Kokkos::pair<int, int> rows(ptr[first], ptr[last]);
-        const auto chunk = EdgeIndex<Exec>::chunk(g, ptr[first], ptr[last], storage);
-        ASSERT_EQ(chunk.num_edges, ptr[last] - ptr[first]) << at;
-        k.compute_chunk(chunk, first, last, Kokkos::subview(Y, rows, Kokkos::ALL),
-                        Kokkos::subview(w, rows, Kokkos::ALL), cout);
-      }
-      k.begin_reverse_chunks(x, go);
-      for (int first = 0; first < N; first += per_chunk) {
-        const int last = std::min(N, first + per_chunk);
-        const Kokkos::pair<int, int> rows(ptr[first], ptr[last]);
-        const auto chunk = EdgeIndex<Exec>::chunk(g, ptr[first], ptr[last], storage);
-        k.reverse_chunk(chunk, Kokkos::subview(Y, rows, Kokkos::ALL), Kokkos::subview(w, rows, Kokkos::ALL),
-                        M(&cgY(ptr[first], 0), ptr[last] - ptr[first], tp.dim2()),
-                        M(&cgw(ptr[first], 0), ptr[last] - ptr[first], tp.weight_numel));
-      }
-      k.end_reverse_chunks(cgx);
+      test::run_tp_in_chunks(k, g, ptr, per_chunk, x, Y, w, go, cout, cgx, cgY, cgw);
       auto same = [&](const M& a, const M& b, const char* what) {
         for (std::size_t i = 0; i < a.size(); ++i) {
           ASSERT_EQ(a.data()[i], b.data()[i]) << what << " " << i << at;

@@ -16,6 +16,7 @@
 
 #include "../common/random_graph.hpp"
 #include "../common/tolerance.hpp"
+#include "../common/tp_chunks.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/channelwise_tp_kokkos.hpp"
 
@@ -93,13 +94,7 @@ TYPED_TEST(ChannelwiseTPChunksOnTheDevice, ChunksOfReceiversGiveTheWholeIndexsRe
       const int E = static_cast<int>(rg.sender.size());
       auto g = EdgeIndex<Device>::build(N, rg.sender, rg.receiver);
       g.num_receivers = R;
-      std::vector<int> ptr(R + 1, 0);  // receiver offsets, on the host
-      for (int r : rg.receiver) {
-        ++ptr[r + 1];
-      }
-      for (int n = 0; n < R; ++n) {
-        ptr[n + 1] += ptr[n];
-      }
+      const std::vector<int> ptr = test::receiver_offsets(rg.receiver, R);
       const M<T> x = filled<T>("x", N, tp.dim1(), u), Y = filled<T>("Y", E, tp.dim2(), u),
                  w = filled<T>("w", E, tp.weight_numel, u), go = filled<T>("go", R, tp.dim_out(), u);
       M<T> out("out", R, tp.dim_out()), gx("gx", N, tp.dim1()), gY("gY", E, tp.dim2()),
@@ -116,27 +111,7 @@ TYPED_TEST(ChannelwiseTPChunksOnTheDevice, ChunksOfReceiversGiveTheWholeIndexsRe
         Kokkos::deep_copy(cgx, T(777));
         Kokkos::deep_copy(cgY, T(777));
         Kokkos::deep_copy(cgw, T(777));
-        EdgeIndexStorage<Device> storage;
-        k.begin_chunks(x);
-        for (int first = 0; first < R; first += per_chunk) {
-          const int last = std::min(R, first + per_chunk);
-          const Kokkos::pair<int, int> rows(ptr[first], ptr[last]);
-          const auto chunk = EdgeIndex<Device>::chunk(g, ptr[first], ptr[last], storage);
-          k.compute_chunk(chunk, first, last, Kokkos::subview(Y, rows, Kokkos::ALL),
-                          Kokkos::subview(w, rows, Kokkos::ALL), cout);
-        }
-        k.begin_reverse_chunks(x, go);
-        for (int first = 0; first < R; first += per_chunk) {
-          const int last = std::min(R, first + per_chunk);
-          const Kokkos::pair<int, int> rows(ptr[first], ptr[last]);
-          const auto chunk = EdgeIndex<Device>::chunk(g, ptr[first], ptr[last], storage);
-          k.reverse_chunk(chunk, Kokkos::subview(Y, rows, Kokkos::ALL), Kokkos::subview(w, rows, Kokkos::ALL),
-                          M<T>(cgY.data() + static_cast<std::size_t>(ptr[first]) * tp.dim2(),
-                               ptr[last] - ptr[first], tp.dim2()),
-                          M<T>(cgw.data() + static_cast<std::size_t>(ptr[first]) * tp.weight_numel,
-                               ptr[last] - ptr[first], tp.weight_numel));
-        }
-        k.end_reverse_chunks(cgx);
+        test::run_tp_in_chunks(k, g, ptr, per_chunk, x, Y, w, go, cout, cgx, cgY, cgw);
         Kokkos::fence();
         // A receiver's sum runs over its edges in the same order chunked or not.
         EXPECT_TRUE(same_bits(cout, out)) << "out" << at << ": relative difference " << rel_diff(cout, out);
