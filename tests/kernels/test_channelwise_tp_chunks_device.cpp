@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../common/random_graph.hpp"
+#include "../common/rel_diff.hpp"
 #include "../common/tolerance.hpp"
 #include "../common/tp_chunks.hpp"
 #include "kernels/backend.hpp"
@@ -54,17 +55,11 @@ M<T> filled(const char* label, int rows, int cols, test::Uniform& u) {
   return m;
 }
 
-/// Largest |a - b| over the largest |b| (at least 1e-30): the relative error of a whole array.
+/// test::rel_diff of two device arrays, copied to the host; the arrays' own magnitude is the scale.
 template <class T>
 double rel_diff(const M<T>& a, const M<T>& b) {
-  const auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
-  const auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
-  double diff = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < hb.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(ha.data()[i]) - static_cast<double>(hb.data()[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(hb.data()[i])));
-  }
-  return diff / scale;
+  return test::rel_diff(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a),
+                        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b), 1e-300);
 }
 
 template <class T>

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../common/random_mlp.hpp"
+#include "../common/rel_diff.hpp"
 #include "../common/tolerance.hpp"
 #include "core/error.hpp"
 #include "kernels/dense_kokkos.hpp"
@@ -52,17 +53,6 @@ template <class T>
 std::vector<T> to_host(const Matrix<T>& d) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
   return std::vector<T>(h.data(), h.data() + h.size());
-}
-template <class T>
-double max_rel_diff(const std::vector<T>& got, const std::vector<T>& want) {
-  double scale = 1.0, d = 0;
-  for (const T& w : want) {
-    scale = std::max(scale, std::abs(double(w)));
-  }
-  for (std::size_t q = 0; q < got.size(); ++q) {
-    d = std::max(d, std::abs(double(got[q]) - double(want[q])));
-  }
-  return d / scale;
 }
 std::string describe(const test::GatedMlpShape& sh, int rows) {
   return "in " + std::to_string(sh.in) + " hidden " + std::to_string(sh.hidden) + " out " +
@@ -120,10 +110,12 @@ TYPED_TEST(DenseKokkosTest, DenseTeamsMatchTheReferenceAndRowsTheHostKernelBitFo
           gx2_ref[q] = T(2) * gx_ref[q];
         }
         const double tol = test::Tolerance<T>::kernel * std::max(in, out);
-        EXPECT_LE(max_rel_diff(yh, y_ref), tol) << (teams ? "teams " : "rows ") << what;
-        EXPECT_LE(max_rel_diff(gxh, gx_ref), tol) << (teams ? "teams " : "rows ") << what;
-        EXPECT_LE(max_rel_diff(y2, y2_ref), tol) << (teams ? "teams " : "rows ") << "accumulate " << what;
-        EXPECT_LE(max_rel_diff(gx2, gx2_ref), tol) << (teams ? "teams " : "rows ") << "accumulate " << what;
+        EXPECT_LE(test::rel_diff(yh, y_ref, 1.0), tol) << (teams ? "teams " : "rows ") << what;
+        EXPECT_LE(test::rel_diff(gxh, gx_ref, 1.0), tol) << (teams ? "teams " : "rows ") << what;
+        EXPECT_LE(test::rel_diff(y2, y2_ref, 1.0), tol)
+            << (teams ? "teams " : "rows ") << "accumulate " << what;
+        EXPECT_LE(test::rel_diff(gx2, gx2_ref, 1.0), tol)
+            << (teams ? "teams " : "rows ") << "accumulate " << what;
         if (!teams) {
           std::vector<T> y_host(y_ref.size()), gx_host(gx_ref.size());
           host.compute(x.data(), rows, in, y_host.data(), out);
@@ -163,8 +155,8 @@ TYPED_TEST(DenseKokkosTest, LayerNormTeamsMatchTheReferenceAndTheHostReverse) {
         ln.reverse(gd, yhat, inv);
         const auto yh = to_host(y), gh = to_host(gd);
         const double tol = test::Tolerance<T>::kernel * dim;
-        EXPECT_LE(max_rel_diff(yh, y_ref), tol) << (teams ? "teams " : "rows ") << what;
-        EXPECT_LE(max_rel_diff(gh, g_host), tol) << (teams ? "teams " : "rows ") << "reverse " << what;
+        EXPECT_LE(test::rel_diff(yh, y_ref, 1.0), tol) << (teams ? "teams " : "rows ") << what;
+        EXPECT_LE(test::rel_diff(gh, g_host, 1.0), tol) << (teams ? "teams " : "rows ") << "reverse " << what;
         if (!teams) {
           EXPECT_EQ(yh, y_host) << what;
           EXPECT_EQ(gh, g_host) << what;
@@ -193,7 +185,7 @@ TYPED_TEST(GatedMlpKokkosTest, TeamsMatchTheReferenceAndRowsTheHostKernelBitForB
       const auto zd = to_space(z, rows, sh.in, "z");
       Matrix<T> y("y", rows, sh.out);
       teams.compute(zd, y);
-      EXPECT_LE(max_rel_diff(to_host(y), ref), test::Tolerance<T>::kernel * 20) << "teams, " << what;
+      EXPECT_LE(test::rel_diff(to_host(y), ref, 1.0), test::Tolerance<T>::kernel * 20) << "teams, " << what;
       if constexpr (kHostSpace) {
         const GatedMlpKokkos<Space, T> by_rows(host);
         EXPECT_EQ(by_rows.path(), DensePath::rows);
@@ -228,7 +220,8 @@ TYPED_TEST(GatedMlpKokkosTest, TeamsInputGradientMatchesFiniteDifferencesAndTheH
       const auto got = to_host(gz);
       std::vector<T> want(z.size());
       host.reverse(z.data(), gy.data(), rows, want.data(), nullptr);
-      EXPECT_LE(max_rel_diff(got, want), test::Tolerance<T>::kernel * 50) << "vs host kernel, " << what;
+      EXPECT_LE(test::rel_diff(got, want, 1.0), test::Tolerance<T>::kernel * 50)
+          << "vs host kernel, " << what;
       if constexpr (std::is_same_v<T, double>) {
         const auto loss = [&](const std::vector<double>& in) {
           std::vector<double> y(gy.size());
@@ -298,8 +291,8 @@ TYPED_TEST(GatedMlpKokkosTest, SegmentStagesComposeToTheWholeRowStages) {
           }
         }
       }
-      EXPECT_LE(max_rel_diff(z1_sum, z1_whole), test::Tolerance<T>::kernel * 20) << "z1, " << what;
-      EXPECT_LE(max_rel_diff(gz_cols, gz_whole), test::Tolerance<T>::kernel * 20) << "dz, " << what;
+      EXPECT_LE(test::rel_diff(z1_sum, z1_whole, 1.0), test::Tolerance<T>::kernel * 20) << "z1, " << what;
+      EXPECT_LE(test::rel_diff(gz_cols, gz_whole, 1.0), test::Tolerance<T>::kernel * 20) << "dz, " << what;
     }
   }
 }
@@ -326,7 +319,7 @@ TYPED_TEST(GatedMlpKokkosTest, KeptActivationsOneSegmentsFirstLayerAndTheReverse
       for (std::size_t q = 0; q < want.size(); ++q) {
         want[q] += host.b1[q % w2];
       }
-      EXPECT_LE(max_rel_diff(to_host(z1), want), test::Tolerance<T>::kernel * 20)
+      EXPECT_LE(test::rel_diff(to_host(z1), want, 1.0), test::Tolerance<T>::kernel * 20)
           << "z1 from a segment, " << what;
       // Kept or recomputed, the reverse gives the same bits, and the y it hands back is the
       // forward's (bit for bit on one path's arithmetic).
@@ -345,7 +338,7 @@ TYPED_TEST(GatedMlpKokkosTest, KeptActivationsOneSegmentsFirstLayerAndTheReverse
       if (path == DensePath::rows) {
         EXPECT_EQ(to_host(y_back), to_host(y)) << what;
       } else {
-        EXPECT_LE(max_rel_diff(to_host(y_back), to_host(y)), test::Tolerance<T>::kernel) << what;
+        EXPECT_LE(test::rel_diff(to_host(y_back), to_host(y), 1.0), test::Tolerance<T>::kernel) << what;
       }
       if (path == DensePath::rows) {
         const typename GatedMlpKokkos<Space, T>::Kept short_kept("short", m.kept_size(rows) - 1);
