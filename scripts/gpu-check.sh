@@ -138,6 +138,8 @@ PY
     if [ -e "/usr/include/$h" ] || [ -e "/usr/local/include/$h" ]; then echo "header $h: yes"; else echo "header $h: no"; fi
   done
   command -v mpicc mpiexec compute-sanitizer ncu || true
+  # cuBLAS beside the toolkit is what the radial MLP's cuda backend links (FASTMLIP_HAVE_CUBLAS).
+  ls /usr/local/cuda/lib64/libcublas.so* /usr/local/cuda/include/cublas_v2.h 2>&1 || true
 }
 
 # The carried sources, built in parallel into one prefix (Release, static, position-independent

@@ -22,6 +22,7 @@ apt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   liblmdb-dev  # train-potential's preprocessed datasets
+  libblas-dev  # the tests check the radial MLP's cuBLAS driver against the reference BLAS
   python3 python3-numpy
   clang libclang-rt-14-dev  # the fuzz preset: clang 14 and its libFuzzer/sanitizer runtimes
 )

@@ -117,8 +117,9 @@ def main():
 
 
 def model_table(bench_path, peers_path):
-    """The whole MACE model (bench_mace_model.cpp: the Kokkos path, and the CUDA kernels where
-    the name ends in /cuda_kernels) against mace-torch (peers_mace_gpu.py's mace_model/... lines
+    """The whole MACE model (bench_mace_model.cpp: the Kokkos path, the CUDA kernels where the
+    name ends in /cuda_kernels, and those with the radial MLP's cuBLAS layers where it ends in
+    /cuda_kernels_cublas) against mace-torch (peers_mace_gpu.py's mace_model/... lines
     in the peers' file) and, where that ran, mace-torch with OpenEquivariance (mace_model_oeq/...).
     The speed-up is against the faster of the two."""
     peer = {}
@@ -133,7 +134,7 @@ def model_table(bench_path, peers_path):
     for b in json.load(open(bench_path))["benchmarks"]:
         if b.get("aggregate_name") not in (None, "median") or b.get("error_occurred"):
             continue
-        m = re.match(r"BM_MaceModel/(float|double)/(\w+)/(\d+)(/cuda_kernels)?", b["run_name"])
+        m = re.match(r"BM_MaceModel/(float|double)/(\w+)/(\d+)(/cuda_kernels(_cublas)?)?(/manual_time)?$", b["run_name"])
         if not m:
             continue
         dtype = "float32" if m.group(1) == "float" else "float64"
@@ -149,7 +150,7 @@ def model_table(bench_path, peers_path):
         best = min(t for t in (pm, qm, float("inf")) if t)
         ratio = f"{best / ms:.2f}x" if best != float("inf") else ""
         gb = f"{p['peak_mem_bytes'] / 1e9:.2f}" if p.get("peak_mem_bytes") else ""
-        kernels = "cuda" if m.group(4) else "kokkos"
+        kernels = "cuda + cuBLAS radial" if m.group(5) else "cuda" if m.group(4) else "kokkos"
         rows.append(((m.group(2), int(m.group(3)), dtype, kernels),
                      f"| {m.group(2)} | {m.group(3)} | {dtype} | {kernels} | {ms:.2f} | {b.get('atom_steps_per_s', 0):.4g} "
                      f"| {b.get('device_bytes_per_atom', 0) / 1e6:.3f} | {peer_ms} | {oeq_ms} | {ratio} | {gb} |"))

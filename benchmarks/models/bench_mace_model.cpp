@@ -138,7 +138,7 @@ io::PotentialFile potential(const std::string& model) {
 // all edges at once, as before chunking, for the comparison).
 template <class T>
 void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, kernels::Backend backend,
-                  int edge_chunk) {
+                  int edge_chunk, kernels::Backend radial_backend) {
   const auto pot = potential(model);
   const models::MaceModel<Exec, double> probe(pot, {});
   const HostGraph h = fcc_cuni(cells, probe);
@@ -151,6 +151,7 @@ void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, 
   models::MaceOptions opt;
   opt.backend = backend;
   opt.edge_chunk = edge_chunk;
+  opt.radial_backend = radial_backend;
   models::MaceModel<Exec, T> m(pot, opt);
   models::MaceResult<T> r;
   m.compute(g, nullptr, true, r);  // warm-up: buffers grow to this graph once
@@ -171,16 +172,21 @@ void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, 
 }
 
 // Each case on the Kokkos path (the default backend) and, where CUDA runs, on the hand-written
-// CUDA kernels behind the same entry points (names ending in /cuda_kernels).
+// CUDA kernels behind the same entry points (names ending in /cuda_kernels), and with the radial
+// MLP's layers as cuBLAS GEMMs too where the build found cuBLAS (/cuda_kernels_cublas).
 const bool registered = [] {
   struct Variant {
     kernels::Backend backend;
     int edge_chunk;
     std::string tag;
+    kernels::Backend radial = kernels::Backend::kokkos;
   };
   std::vector<Variant> backends = {{kernels::Backend::kokkos, 0, ""}};
 #if defined(KOKKOS_ENABLE_CUDA)
   backends.push_back({kernels::Backend::cuda, 0, "/cuda_kernels"});
+#if defined(FASTMLIP_HAVE_CUBLAS)
+  backends.push_back({kernels::Backend::cuda, 0, "/cuda_kernels_cublas", kernels::Backend::cuda});
+#endif
 #else
   // On the host, also without edge chunks (MaceOptions::edge_chunk): its time and memory
   // against the chunked default (benchmarks/README.md, peak RSS per case).
@@ -193,14 +199,14 @@ const bool registered = [] {
 #endif
   for (const char* model : {"mp_small", "mp_medium", "mp_large"}) {
     for (const int cells : sizes) {
-      for (const auto& [backend, edge_chunk, tag] : backends) {
+      for (const auto& [backend, edge_chunk, tag, radial] : backends) {
         const std::string suffix = std::string(model) + "/" + std::to_string(4 * cells * cells * cells) + tag;
         benchmark::RegisterBenchmark(("BM_MaceModel/float/" + suffix).c_str(), BM_MaceModel<float>, model,
-                                     cells, backend, edge_chunk)
+                                     cells, backend, edge_chunk, radial)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("BM_MaceModel/double/" + suffix).c_str(), BM_MaceModel<double>, model,
-                                     cells, backend, edge_chunk)
+                                     cells, backend, edge_chunk, radial)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
       }

@@ -4,20 +4,37 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/impl/grow_buffer.hpp"
 #include "kernels/impl/radial_mlp_gemm.hpp"
 #include "kernels/impl/radial_mlp_impl.hpp"
+#include "kernels/impl/radial_mlp_layers.hpp"
 #include "kernels/impl/team_scratch.hpp"
 #include "kernels/impl/upload.hpp"
 #include "kernels/radial_mlp.hpp"
 #include "math/dual.hpp"
+#if defined(FASTMLIP_HAVE_CUBLAS)
+#include "kernels/cuda/cublas_gemm.hpp"
+#endif
 
 namespace fastmlip::kernels {
+
+namespace impl {
+/// Whether this build can run the radial MLP's Backend::cuda (cuBLAS) on ExecSpace in precision T.
+template <class ExecSpace, class T>
+inline constexpr bool kCublasBackend =
+#if defined(FASTMLIP_HAVE_CUBLAS)
+    kCudaBackend<ExecSpace, T>;
+#else
+    false;
+#endif
+}  // namespace impl
 
 template <class ExecSpace, class T>
 class RadialMLPKokkos {
@@ -38,6 +55,40 @@ class RadialMLPKokkos {
   using ConstVector = Kokkos::View<const T*, ExecSpace>;
 
   explicit RadialMLPKokkos(const RadialMLP& mlp) : RadialMLPKokkos(mlp, nullptr) {}
+
+  /// `backend` (kernels/backend.hpp) for compute() and reverse(): Backend::cuda runs each layer
+  /// as a cuBLAS GEMM with the activations between them (impl/radial_mlp_layers.hpp), in float
+  /// or double on a Kokkos::Cuda execution space in a build that found cuBLAS; elsewhere it is
+  /// refused (UnsupportedError). Backend::kokkos and, until a GPU run has compared the two on a
+  /// GPU, Backend::automatic run the Kokkos functors. The weight gradients (the trainer) always
+  /// run the functors.
+  RadialMLPKokkos(const RadialMLP& mlp, Backend backend) : RadialMLPKokkos(mlp, nullptr) {
+    if (backend != Backend::cuda) {
+      return;
+    }
+    if constexpr (impl::kCublasBackend<ExecSpace, T>) {
+#if defined(FASTMLIP_HAVE_CUBLAS)
+      m_layers = std::make_shared<const Layers>(mlp.widths, static_cast<T>(mlp.act_cst),
+                                                cuda::CublasGemm<T>(ExecSpace().cuda_stream()));
+#endif
+    } else {
+#if defined(FASTMLIP_HAVE_CUDA) && !defined(FASTMLIP_HAVE_CUBLAS)
+      const char* build = " This build found no cuBLAS beside the CUDA toolkit.";
+#elif !defined(FASTMLIP_HAVE_CUDA)
+      const char* build = " This build has no CUDA: configure it with -DFASTMLIP_ENABLE_CUDA=ON.";
+#else
+      const char* build = "";
+#endif
+      throw UnsupportedError(
+          std::string("RadialMLPKokkos: the 'cuda' backend runs the radial MLP's layers as cuBLAS "
+                      "GEMMs, in float or double, on a Kokkos::Cuda execution space; this one "
+                      "runs on ") +
+          ExecSpace::name() + "." + build + " Use the 'kokkos' backend.");
+    }
+  }
+
+  /// Which implementation runs compute() and reverse().
+  Backend backend() const noexcept { return m_layers ? Backend::cuda : Backend::kokkos; }
 
   /// For T = Dual only: weights w + eps * t with tangents `weight_tangents` (the layout of
   /// mlp.weights), so that a Dual run differentiates forward-mode with respect to the weights
@@ -180,6 +231,14 @@ class RadialMLPKokkos {
       run_gemm(in, ConstMatrix(), out, Matrix(), nullptr);
       return;
     }
+#if defined(FASTMLIP_HAVE_CUBLAS)
+    if constexpr (impl::kCublasBackend<ExecSpace, T>) {
+      if (m_layers) {
+        m_layers->compute(m_W_store, in, out);
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_in = in;
     f.m_out = out;
@@ -198,6 +257,14 @@ class RadialMLPKokkos {
       run_gemm(in, grad_out, Matrix(), grad_in, nullptr);
       return;
     }
+#if defined(FASTMLIP_HAVE_CUBLAS)
+    if constexpr (impl::kCublasBackend<ExecSpace, T>) {
+      if (m_layers) {
+        m_layers->reverse(m_W_store, in, grad_out, grad_in);
+        return;
+      }
+    }
+#endif
     auto f = m_f;
     f.m_in = in;
     f.m_grad_out = grad_out;
@@ -509,6 +576,13 @@ class RadialMLPKokkos {
   }
 
   RadialMLP m_mlp;
+#if defined(FASTMLIP_HAVE_CUBLAS)
+  using Layers = std::conditional_t<impl::kCublasBackend<ExecSpace, T>,
+                                    impl::RadialMLPLayers<ExecSpace, T, cuda::CublasGemm<T>>, void>;
+#else
+  using Layers = void;
+#endif
+  std::shared_ptr<const Layers> m_layers;  ///< Backend::cuda's layers, shared by copies
   Functor m_f;
   GemmFunctor m_g;
   Scale m_scale;

@@ -28,6 +28,7 @@
 #include "graph/graph_mirror.hpp"
 #include "io/potential_file.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/radial_mlp_kokkos.hpp"
 #include "mace_test_graph.hpp"
 #include "models/mace/mace_model.hpp"
 
@@ -183,7 +184,9 @@ TYPED_TEST(MaceDevice, MatchesTheHostModelAndMaceTorchOnEveryFixture) {
 // fixture and head, folded and with ghosts: the comparison that must pass on a GPU before they
 // become the default there (kernels/backend.hpp). Both backends also run the exact radial MLP
 // and TP in chunks of a few edges (MaceOptions::edge_chunk, which a large system takes) and
-// must give their unchunked results.
+// must give their unchunked results. Where the build found cuBLAS, the CUDA side also runs the
+// radial MLP's cuBLAS layers (MaceOptions::radial_backend = cuda), which must pass the same
+// comparison before they become the default.
 TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
   using T = TypeParam;
   if constexpr (!kernels::impl::kCudaBackend<Device, T>) {
@@ -203,17 +206,23 @@ TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
         models::MaceOptions opt;
         opt.head = ref["head"].get<std::string>();
         set_mace_graph_features(opt, doc);
-        opt.backend = kernels::Backend::kokkos;
+        constexpr bool cublas = kernels::impl::kCublasBackend<Device, T>;
+        const std::string radial_name = cublas ? "cuda" : "kokkos";
+        opt.backend = opt.radial_backend = kernels::Backend::kokkos;
         models::MaceModel<Device, T> kokkos(pot, opt);
         opt.backend = kernels::Backend::cuda;
+        opt.radial_backend = cublas ? kernels::Backend::cuda : kernels::Backend::kokkos;
         models::MaceModel<Device, T> cuda(pot, opt);
         opt.edge_chunk = 7;
         models::MaceModel<Device, T> cuda_chunks(pot, opt);
-        opt.backend = kernels::Backend::kokkos;
+        opt.backend = opt.radial_backend = kernels::Backend::kokkos;
         models::MaceModel<Device, T> kokkos_chunks(pot, opt);
-        EXPECT_EQ(kokkos.kernel_backends(), "channelwise TP: kokkos, symmetric contraction: kokkos");
-        EXPECT_EQ(cuda.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda");
-        EXPECT_EQ(cuda_chunks.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda");
+        EXPECT_EQ(kokkos.kernel_backends(),
+                  "channelwise TP: kokkos, symmetric contraction: kokkos, radial MLP: kokkos");
+        EXPECT_EQ(cuda.kernel_backends(),
+                  "channelwise TP: cuda, symmetric contraction: cuda, radial MLP: " + radial_name);
+        EXPECT_EQ(cuda_chunks.kernel_backends(),
+                  "channelwise TP: cuda, symmetric contraction: cuda, radial MLP: " + radial_name);
         const Structure s = mace_structure_of<Structure>(doc["structures"][ref["structure"]], kokkos);
         const std::string what = name + " / " + ref["structure"].get<std::string>() + " / " + opt.head;
         for (const bool ghosts : {false, true}) {
@@ -244,9 +253,10 @@ TYPED_TEST(MaceDevice, CudaKernelBackendMatchesTheKokkosPath) {
           ++checked;
         }
       }
-      std::printf("%-48s cuda kernels %s: vs the Kokkos path %.1e, energy vs mace-torch %.1e, chunked %.1e\n",
-                  name.c_str(), std::is_same_v<T, double> ? "double" : "float ", worst.vs_host,
-                  worst.vs_torch, worst.chunks);
+      std::printf(
+          "%-48s cuda kernels%s %s: vs the Kokkos path %.1e, energy vs mace-torch %.1e, chunked %.1e\n",
+          name.c_str(), kernels::impl::kCublasBackend<Device, T> ? " + cuBLAS radial MLP" : "",
+          std::is_same_v<T, double> ? "double" : "float ", worst.vs_host, worst.vs_torch, worst.chunks);
     }
     EXPECT_GT(checked, 0);
   }
@@ -301,14 +311,18 @@ TEST(MaceDevice, DefaultBackendIsCudaKernelsWhereTheyRunElseKokkos) {
   EXPECT_EQ((kernels::impl::resolve<Host, double>(kernels::Backend::automatic)), kernels::Backend::kokkos);
   EXPECT_EQ((kernels::impl::resolve<Host, float>(kernels::Backend::cuda)), kernels::Backend::cuda);
   const models::MaceModel<Host, double> host(pot, {});
-  EXPECT_EQ(host.kernel_backends(), "channelwise TP: kokkos, symmetric contraction: kokkos");
+  EXPECT_EQ(host.kernel_backends(),
+            "channelwise TP: kokkos, symmetric contraction: kokkos, radial MLP: kokkos");
+  // The radial MLP's cuBLAS layers are not the default anywhere until a GPU run has compared them.
+  EXPECT_EQ(models::MaceOptions{}.radial_backend, kernels::Backend::automatic);
   if constexpr (kernels::impl::kCudaBackend<Device, double>) {
     const models::MaceModel<Device, double> dev(pot, {});
-    EXPECT_EQ(dev.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda");
+    EXPECT_EQ(dev.kernel_backends(), "channelwise TP: cuda, symmetric contraction: cuda, radial MLP: kokkos");
     models::MaceOptions splines;
     splines.radial_spacing = 0.005;
     const models::MaceModel<Device, double> tab(pot, splines);
-    EXPECT_EQ(tab.kernel_backends(), "channelwise TP: kokkos, symmetric contraction: cuda");
+    EXPECT_EQ(tab.kernel_backends(),
+              "channelwise TP: kokkos, symmetric contraction: cuda, radial MLP: kokkos");
   } else {
     EXPECT_EQ((kernels::impl::resolve<Device, double>(kernels::Backend::automatic)),
               kernels::Backend::kokkos);

@@ -185,7 +185,7 @@ struct MaceModel<ExecSpace, T>::Impl {
         gate_source = kernels::impl::upload<ExecSpace>(N.gate_source, "fastmlip::mace::gate_source");
         gate_gate = kernels::impl::upload<ExecSpace>(N.gate_gate, "fastmlip::mace::gate_gate");
       } else if (exact_radial) {
-        mlp.emplace(I->mlp);
+        mlp.emplace(I->mlp, options.radial_backend);
       }
       // use_agnostic_product: one weight set, read for every atom through species 0.
       sc.set_weights(P->W, P->agnostic ? 1 : s.num_elements);
@@ -1420,7 +1420,8 @@ std::string MaceModel<ExecSpace, T>::kernel_backends() const {
     return layers.empty() ? std::string("none") : same ? kernels::backend_name(backend_of(layers[0])) : all;
   };
   return "channelwise TP: " + list([](const auto& L) { return L.tp.backend(); }) +
-         ", symmetric contraction: " + list([](const auto& L) { return L.sc.backend(); });
+         ", symmetric contraction: " + list([](const auto& L) { return L.sc.backend(); }) + ", radial MLP: " +
+         list([](const auto& L) { return L.mlp ? L.mlp->backend() : kernels::Backend::kokkos; });
 }
 template <class ExecSpace, class T>
 void MaceModel<ExecSpace, T>::compute(const Graph& graph, FeatureExchange<T>* exchange, bool gradients,

@@ -57,6 +57,11 @@ struct MaceOptions {
   /// only (radial splines keep the Kokkos TP). Backend::automatic, the default, is cuda where
   /// that holds and kokkos elsewhere; kernel_backend() says which ran.
   kernels::Backend backend = kernels::Backend::automatic;
+  /// Which implementation runs the exact radial MLP's forward and input gradient
+  /// (RadialMLPKokkos): Backend::cuda runs each layer as a cuBLAS GEMM (a model on Kokkos::Cuda
+  /// in a build that found cuBLAS, else refused). Backend::automatic is the Kokkos functors until
+  /// a GPU run has compared the two on a GPU (benchmarks/README.md, "Next GPU check").
+  kernels::Backend radial_backend = kernels::Backend::automatic;
   /// The structure's total charge (e) and spin multiplicity, for a model that embeds them
   /// (mace-torch's embedding_specs total_charge / total_spin, MACE-OMOL; the pair style's charge
   /// and spin keywords). Such a model refuses to load without the values it embeds, and a
@@ -152,7 +157,8 @@ class MaceModel {
   /// One entry per layer when options.radial_spacing > 0, else empty.
   const std::vector<MaceRadialTableInfo>& radial_tables() const;
   /// Which backend runs the kernels that have several (options.backend resolved), e.g.
-  /// "channelwise TP: cuda, symmetric contraction: cuda"; a kernel whose layers differ lists
+  /// "channelwise TP: cuda, symmetric contraction: cuda, radial MLP: kokkos" (kokkos also for a
+  /// layer whose radial function is a table or the non-linear block's); a kernel whose layers differ lists
   /// each layer's.
   std::string kernel_backends() const;
 
