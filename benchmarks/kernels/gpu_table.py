@@ -83,6 +83,9 @@ def trainer_table(peers_path):
 
 
 def main():
+    if sys.argv[1] == "--chgnet":
+        chgnet_table(sys.argv[2])
+        return
     if sys.argv[1] == "--trainers":
         trainer_table(sys.argv[2])
         return
@@ -154,6 +157,35 @@ def model_table(bench_path, peers_path):
         rows.append(((m.group(2), int(m.group(3)), dtype, kernels),
                      f"| {m.group(2)} | {m.group(3)} | {dtype} | {kernels} | {ms:.2f} | {b.get('atom_steps_per_s', 0):.4g} "
                      f"| {b.get('device_bytes_per_atom', 0) / 1e6:.3f} | {peer_ms} | {oeq_ms} | {ratio} | {gb} |"))
+    for _, row in sorted(rows):
+        print(row)
+    chgnet_table(bench_path)
+
+
+def chgnet_table(bench_path):
+    """CHGNet 0.3.0 on LiMnO2 cells (bench_chgnet_model.cpp's BM_ChgnetModel/... in the same
+    file): time per step, memory per atom, and the error of a case that did not run (out of
+    memory: the largest cell that fits is the largest without one)."""
+    rows = []
+    for b in json.load(open(bench_path))["benchmarks"]:
+        if b.get("aggregate_name") not in (None, "median"):
+            continue
+        m = re.match(r"BM_ChgnetModel/(float|double)/(\d+)(/teams)?(/manual_time)?$", b["run_name"])
+        if not m:
+            continue
+        dtype = ("float32" if m.group(1) == "float" else "float64") + (" teams" if m.group(3) else "")
+        if b.get("error_occurred"):
+            rows.append(((int(m.group(2)), dtype), f"| {m.group(2)} | {dtype} | failed: {b.get('error_message', '')[:160]} | | | | |"))
+            continue
+        scale = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3}[b["time_unit"]]
+        ms = b["real_time"] * scale
+        rows.append(((int(m.group(2)), dtype),
+                     f"| {m.group(2)} | {dtype} | {ms / 1e3:.4g} | {b.get('atom_steps_per_s', 0):.4g} | {b.get('edges', 0):.4g} "
+                     f"| {b.get('device_bytes_per_atom', 0) / 1e3:.1f} | {b.get('kokkos_peak_bytes_per_atom', 0) / 1e3:.1f} |"))
+    if not rows:
+        return
+    print("\n| CHGNet atoms | dtype | s/step | atom-steps/s | edges | device KB per atom | Kokkos peak KB per atom |")
+    print("|---|---|---|---|---|---|---|")
     for _, row in sorted(rows):
         print(row)
 
