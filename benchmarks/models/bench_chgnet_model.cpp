@@ -31,10 +31,8 @@
 
 #include "io/potential_file.hpp"
 #include "kernels/dense_path.hpp"
+#include "model_bench.hpp"
 #include "models/chgnet/chgnet_model.hpp"
-#if defined(KOKKOS_ENABLE_CUDA)
-#include <cuda_runtime.h>
-#endif
 
 namespace {
 
@@ -93,16 +91,6 @@ std::string peak_breakdown(int atoms) {
   return out;
 }
 
-std::size_t device_used_bytes() {
-#if defined(KOKKOS_ENABLE_CUDA)
-  std::size_t free_b = 0, total_b = 0;
-  cudaMemGetInfo(&free_b, &total_b);
-  return total_b - free_b;
-#else
-  return 0;
-#endif
-}
-
 /// LiMnO2 (Pmmn, 8 atoms, examples/limno2/limno2.data) repeated n[0] x n[1] x n[2] times, every
 /// atom displaced by a normal 0.03 A in each direction (a fixed seed per size).
 struct Supercell {
@@ -158,14 +146,14 @@ void BM_ChgnetModel(benchmark::State& state, std::array<int, 3> reps, kernels::D
     models::ChgnetModel<Exec, T> model(potential(), path);
     const auto host = models::make_structure_graph<T>(
         s.positions, s.numbers, s.lattice.data(), {true, true, true}, model.cutoff(), model.bond_cutoff());
-    const std::size_t before = device_used_bytes();
+    const std::size_t before = bench::device_used_bytes();
     track_allocations(true);
     models::ChgnetGraphMirror<T, typename Exec::memory_space> mirror;
     const auto g = mirror.of(host.view());
     models::ChgnetDeviceResult<typename Exec::memory_space> r;
     model.compute(g, nullptr, true, r);  // warm-up: working storage grows to this graph once
     Exec().fence();
-    const std::size_t after = device_used_bytes();
+    const std::size_t after = bench::device_used_bytes();
     for (auto _ : state) {
       const auto t0 = std::chrono::steady_clock::now();
       model.compute(g, nullptr, true, r);
@@ -230,18 +218,4 @@ const bool registered = [] {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Kokkos::initialize(argc, argv);
-  int rc = 0;
-  {
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
-      rc = 1;
-    } else {
-      benchmark::RunSpecifiedBenchmarks();
-      benchmark::Shutdown();
-    }
-  }
-  Kokkos::finalize();
-  return rc;
-}
+int main(int argc, char** argv) { return fastmlip::bench::run_benchmarks(argc, argv); }

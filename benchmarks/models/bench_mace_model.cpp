@@ -28,12 +28,9 @@
 #include "graph/neighbor_list.hpp"
 #include "io/potential_file.hpp"
 #include "kernels/backend.hpp"
+#include "model_bench.hpp"
 #include "models/mace/mace_layout.hpp"
 #include "models/mace/mace_model.hpp"
-
-#if defined(KOKKOS_ENABLE_CUDA)
-#include <cuda_runtime.h>
-#endif
 
 namespace {
 
@@ -82,16 +79,6 @@ HostGraph fcc_cuni(int cells, const models::MaceModel<Exec, double>& m) {
   h.vectors = nl.vectors;
   h.start = graph::center_offsets(h.n, h.center);
   return h;
-}
-
-std::size_t device_used_bytes() {
-#if defined(KOKKOS_ENABLE_CUDA)
-  std::size_t free_b = 0, total_b = 0;
-  cudaMemGetInfo(&free_b, &total_b);
-  return total_b - free_b;
-#else
-  return 0;
-#endif
 }
 
 // The MP-0 shapes' hyperparameters (2 interactions, l_max 3, correlation 3, r_max 6, 10 Bessel
@@ -145,7 +132,7 @@ void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, 
   std::vector<T> vec(h.vectors.begin(), h.vectors.end());
   const auto host = graph::host_graph<T>(h.n, h.n, h.species.data(), static_cast<int>(h.center.size()),
                                          h.center.data(), h.neighbor.data(), h.start.data(), vec.data());
-  const std::size_t before = device_used_bytes();
+  const std::size_t before = bench::device_used_bytes();
   graph::GraphMirror<T, typename Exec::memory_space> mirror;
   const auto g = mirror.of(host);
   models::MaceOptions opt;
@@ -156,7 +143,7 @@ void BM_MaceModel(benchmark::State& state, const std::string& model, int cells, 
   models::MaceResult<T> r;
   m.compute(g, nullptr, true, r);  // warm-up: buffers grow to this graph once
   Exec().fence();
-  const std::size_t after = device_used_bytes();
+  const std::size_t after = bench::device_used_bytes();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     m.compute(g, nullptr, true, r);
@@ -217,18 +204,4 @@ const bool registered = [] {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Kokkos::initialize(argc, argv);
-  int rc = 0;
-  {
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
-      rc = 1;
-    } else {
-      benchmark::RunSpecifiedBenchmarks();
-      benchmark::Shutdown();
-    }
-  }
-  Kokkos::finalize();
-  return rc;
-}
+int main(int argc, char** argv) { return fastmlip::bench::run_benchmarks(argc, argv); }

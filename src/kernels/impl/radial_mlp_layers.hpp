@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -156,34 +157,26 @@ class RadialMLPLayers {
       m_gemm(false, false, J, E, K, W.data() + m_w_off[l], J, x.p, x.ld, R(0), z + m_z_off[l],
              m_hidden_total);
       // h_l+1 overwrites h_l, which the product just read.
-      Act f;
-      f.m_z = z + m_z_off[l];
-      f.m_ldz = m_hidden_total;
-      f.m_h = h;
-      f.m_ldh = m_max_hidden;
-      f.m_cols = J;
-      f.m_cst = m_cst;
-      launch<typename Act::TagForward>("fastmlip::radial_mlp::layers_activation", f, E, J);
+      activate<typename Act::TagForward>(z + m_z_off[l], h, m_max_hidden, J, E);
       x = {h, m_max_hidden};
     }
     return x;
   }
 
+  /// The activation (TagForward: h = cst silu(z)) or its reverse (TagBackward: h *= cst
+  /// silu'(z)) over `cols` columns of E rows; z is a block of the pre-activations.
   template <class Tag>
-  void activate(const R* z, R* g, int ldg, int cols, int E) const {
+  void activate(const R* z, R* h, int ldh, int cols, int E) const {
     Act f;
     f.m_z = z;
     f.m_ldz = m_hidden_total;
-    f.m_h = g;
-    f.m_ldh = ldg;
+    f.m_h = h;
+    f.m_ldh = ldh;
     f.m_cols = cols;
     f.m_cst = m_cst;
-    launch<Tag>("fastmlip::radial_mlp::layers_activation_reverse", f, E, cols);
-  }
-
-  template <class Tag>
-  static void launch(const char* label, const Act& f, int E, int cols) {
-    Kokkos::parallel_for(label,
+    const bool forward = std::is_same_v<Tag, typename Act::TagForward>;
+    Kokkos::parallel_for(forward ? "fastmlip::radial_mlp::layers_activation"
+                                 : "fastmlip::radial_mlp::layers_activation_reverse",
                          Kokkos::RangePolicy<ExecSpace, Tag, Kokkos::IndexType<std::int64_t>>(
                              0, static_cast<std::int64_t>(E) * static_cast<std::int64_t>(cols)),
                          f);
