@@ -56,10 +56,11 @@ struct SimdKernels {
                              T eps);
   /// g <- dL/dy from dL/d(LayerNorm(y)) in place, from layer_norm_forward's yhat and 1/sigma.
   void (*layer_norm_backward)(T* g, const T* yhat, const T* inv_sigma, const T* gamma, int rows, int dim);
-  /// dst row t += src row idx[t], t < rows (rows of width values).
-  void (*add_rows)(const T* src, const int* idx, int rows, int width, T* dst);
-  /// dst row idx[t] += src row t, in order of t (add_rows' adjoint).
-  void (*scatter_rows)(const T* src, const int* idx, int rows, int width, T* dst);
+  /// dst row t += src row idx[t] - base, t < rows (rows of width values; base: the index of
+  /// src's first row, when src is a window on a longer table).
+  void (*add_rows)(const T* src, const int* idx, int base, int rows, int width, T* dst);
+  /// dst row idx[t] - base += src row t, in order of t (add_rows' adjoint).
+  void (*scatter_rows)(const T* src, const int* idx, int base, int rows, int width, T* dst);
 };
 
 /// The kernels of the active level (active_isa()).

@@ -7,6 +7,8 @@
 //   layer 1 (g^1 stored) of a stage with three BondConvs and two AngleUpdates, on every path the space has
 //   (`rows` and `teams` on the host, `teams` on a GPU), with chunks of 32 rows;
 // - keeping the activations or recomputing them gives the same bits;
+// - AngleUpdate in place: g^{k+1} over g^k, dE/dg^k over dE/dg^{k+1} (k = 0 leaves it alone);
+// - g^k held, recomputed per chunk from g^0, or overwritten by dE/dg^k: the same bits;
 // - the reverses (dE/db, dE/dg or dE/dtheta, dE/dx of the local nodes, dE/dw') against central
 //   finite differences of sum R . b^{k+1} and sum R . g^{k+1} in double, and in float against
 //   double.
@@ -45,11 +47,13 @@ kernels::FourierParams fourier() {
 /// the reverse of each slot (an injective map onto local and ghost slots) and each ghost slot's
 /// owner.
 struct Angles {
-  std::vector<int> a, b, c, reverse, owner;
+  std::vector<int> a, b, c, reverse, owner, angle_start{0}, short_start{0};
   std::vector<double> theta;
   int S = 0, slots = 0;
   explicit Angles(std::uint64_t seed) {
     test::Uniform u(seed);
+    // With chunks of 32 angles: centres 0 and 1 (6 angles) in one chunk, centre 2 (42) alone
+    // over the chunk size, centre 3 (20).
     const int counts[kLocal] = {3, 0, 7, 5};
     for (int i = 0; i < kLocal; ++i) {
       const int s0 = S;
@@ -61,6 +65,8 @@ struct Angles {
           }
         }
       }
+      angle_start.push_back(static_cast<int>(a.size()));
+      short_start.push_back(S);
     }
     slots = S + kGhosts;
     for (int g = 0; g < kGhosts; ++g) {
@@ -211,6 +217,8 @@ typename chgnet::AngleBlocks<Space, T>::Angles angles_in_space(const Angles& an)
   v.angle_a = test::vector_in_space<int>(an.a, "a");
   v.angle_b = test::vector_in_space<int>(an.b, "b");
   v.angle_c = test::vector_in_space<int>(an.c, "c");
+  v.angle_start = test::vector_in_space<int>(an.angle_start, "angle_start");
+  v.short_start = test::vector_in_space<int>(an.short_start, "short_start");
   v.short_reverse = test::vector_in_space<int>(an.reverse, "reverse");
   v.theta = test::vector_in_space<T>(an.theta, "theta");
   return v;
@@ -249,6 +257,7 @@ struct BondResult {
 template <class T>
 BondResult run_bond(chgnet::AngleBlocks<Space, T>& st, int k, const Angles& an, const Inputs& in) {
   const auto v = angles_in_space<T>(an);
+  st.plan(v);
   const int S = an.S, A = an.A();
   const auto b = test::matrix_in_space<T>(in.b, S, kFb), g = test::matrix_in_space<T>(in.g, A, kFg),
              x = test::matrix_in_space<T>(in.x, kLocal, kFa), w = test::matrix_in_space<T>(in.w, S, kFb),
@@ -261,7 +270,7 @@ BondResult run_bond(chgnet::AngleBlocks<Space, T>& st, int k, const Angles& an, 
   Kokkos::View<double*, Space> g_theta("g_theta", A);
   st.start_bond_reverse(k, v, R, gb, gH);
   exchange_reverse<T>(an, gH);
-  st.reverse_bond_messages(k, v, b, g, x, w, gH, gb, k > 0 ? gg : M<T>(), g_theta, gx, gw);
+  st.reverse_bond_messages(k, v, b, {g, {}, {}}, x, w, gH, gb, k > 0 ? gg : M<T>(), false, g_theta, gx, gw);
   return {test::host_values(b_next),  test::host_values(gb), test::host_values(gg),
           test::host_values(g_theta), test::host_values(gx), test::host_values(gw)};
 }
@@ -272,14 +281,21 @@ struct AngleResult {
 template <class T>
 AngleResult run_angle(chgnet::AngleBlocks<Space, T>& st, int k, const Angles& an, const Inputs& in) {
   const auto v = angles_in_space<T>(an);
+  st.plan(v);
   const int S = an.S, A = an.A();
   const auto b = test::matrix_in_space<T>(in.b, S, kFb), g = test::matrix_in_space<T>(in.g, A, kFg),
              x = test::matrix_in_space<T>(in.x, kLocal, kFa), R = test::matrix_in_space<T>(in.R_g, A, kFg);
-  M<T> g_next("g_next", A, kFg), gb("gb", S, kFb), gg("gg", A, kFg), gx("gx", kLocal, kFa);
+  // Both blocks work in place: g^k's rows become g^{k+1}'s, and dE/dg^{k+1}'s become dE/dg^k's.
+  const auto g_next = test::matrix_in_space<T>(in.g, A, kFg), gg = test::matrix_in_space<T>(in.R_g, A, kFg);
+  M<T> gb("gb", S, kFb), gx("gx", kLocal, kFa);
   Kokkos::View<double*, Space> g_theta("g_theta", A);
-  st.compute_angle(k, v, b, g, x, g_next);
-  st.reverse_angle(k, v, b, g, x, R, gb, k > 0 ? gg : M<T>(), g_theta, gx);
-  return {test::host_values(g_next), test::host_values(gb), test::host_values(gg), test::host_values(g_theta),
+  st.compute_angle(k, v, b, x, g_next);
+  st.reverse_angle(k, v, b, {st.keeps() ? M<T>() : g, {}, {}}, x, gg, gb, g_theta, gx);
+  const auto gg_host = test::host_values(gg);
+  if (k == 0) {  // read only: dE/dg^0 went into dE/dtheta
+    EXPECT_EQ(gg_host, test::host_values(R));
+  }
+  return {test::host_values(g_next), test::host_values(gb), gg_host, test::host_values(g_theta),
           test::host_values(gx)};
 }
 
@@ -397,6 +413,75 @@ TYPED_TEST(ChgnetAngleBlocks, MatchANaiveEvaluationAndItsGradient) {
   }
 }
 
+// The reverses read g^k three ways (AngleFeatures): held; recomputed chunk by chunk from g^0
+// through the AngleUpdates before k; held in the very array the last BondConv's reverse writes
+// dE/dg^k over (gg_first), as the model holds one array of angle rows. All three give the same
+// bits, on every path, for BondConv 2 (g^2 through two AngleUpdates) and AngleUpdate 1.
+TYPED_TEST(ChgnetAngleBlocks, RecomputedAndOverwrittenAngleRowsGiveTheHeldBits) {
+  using T = TypeParam;
+  const std::vector<kernels::DensePath> paths =
+      kHostSpace ? std::vector<kernels::DensePath>{kernels::DensePath::rows, kernels::DensePath::teams}
+                 : std::vector<kernels::DensePath>{kernels::DensePath::teams};
+  const Angles an(5);
+  const Weights wt(11);
+  test::Uniform u(23);
+  const int S = an.S, A = an.A();
+  const auto rnd = [&](int rows, int cols) {
+    return test::matrix_in_space<T>(test::random_vector(static_cast<std::size_t>(rows) * cols, u), rows,
+                                    cols);
+  };
+  const auto b1 = rnd(S, kFb), b2 = rnd(S, kFb), x1 = rnd(kLocal, kFa), x2 = rnd(kLocal, kFa),
+             w = rnd(S, kFb), R_b = rnd(S, kFb), R_g = rnd(A, kFg);
+  for (const auto path : paths) {
+    const std::string at = path == kernels::DensePath::rows ? "rows" : "teams";
+    auto st = wt.stage<T>(path);
+    st.set_chunk(32);
+    const auto v = angles_in_space<T>(an);
+    st.plan(v);
+    // g^1 and g^2 as the forward leaves them.
+    M<T> g1("g1", A, kFg), g2("g2", A, kFg);
+    st.compute_angle(0, v, b1, x1, g1);
+    Kokkos::deep_copy(g2, g1);
+    st.compute_angle(1, v, b2, x2, g2);
+    using Features = typename chgnet::AngleBlocks<Space, T>::AngleFeatures;
+    const Features chain2{M<T>(), {b1, b2}, {x1, x2}}, chain1{M<T>(), {b1}, {x1}};
+
+    // BondConv 2's reverse; `store`: the array it reads g^2 from and writes dE/dg^2 into, or
+    // none (a zeroed gg of its own).
+    const auto bond2 = [&](const Features& feat, const M<T>& store) {
+      M<T> H("H", an.slots, kFb), b3("b3", S, kFb), gH("gH", an.slots, kFb), gb("gb", S, kFb),
+          gx("gx", kLocal, kFa), gw("gw", S, kFb);
+      st.compute_bond_messages(2, v, b2, g2, x2, w, H);
+      exchange_forward<T>(an, H);
+      st.finish_bond(2, v, H, b2, b3);
+      st.start_bond_reverse(2, v, R_b, gb, gH);
+      exchange_reverse<T>(an, gH);
+      const bool first = store.data() != nullptr;
+      const M<T> gg = first ? store : M<T>("gg", A, kFg);
+      Kokkos::View<double*, Space> g_theta("g_theta", A);
+      st.reverse_bond_messages(2, v, b2, feat, x2, w, gH, gb, gg, first, g_theta, gx, gw);
+      return std::vector<std::vector<double>>{test::host_values(gb), test::host_values(gg),
+                                              test::host_values(gx), test::host_values(gw)};
+    };
+    const auto held = bond2(Features{g2, {}, {}}, M<T>());
+    EXPECT_EQ(bond2(chain2, M<T>()), held) << at << ": bond_conv 2, g^2 recomputed";
+    M<T> store("store", A, kFg);
+    Kokkos::deep_copy(store, g2);
+    EXPECT_EQ(bond2(Features{store, {}, {}}, store), held) << at << ": bond_conv 2, dE/dg^2 over g^2";
+
+    // AngleUpdate 1's reverse, in place on dE/dg^2 = R_g.
+    const auto angle1 = [&](const Features& feat) {
+      M<T> gg("gg", A, kFg), gb("gb", S, kFb), gx("gx", kLocal, kFa);
+      Kokkos::deep_copy(gg, R_g);
+      Kokkos::View<double*, Space> g_theta("g_theta", A);
+      st.reverse_angle(1, v, b2, feat, x2, gg, gb, g_theta, gx);
+      return std::vector<std::vector<double>>{test::host_values(gg), test::host_values(gb),
+                                              test::host_values(gx)};
+    };
+    EXPECT_EQ(angle1(chain1), angle1(Features{g1, {}, {}})) << at << ": angle_update 1, g^1 recomputed";
+  }
+}
+
 TEST(ChgnetAngleBlocksChecks, BadLayersAndShapesAreRefused) {
   const Weights wt(5);
   auto st = wt.stage<double>(kernels::DensePath::automatic);
@@ -405,15 +490,37 @@ TEST(ChgnetAngleBlocksChecks, BadLayersAndShapesAreRefused) {
   EXPECT_THROW(st.set_chunk(48), InputError);
   const Angles an(1);
   const auto v = angles_in_space<double>(an);
-  M<double> b("b", an.S, kFb), g("g", an.A(), kFg), x("x", kLocal, kFa), out("out", an.A(), kFg);
+  M<double> b("b", an.S, kFb), g("g", an.A(), kFg), x("x", kLocal, kFa);
   try {
-    st.compute_angle(2, v, b, g, x, out);
+    st.compute_angle(0, v, b, x, g);
+    ADD_FAILURE() << "a graph plan() has not seen accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("call plan() once per graph first"), std::string::npos) << e.what();
+  }
+  st.plan(v);
+  try {
+    st.compute_angle(2, v, b, x, g);
     ADD_FAILURE() << "angle_update layer 2 of 2 accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("angle_update layer 2 of 2"), std::string::npos) << e.what();
   }
   M<double> narrow("b", an.S, kFb + 1);
-  EXPECT_THROW(st.compute_angle(0, v, narrow, g, x, out), InputError);
+  EXPECT_THROW(st.compute_angle(0, v, narrow, x, g), InputError);
+  auto bad_starts = an;
+  bad_starts.angle_start.back() -= 1;
+  EXPECT_THROW(st.plan(angles_in_space<double>(bad_starts)), InputError);
+  M<double> short_rows("g", an.A() - 1, kFg), wide_rows("g", an.A(), kFg + 1);
+  EXPECT_THROW(st.compute_angle(0, v, b, x, short_rows), InputError);
+  EXPECT_THROW(
+      st.reverse_angle(1, v, b, {g, {}, {}}, x, wide_rows, b, Kokkos::View<double*, Space>("t", an.A()), x),
+      InputError);
+  try {  // g^1 neither held nor recomputable (no AngleUpdate inputs given)
+    st.reverse_angle(1, v, b, {}, x, g, b, Kokkos::View<double*, Space>("t", an.A()), x);
+    ADD_FAILURE() << "g^1 from nowhere accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("g^1 is neither held nor recomputable"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -230,27 +230,31 @@ void layer_norm_backward(S* g, const S* yhat, const S* inv_sigma, const S* gamma
   }
 }
 
+/// dst row t += src row idx[t] - base (math::SimdKernels::add_rows).
 template <class S>
-void add_rows(const S* src, const int* idx, int rows, int width, S* dst) {
+void add_rows(const S* src, const int* idx, int base, int rows, int width, S* dst) {
   if constexpr (is_simd_v<S>) {
-    math::simd_kernels<S>().add_rows(src, idx, rows, width, dst);
+    math::simd_kernels<S>().add_rows(src, idx, base, rows, width, dst);
   } else {
     for (int t = 0; t < rows; ++t) {
       for (int j = 0; j < width; ++j) {
-        dst[static_cast<std::size_t>(t) * width + j] += src[static_cast<std::size_t>(idx[t]) * width + j];
+        dst[static_cast<std::size_t>(t) * width + j] +=
+            src[static_cast<std::size_t>(idx[t] - base) * width + j];
       }
     }
   }
 }
 
+/// dst row idx[t] - base += src row t, in order of t.
 template <class S>
-void scatter_rows(const S* src, const int* idx, int rows, int width, S* dst) {
+void scatter_rows(const S* src, const int* idx, int base, int rows, int width, S* dst) {
   if constexpr (is_simd_v<S>) {
-    math::simd_kernels<S>().scatter_rows(src, idx, rows, width, dst);
+    math::simd_kernels<S>().scatter_rows(src, idx, base, rows, width, dst);
   } else {
     for (int t = 0; t < rows; ++t) {
       for (int j = 0; j < width; ++j) {
-        dst[static_cast<std::size_t>(idx[t]) * width + j] += src[static_cast<std::size_t>(t) * width + j];
+        dst[static_cast<std::size_t>(idx[t] - base) * width + j] +=
+            src[static_cast<std::size_t>(t) * width + j];
       }
     }
   }

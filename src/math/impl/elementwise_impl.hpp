@@ -210,11 +210,11 @@ void layer_norm_backward(T* g, const T* yhat, const T* inv_sigma, const T* gamma
   }
 }
 
-/// dst row t += src row idx[t] (rows of width values).
+/// dst row t += src row idx[t] - base (rows of width values).
 template <int B, class T>
-void add_rows(const T* src, const int* idx, int rows, int width, T* dst) {
+void add_rows(const T* src, const int* idx, int base, int rows, int width, T* dst) {
   for (int t = 0; t < rows; ++t) {
-    const T* s = src + static_cast<long>(idx[t]) * width;
+    const T* s = src + static_cast<long>(idx[t] - base) * width;
     T* d = dst + static_cast<long>(t) * width;
     for_lanes<B, T>(static_cast<std::size_t>(width), [&](auto tag, std::size_t j) {
       using V = typename decltype(tag)::Vec;
@@ -223,13 +223,13 @@ void add_rows(const T* src, const int* idx, int rows, int width, T* dst) {
   }
 }
 
-/// dst row idx[t] += src row t: the adjoint of add_rows (rows in order, so repeated indices
-/// add up in the same order at every width).
+/// dst row idx[t] - base += src row t: the adjoint of add_rows (rows in order, so repeated
+/// indices add up in the same order at every width).
 template <int B, class T>
-void scatter_rows(const T* src, const int* idx, int rows, int width, T* dst) {
+void scatter_rows(const T* src, const int* idx, int base, int rows, int width, T* dst) {
   for (int t = 0; t < rows; ++t) {
     const T* s = src + static_cast<long>(t) * width;
-    T* d = dst + static_cast<long>(idx[t]) * width;
+    T* d = dst + static_cast<long>(idx[t] - base) * width;
     for_lanes<B, T>(static_cast<std::size_t>(width), [&](auto tag, std::size_t j) {
       using V = typename decltype(tag)::Vec;
       store(d + j, load<V>(d + j) + load<V>(s + j));

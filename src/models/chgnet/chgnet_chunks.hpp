@@ -46,54 +46,56 @@ void for_each_element(bool rows_path, const char* label, int rows, int cols, con
 
 template <class ExecSpace, class T>
 struct RowsFunctor {
-  struct TagGather {};   // rows(t, :) += table(idx(r0 + t), :)
-  struct TagScatter {};  // table(idx(r0 + t), :) += rows(t, :), atomically
+  struct TagGather {};   // rows(t, :) += table(idx(r0 + t) - base, :)
+  struct TagScatter {};  // table(idx(r0 + t) - base, :) += rows(t, :), atomically
 
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> rows, table;
   Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace> const_rows, const_table;
   Kokkos::View<const int*, ExecSpace> idx;
-  int r0 = 0;
+  int r0 = 0, base = 0;
 
   KOKKOS_INLINE_FUNCTION void operator()(TagGather, int t, int j) const {
-    rows(t, j) += const_table(idx(r0 + t), j);
+    rows(t, j) += const_table(idx(r0 + t) - base, j);
   }
   KOKKOS_INLINE_FUNCTION void operator()(TagScatter, int t, int j) const {
-    Kokkos::atomic_add(&table(idx(r0 + t), j), const_rows(t, j));
+    Kokkos::atomic_add(&table(idx(r0 + t) - base, j), const_rows(t, j));
   }
 };
 
-/// rows [n][w] += table rows idx(r0 .. r0 + n - 1).
+/// rows [n][w] += table rows idx(r0 .. r0 + n - 1); `base`: the index of table's first row
+/// (a window on a longer table).
 template <class ExecSpace, class T>
 void add_gathered(bool rows_path, const Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>& rows,
                   const Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>& table,
-                  const Kokkos::View<const int*, ExecSpace>& idx, int r0) {
+                  const Kokkos::View<const int*, ExecSpace>& idx, int r0, int base = 0) {
   const int n = static_cast<int>(rows.extent(0)), w = static_cast<int>(rows.extent(1));
   if constexpr (kHostSpace<ExecSpace>) {
     if (rows_path) {
-      kernels::rows::add_rows(table.data(), idx.data() + r0, n, w, rows.data());
+      kernels::rows::add_rows(table.data(), idx.data() + r0, base, n, w, rows.data());
       return;
     }
   }
   RowsFunctor<ExecSpace, T> f;
-  f.rows = rows, f.const_table = table, f.idx = idx, f.r0 = r0;
+  f.rows = rows, f.const_table = table, f.idx = idx, f.r0 = r0, f.base = base;
   for_each_element<typename RowsFunctor<ExecSpace, T>::TagGather, ExecSpace>(
       false, "fastmlip::chgnet::gather", n, w, f);
 }
 
-/// table rows idx(r0 .. r0 + n - 1) += rows [n][w], in row order on `rows`.
+/// table rows idx(r0 .. r0 + n - 1) += rows [n][w], in row order on `rows`; `base` as in
+/// add_gathered.
 template <class ExecSpace, class T>
 void scatter_added(bool rows_path, const Kokkos::View<const T**, Kokkos::LayoutRight, ExecSpace>& rows,
                    const Kokkos::View<const int*, ExecSpace>& idx, int r0,
-                   const Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>& table) {
+                   const Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>& table, int base = 0) {
   const int n = static_cast<int>(rows.extent(0)), w = static_cast<int>(rows.extent(1));
   if constexpr (kHostSpace<ExecSpace>) {
     if (rows_path) {
-      kernels::rows::scatter_rows(rows.data(), idx.data() + r0, n, w, table.data());
+      kernels::rows::scatter_rows(rows.data(), idx.data() + r0, base, n, w, table.data());
       return;
     }
   }
   RowsFunctor<ExecSpace, T> f;
-  f.const_rows = rows, f.table = table, f.idx = idx, f.r0 = r0;
+  f.const_rows = rows, f.table = table, f.idx = idx, f.r0 = r0, f.base = base;
   for_each_element<typename RowsFunctor<ExecSpace, T>::TagScatter, ExecSpace>(
       false, "fastmlip::chgnet::scatter", n, w, f);
 }
@@ -108,24 +110,31 @@ struct KeptActivations {
   Matrix z1;
   typename Mlp::Kept acts;
 
-  void resize(const Mlp& m, int rows) {
+  void resize(const Mlp& m, int rows) { resize(m, rows, m.kept_size(rows)); }
+  /// For chunks whose rows are not all multiples of the tile: `values` of activations in all,
+  /// each chunk's from its own offset (tiles_at).
+  void resize(const Mlp& m, int rows, std::size_t values) {
     if (z1.extent(0) < static_cast<std::size_t>(rows) ||
         z1.extent(1) != static_cast<std::size_t>(m.width2())) {
       z1 = Matrix(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::kept_z1")),
                   rows, m.width2());
     }
-    if (acts.extent(0) < m.kept_size(rows)) {
+    if (acts.extent(0) < values) {
       acts = typename Mlp::Kept(
           Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("fastmlip::chgnet::kept_acts")),
-          m.kept_size(rows));
+          values);
     }
   }
-  /// Rows r0 .. r0 + n - 1 (r0 a multiple of the tile: a chunk's tiles are consecutive).
+  /// Rows r0 .. r0 + n - 1.
   Matrix z1_rows(int r0, int n) const {
     return Kokkos::subview(z1, Kokkos::make_pair(r0, r0 + n), Kokkos::ALL);
   }
+  /// Their activations, r0 a multiple of the tile (a chunk's tiles are consecutive).
   typename Mlp::Kept tiles(const Mlp& m, int r0, int n) const {
-    const std::size_t first = m.kept_size(static_cast<std::size_t>(r0));
+    return tiles_at(m.kept_size(static_cast<std::size_t>(r0)), m, n);
+  }
+  /// The activations of a chunk of n rows whose own start at value `first`.
+  typename Mlp::Kept tiles_at(std::size_t first, const Mlp& m, int n) const {
     return Kokkos::subview(acts, Kokkos::make_pair(first, first + m.kept_size(static_cast<std::size_t>(n))));
   }
 };

@@ -325,14 +325,27 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   using DoubleBuffer = kernels::impl::GrowBuffer<double, ExecSpace>;
   int N = 0, NL = 0, E = 0, S = 0, A = 0, n_slots = 0;
   chgnet::Geometry<ExecSpace, T> geo;  // short edges, angles, r, theta (chgnet_geometry.hpp)
+  Kokkos::View<const int*, Memory> short_start;  // [NL + 1] the short edges by centre
   // Stored features, in ExecSpace's memory: x^k of every node, b^k of the short edges only (long
-  // edges' rows are b^0 plus biases, recomputed with w per chunk of edges), g^k for k >= 1 (g^0 is
-  // recomputed per chunk of angles). With about 100 edges and 100 angles per atom the per-edge and
-  // per-angle rows would otherwise be most of the memory. Each array is a window on storage kept
-  // between calls (GrowBuffer), so an MD step allocates nothing once the system stops growing.
-  std::vector<Buffer> x_buf, bs_buf, g_buf, gx_buf, gb_buf, gg_buf;
-  Buffer w_bg_buf{"fastmlip::chgnet::w_bg"}, H_buf{"fastmlip::chgnet::H"},
-      gw_bg_buf{"fastmlip::chgnet::grad_w_bg"}, gH_buf{"fastmlip::chgnet::grad_H"};
+  // edges' rows are b^0 plus biases, recomputed with w per chunk of edges), and one array of angle
+  // rows, g^k for the latest k >= 1 (g^0 is recomputed per chunk of angles). With about 100 edges
+  // and 100 angles per atom the per-edge and per-angle rows would otherwise be most of the memory.
+  // Each array is a window on storage kept between calls (GrowBuffer), so an MD step allocates
+  // nothing once the system stops growing.
+  //
+  // Angle rows dominate what is left (about 130 angles per atom at 64 values each, 33 KB per atom
+  // in float32), so there is one array of them, whatever the number of layers: g^k in the forward
+  // (AngleUpdate overwrites g^k with g^{k+1}), then dE/dg^k in the reverse. The last BondConv's
+  // reverse, the first to reach an angle's dE/dg, writes it over that angle's g^{K-1} once it has
+  // read it; each AngleUpdate's reverse turns dE/dg^{k+1} into dE/dg^k in place; the blocks that
+  // read an earlier g^k recompute it per chunk of angles from g^0 (chgnet_angle_blocks.hpp's
+  // AngleFeatures: one AngleUpdate forward per layer below k, the chunk's rows only). The reverse
+  // holds two dE/db^k at a time (a ring of two), and H and its adjoint share storage (the
+  // forward's H is dead before the reverse starts).
+  std::vector<Buffer> x_buf, bs_buf, gx_buf, gb_buf;
+  Buffer angle_buf{"fastmlip::chgnet::g_then_grad_g"};
+  Buffer w_bg_buf{"fastmlip::chgnet::w_bg"}, H_buf{"fastmlip::chgnet::H_and_grad_H"},
+      gw_bg_buf{"fastmlip::chgnet::grad_w_bg"};
   DoubleBuffer site_buf{"fastmlip::chgnet::site_energy"}, magmom_buf{"fastmlip::chgnet::magmom"},
       g_r_buf{"fastmlip::chgnet::grad_r"}, g_theta_buf{"fastmlip::chgnet::grad_theta"},
       g_short_buf{"fastmlip::chgnet::grad_r_short"}, edge_grad_buf{"fastmlip::chgnet::edge_gradient"};
@@ -340,17 +353,17 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   // The exchanges done here when the caller names every ghost's owner (image_exchange.hpp).
   ImageExchange<ExecSpace> images;
   Mat w_bg, H;
-  std::vector<Mat> x, bs, g;  // x^k [N][Fa], short b^k [S][Fb], g^k [A][Fg]
+  std::vector<Mat> x, bs;  // x^k [N][Fa], short b^k [S][Fb]
+  Mat g;                   // g^{g_level} [A][Fg] on angle_buf (none while g_level is 0: g^0 is not stored)
+  int g_level = 0;
 
   void size_buffers() {
     auto labelled = [](int n, const char* label) { return std::vector<Buffer>(n, Buffer(label)); };
     if (x_buf.empty()) {
       x_buf = labelled(n_conv + 1, "fastmlip::chgnet::x");
       bs_buf = labelled(n_conv, "fastmlip::chgnet::b");
-      g_buf = labelled(n_conv - 1, "fastmlip::chgnet::g");
       gx_buf = labelled(n_conv + 1, "fastmlip::chgnet::grad_x");
-      gb_buf = labelled(n_conv, "fastmlip::chgnet::grad_b");
-      gg_buf = labelled(n_conv - 1, "fastmlip::chgnet::grad_g");
+      gb_buf = labelled(2, "fastmlip::chgnet::grad_b");  // the ring: dE/db^k in gb_buf[k % 2]
     }
   }
 
@@ -378,6 +391,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     NL = gr.n_local;
     E = gr.num_edges();
     chgnet::compute_chgnet_geometry(gr, gr.slot_start, gr.reverse_slot, "ChgnetModel::compute", geo);
+    // A local node's short edges are its slots (chgnet_geometry.hpp): their CSR is slot_start's.
+    short_start = Kokkos::subview(gr.slot_start, Kokkos::make_pair(0, NL + 1));
     n_slots = graph::impl::host_value(gr.slot_start, N);
     images.set(exchange != nullptr ? exchange->ghost_owners() : nullptr, NL, N);
     if (images.active()) {
@@ -386,13 +401,15 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     S = geo.num_short;
     A = geo.num_angles;
     size_buffers();
+    angle_blocks->plan(angles());
   }
 
   /// Embeddings (stage "compute_embedding").
   void compute_embedding(const Graph& gr) {
     x.assign(n_conv + 1, Mat());
     bs.assign(n_conv, Mat());
-    g.assign(n_conv - 1, Mat());
+    g = Mat();
+    g_level = 0;
     x[0] = x_buf[0].get(N, Fa);
     bs[0] = bs_buf[0].get(S, Fb);
     w_bg = w_bg_buf.get(S, Fb);
@@ -435,11 +452,36 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     typename chgnet::AngleBlocks<ExecSpace, T>::Angles an;
     an.n_local = NL, an.num_slots = n_slots;
     an.angle_a = geo.angle_a, an.angle_b = geo.angle_b, an.angle_c = geo.angle_c;
+    an.angle_start = geo.angle_start, an.short_start = short_start;
     an.short_reverse = geo.short_reverse, an.theta = geo.theta;
     return an;
   }
-  /// g^k (none for k = 0: recomputed from theta).
-  ConstMat angle_features(int k) const { return k > 0 ? ConstMat(g[k]) : ConstMat(); }
+  /// g^k (none for k = 0: recomputed from theta) in the forward, where g holds it.
+  ConstMat angle_features(int k) const {
+    if (k > 0 && g_level != k) {
+      // A stage order this driver does not know (chgnet_stages.hpp changed without it).
+      throw Error("ChgnetModel: internal error: g^" + std::to_string(k) + " asked for while g^" +
+                  std::to_string(g_level) + " is held");
+    }
+    return k > 0 ? ConstMat(g) : ConstMat();
+  }
+  /// Where the reverse of a block that reads g^k finds it: held in g by the last BondConv (the
+  /// forward's last g^k), recomputed per chunk by the others (the array holds dE/dg by then).
+  typename chgnet::AngleBlocks<ExecSpace, T>::AngleFeatures reverse_angle_features(int k) const {
+    typename chgnet::AngleBlocks<ExecSpace, T>::AngleFeatures f;
+    if (k == 0 || angle_blocks->keeps()) {
+      return f;  // g^0 comes from theta; kept activations need no g
+    }
+    if (k == n_conv - 2) {
+      f.held = angle_features(k);
+      return f;
+    }
+    for (int j = 0; j < k; ++j) {
+      f.b_next.push_back(bs[j + 1]);
+      f.x_next.push_back(x[j + 1]);
+    }
+    return f;
+  }
 
   /// BondConv k: short b^{k+1} from b^k, g^k, x^{k+1}; the ghost slots of H from their owners.
   void compute_bond_conv(int k, ChgnetExchange<T>* exchange) {
@@ -458,10 +500,12 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     angle_blocks->finish_bond(k, an, H, bs[k], bs[k + 1]);
   }
 
-  /// AngleUpdate k: g^{k+1} from b^{k+1}, g^k, x^{k+1}.
+  /// AngleUpdate k: g^{k+1} from b^{k+1}, g^k, x^{k+1}, over g^k.
   void compute_angle_update(int k) {
-    g[k + 1] = g_buf[k + 1].get(A, Fg);
-    angle_blocks->compute_angle(k, angles(), bs[k + 1], angle_features(k), x[k + 1], g[k + 1]);
+    angle_features(k);         // checks that g holds g^k
+    g = angle_buf.get(A, Fg);  // the same storage: g^k's rows are kept
+    angle_blocks->compute_angle(k, angles(), bs[k + 1], x[k + 1], g);
+    g_level = k + 1;
   }
 
   /// Site energies and the energy (stage "compute_readout", chgnet_heads.hpp).
@@ -481,7 +525,8 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   std::vector<double> site_host;
 
   // ---- reverse ----------------------------------------------------------------------------
-  std::vector<Mat> gxs, gbs, ggs;  // adjoints of x^k, short b^k, g^k
+  std::vector<Mat> gxs, gbs;  // adjoints of x^k, short b^k (two live: gbs[k] is gb_buf[k % 2])
+  Mat gg;                     // dE/dg^k for the k whose blocks are being reversed
   Mat gw_bg, gH;
   Doubles g_r, g_theta;  // dE/dr (edges), dE/dtheta (angles)
 
@@ -501,7 +546,9 @@ struct ChgnetModel<ExecSpace, T>::Impl {
   /// rows) and the bond-graph weights w'.
   void reverse_bond_conv(int k, ChgnetExchange<T>* exchange) {
     const auto an = angles();
-    gH = gH_buf.get(n_slots, Fb);
+    const auto g_k = reverse_angle_features(k);
+    gH = H_buf.get(n_slots, Fb);
+    gbs[k] = gb_buf[k % 2].zeros(S, Fb);  // over dE/db^{k+2}, dead since BondConv k+1's reverse
     angle_blocks->start_bond_reverse(k, an, gbs[k + 1], gbs[k], gH);
     if (images.slots_active()) {
       images.reverse_slots(gH);
@@ -511,14 +558,16 @@ struct ChgnetModel<ExecSpace, T>::Impl {
       exchange_on_host(gH, NL, ExchangeRows::any, exchange_host,
                        [&](T* rows) { exchange->reverse_slots(rows, Fb); });
     }
-    angle_blocks->reverse_bond_messages(k, an, bs[k], angle_features(k), x[k + 1], w_bg, gH, gbs[k],
-                                        k > 0 ? ggs[k] : Mat(), g_theta, gxs[k + 1], gw_bg);
+    // The last BondConv writes dE/dg^k over g^k (gg and g are one array); the others add to it.
+    angle_blocks->reverse_bond_messages(k, an, bs[k], g_k, x[k + 1], w_bg, gH, gbs[k], k > 0 ? gg : Mat(),
+                                        k == n_conv - 2, g_theta, gxs[k + 1], gw_bg);
   }
 
-  /// Reverse of AngleUpdate k: from dE/dg^{k+1} to dE/dg^k, dE/db^{k+1}, dE/dx^{k+1}.
+  /// Reverse of AngleUpdate k: from dE/dg^{k+1} to dE/dg^k (in gg, in place), dE/db^{k+1},
+  /// dE/dx^{k+1}.
   void reverse_angle_update(int k) {
-    angle_blocks->reverse_angle(k, angles(), bs[k + 1], angle_features(k), x[k + 1], ggs[k + 1], gbs[k + 1],
-                                k > 0 ? ggs[k] : Mat(), g_theta, gxs[k + 1]);
+    const auto g_k = reverse_angle_features(k);
+    angle_blocks->reverse_angle(k, angles(), bs[k + 1], g_k, x[k + 1], gg, gbs[k + 1], g_theta, gxs[k + 1]);
   }
 
   /// Reverse of the embeddings and bases: dE/d(edge vectors) (stage "reverse_basis").
@@ -614,15 +663,12 @@ struct ChgnetModel<ExecSpace, T>::Impl {
     for (int k = 1; k < n_conv; ++k) {
       gxs[k] = gx_buf[k].zeros(N, Fa);
     }
+    // dE/db^k for the last AtomConv's k; each BondConv k's reverse starts its dE/db^k.
     gbs.assign(n_conv, Mat());
-    for (int k = 0; k < n_conv; ++k) {
-      gbs[k] = gb_buf[k].zeros(S, Fb);
-    }
-    // dE/dg^k for k >= 1 (g^0's goes into dE/dtheta directly).
-    ggs.assign(K, Mat());
-    for (int k = 1; k < K; ++k) {
-      ggs[k] = gg_buf[k].zeros(A, Fg);
-    }
+    gbs[K] = gb_buf[K % 2].zeros(S, Fb);
+    // dE/dg^k for k >= 1 (g^0's goes into dE/dtheta directly), on g's storage: the last
+    // BondConv's reverse writes the first part, dE/dg^{K-1}, over g^{K-1}.
+    gg = K > 1 ? angle_buf.get(A, Fg) : Mat();
     g_r = g_r_buf.zeros(E);
     g_theta = g_theta_buf.zeros(A);
     gw_bg = gw_bg_buf.zeros(S, Fb);
