@@ -19,7 +19,7 @@ if(FASTMLIP_BUILD_FUZZERS)
   # so that the fuzzers are guided by the parsers' branches; only the harnesses link the
   # fuzzer's main (-fsanitize=fuzzer, tests/fuzz).
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    message(FATAL_ERROR "FASTMLIP_BUILD_FUZZERS needs clang (libFuzzer); use the 'fuzz' preset "
+    message(FATAL_ERROR "FASTMLIP_BUILD_FUZZERS needs clang (libFuzzer); use the 'asan' or 'fuzz' preset "
                         "(scripts/install-deps.sh installs Debian's clang)")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)

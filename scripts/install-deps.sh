@@ -25,6 +25,7 @@ apt_packages=(
   libblas-dev  # the tests check the radial MLP's cuBLAS driver against the reference BLAS
   python3 python3-numpy
   clang libclang-rt-14-dev  # the fuzz preset: clang 14 and its libFuzzer/sanitizer runtimes
+  ccache  # scripts/build.sh: compiles shared between the presets and between runs
 )
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

